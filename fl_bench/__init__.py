@@ -1,0 +1,3 @@
+"""fl_bench: asynchronous federated learning experiment suite."""
+
+__version__ = "0.1.0"

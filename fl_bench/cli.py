@@ -1,0 +1,80 @@
+"""Command line: ``python -m fl_bench [overrides]`` (Hydra), with one-line errors.
+
+Hydra is run with HYDRA_FULL_ERROR so that failures reach this module, which prints them as a
+single ``fl_bench: error: ...`` line and exits 1. A user who sets HYDRA_FULL_ERROR=1 gets the full
+traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from hydra.errors import HydraException
+from rich.console import Console
+
+from fl_bench.config import register_configs
+from fl_bench.errors import FLBenchError
+
+register_configs()
+
+
+def one_line(error: BaseException) -> str:
+    """Turn Hydra / OmegaConf / fl_bench errors into one line naming the bad value."""
+    # fl_bench.config raises ConfigError from __post_init__; OmegaConf may wrap it.
+    cause = error
+    while cause.__cause__ is not None and not isinstance(cause, FLBenchError):
+        cause = cause.__cause__
+    if isinstance(cause, FLBenchError):
+        return str(cause)
+    text = str(error)
+    missing = re.search(r"Could not find '([\w/]+)/([^']+)'", text)
+    options = re.search(r"Available options in '[\w/]+':\s*\n((?:\s+\S+\n?)+)", text)
+    if missing:
+        group, name = missing.groups()
+        allowed = ", ".join(o.strip() for o in options.group(1).split()) if options else "see conf/" + group
+        return f"unknown {group} {name!r}: choose one of {allowed}"
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(("full_key", "object_type", "reference_type"))]
+    return " ".join(lines)
+
+
+# An absolute path: Hydra would read a relative one as a Python package next to this module.
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
+def _main(dict_cfg: DictConfig) -> float | None:
+    from fl_bench.experiment import run_experiment  # heavy imports after argument checking
+
+    cfg = OmegaConf.to_object(dict_cfg)  # runs the schemas' range checks
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    summary = run_experiment(cfg, run_dir)
+    console = Console(stderr=False)
+    target = summary["trips_to_target"]
+    console.print(
+        f"[bold]{summary['algorithm']}[/] on {summary['dataset']}: "
+        f"val acc {summary['final_val_accuracy']:.4f} | trips {summary['client_trips']} | "
+        f"server steps {summary['server_steps']} | trips to {summary['target_accuracy']:.0%}: "
+        f"{target if target is not None else 'not reached'} | sim time {summary['sim_time']:.1f} | "
+        f"{summary['wall_seconds']:.1f}s\nrun dir: {summary['run_dir']}",
+        highlight=False,
+    )
+    return float(target) if target is not None else None
+
+
+def main() -> None:
+    user_wants_traceback = bool(os.environ.get("HYDRA_FULL_ERROR"))
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _main()
+    except (FLBenchError, HydraException, OmegaConfBaseException, ValueError) as error:
+        if user_wants_traceback:
+            raise
+        print(f"fl_bench: error: {one_line(error)}", file=sys.stderr)
+        sys.exit(1)

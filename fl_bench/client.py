@@ -1,0 +1,110 @@
+"""Client local training (FedBuff Alg. 2): minibatch SGD from the downloaded model, returns
+Delta = y_0 - y_Q.
+
+The task's trainable parameters are re-pointed to views of one flat vector, so loading a model,
+snapshotting it and computing Delta are single vector operations. The orchestrator hands over a
+batch of jobs that all start from the same model version; this trainer runs them one after the
+other in a plain torch loop (no Lightning ``Trainer`` per trip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from fl_bench.config import AlgorithmConfig
+from fl_bench.data import FederatedData
+from fl_bench.task import ClassificationTask
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    """Client optimizer settings for one algorithm."""
+
+    lr: float
+    batch_size: int
+    epochs: int = 1
+    steps: int | None = None  # fixed Q local steps instead of whole epochs
+    lr_norm: bool = False  # FedBuff Sec. 5: a batch of n < B examples uses lr * n / B
+    prox_mu: float = 0.0  # FedProx: + (mu/2) ||y - y_0||^2 in the local objective
+
+    @classmethod
+    def from_config(cls, cfg: AlgorithmConfig) -> "LocalTraining":
+        return cls(
+            lr=cfg.client_lr,
+            batch_size=cfg.batch_size,
+            epochs=cfg.local_epochs,
+            steps=cfg.local_steps,
+            lr_norm=cfg.weighting == "lrnorm",
+            prox_mu=cfg.prox_mu,
+        )
+
+    def num_steps(self, num_examples: int) -> int:
+        if self.steps is not None:
+            return self.steps
+        return self.epochs * -(-num_examples // self.batch_size)
+
+
+def flatten_parameters(module: torch.nn.Module) -> tuple[torch.Tensor, list[torch.nn.Parameter]]:
+    """Make every trainable parameter a view into one flat vector; return (vector, parameters)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.data = flat[offset : offset + n].view_as(p)
+        offset += n
+    return flat, params
+
+
+class ClientTrainer:
+    def __init__(self, task: ClassificationTask, data: FederatedData, local: LocalTraining):
+        self.task = task
+        self.data = data
+        self.local = local
+        self.flat, self.params = flatten_parameters(task)
+        self.device = self.flat.device
+
+    @property
+    def num_parameters(self) -> int:
+        return self.flat.numel()
+
+    def load(self, params: torch.Tensor) -> None:
+        self.flat.copy_(params)
+
+    def train(self, start: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
+        """Run one local training per client from ``start``; return the deltas, shape [len(clients), P]."""
+        deltas = torch.empty(len(clients), self.flat.numel(), device=self.device)
+        for row, (client, seed) in enumerate(zip(clients, seeds)):
+            self.load(start)
+            self._local_sgd(client, seed, start)
+            torch.sub(start, self.flat, out=deltas[row])
+        return deltas
+
+    def _local_sgd(self, client: int, seed: int, start: torch.Tensor) -> None:
+        local, params = self.local, self.params
+        x, y = self.data.client(client)
+        n, bsz = len(y), local.batch_size
+        gen = torch.Generator().manual_seed(seed)
+        start_views = self._views(start) if local.prox_mu else None
+        perm, pos = torch.randperm(n, generator=gen), 0
+        for _ in range(local.num_steps(n)):
+            if pos >= n:  # next epoch: reshuffle
+                perm, pos = torch.randperm(n, generator=gen), 0
+            idx = perm[pos : pos + bsz].to(self.device, non_blocking=True)
+            pos += bsz
+            grads = torch.autograd.grad(self.task.loss(x[idx], y[idx]), params)
+            if start_views is not None:
+                # grad of (mu/2)||y - y_0||^2 is mu (y - y_0) (FedProx, Li et al. 2020, eq. 2)
+                torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
+            lr = local.lr * len(idx) / bsz if local.lr_norm else local.lr
+            with torch.no_grad():
+                torch._foreach_add_(params, grads, alpha=-lr)
+
+    def _views(self, vector: torch.Tensor) -> list[torch.Tensor]:
+        out, offset = [], 0
+        for p in self.params:
+            out.append(vector[offset : offset + p.numel()].view_as(p))
+            offset += p.numel()
+        return out

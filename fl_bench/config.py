@@ -1,0 +1,363 @@
+"""Structured configs: the typed schema behind every YAML file under ``conf/``.
+
+Each config group (dataset, model, algorithm, delay, availability, dp) has a base dataclass and
+one subclass per option. The YAML option files start from their schema (``defaults: -
+/schema/<group>@_here_: <option>``), so a misspelt key or a wrongly typed value fails at Hydra
+composition. Value ranges are checked in ``__post_init__``, which runs when the composed config is
+turned into objects (``OmegaConf.to_object``), before any work starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from fl_bench.errors import ConfigError
+
+
+def _require(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is not allowed: {allowed}")
+
+
+def _choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    _require(value in choices, key, value, "choose one of " + ", ".join(choices))
+
+
+# ----------------------------------------------------------------------------- dataset
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+    # Fraction of each client's examples held out; the union of held-out parts is the
+    # validation split (LEAF-style per-client split).
+    val_fraction: float = 0.2
+
+    def __post_init__(self) -> None:
+        _require(0.0 < self.val_fraction < 1.0, "dataset.val_fraction", self.val_fraction, "must be in (0, 1)")
+
+
+@dataclass
+class SyntheticConfig(DatasetConfig):
+    """Synthetic(gamma, xi) of Shamir et al. / Li et al. (SPEC.md section 3)."""
+
+    name: str = "synthetic"
+    gamma: float = 1.0
+    xi: float = 1.0
+    num_clients: int = 1000
+    dim: int = 60
+    num_classes: int = 10
+    # Client sizes: min_examples + LogNormal(size_mu, size_sigma), a heavy (power-law-like) tail;
+    # the defaults give ~109 training examples per client on average.
+    min_examples: int = 20
+    size_mu: float = 4.25
+    size_sigma: float = 1.0
+    data_seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.gamma >= 0, "dataset.gamma", self.gamma, "must be >= 0")
+        _require(self.xi >= 0, "dataset.xi", self.xi, "must be >= 0")
+        _require(self.num_clients >= 1, "dataset.num_clients", self.num_clients, "must be >= 1")
+        _require(self.dim >= 1, "dataset.dim", self.dim, "must be >= 1")
+        _require(self.num_classes >= 2, "dataset.num_classes", self.num_classes, "must be >= 2")
+        _require(self.min_examples >= 2, "dataset.min_examples", self.min_examples, "must be >= 2")
+
+
+@dataclass
+class LeafConfig(DatasetConfig):
+    """A LEAF dataset read from a prepared cache under ``root``."""
+
+    root: str = "${data_root}"
+
+
+# ----------------------------------------------------------------------------- model
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    # L2 regularisation added to the loss (HFL's logistic regression uses 1e-4).
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require(self.weight_decay >= 0, "model.weight_decay", self.weight_decay, "must be >= 0")
+
+
+@dataclass
+class LogRegConfig(ModelConfig):
+    name: str = "logreg"
+
+
+@dataclass
+class MLPConfig(ModelConfig):
+    name: str = "mlp"
+    hidden: int = 64
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.hidden >= 1, "model.hidden", self.hidden, "must be >= 1")
+
+
+# ----------------------------------------------------------------------------- algorithm
+WEIGHTINGS = ("lrnorm", "examples", "uniform")
+REDUCTIONS = ("sum", "mean")
+SERVER_OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass
+class AlgorithmConfig:
+    """Client training and server optimizer knobs shared by every algorithm (FedBuff Table 4)."""
+
+    name: str = MISSING
+    # --- client: minibatch SGD, one epoch by default (FedBuff App. B.2)
+    client_lr: float = 0.1
+    batch_size: int = 32
+    local_epochs: int = 1
+    # If set, run exactly this many local steps (Q) instead of whole epochs.
+    local_steps: Optional[int] = None
+    # FedProx proximal coefficient mu (0 disables the term).
+    prox_mu: float = 0.0
+    # --- server: how updates are weighted and combined, then the server optimizer step
+    weighting: str = "lrnorm"  # lrnorm | examples | uniform (FedBuff Table 7)
+    reduction: str = "mean"  # sum: (1/K) sum w_i D_i ; mean: sum w_i D_i / sum w_i
+    staleness_exponent: float = 0.5  # alpha in s(tau) = (1 + tau)^-alpha
+    server_optimizer: str = "sgd"  # sgd | adam
+    server_lr: float = 1.0
+    server_momentum: float = 0.0
+
+    def __post_init__(self) -> None:
+        a = "algorithm."
+        _require(math.isfinite(self.client_lr) and self.client_lr > 0, a + "client_lr", self.client_lr, "must be > 0")
+        _require(self.batch_size >= 1, a + "batch_size", self.batch_size, "must be >= 1")
+        _require(self.local_epochs >= 1, a + "local_epochs", self.local_epochs, "must be >= 1")
+        _require(self.local_steps is None or self.local_steps >= 1, a + "local_steps", self.local_steps, "must be >= 1 or null")
+        _require(self.prox_mu >= 0, a + "prox_mu", self.prox_mu, "must be >= 0")
+        _choice(a + "weighting", self.weighting, WEIGHTINGS)
+        _choice(a + "reduction", self.reduction, REDUCTIONS)
+        _require(self.staleness_exponent >= 0, a + "staleness_exponent", self.staleness_exponent, "must be >= 0")
+        _choice(a + "server_optimizer", self.server_optimizer, SERVER_OPTIMIZERS)
+        _require(math.isfinite(self.server_lr) and self.server_lr > 0, a + "server_lr", self.server_lr, "must be > 0")
+        _require(0 <= self.server_momentum < 1, a + "server_momentum", self.server_momentum, "must be in [0, 1)")
+
+
+@dataclass
+class SyncConfig(AlgorithmConfig):
+    """Synchronous rounds: the FedAvg family."""
+
+    # Clients whose updates close a round; null means the run's concurrency.
+    cohort: Optional[int] = None
+    # Over-selection (Bonawitz et al. 2019): start ceil((1 + over_selection) * cohort) clients,
+    # keep the fastest `cohort`; the dropped trips still count as client trips.
+    over_selection: float = 0.0
+    weighting: str = "examples"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.cohort is None or self.cohort >= 1, "algorithm.cohort", self.cohort, "must be >= 1 or null")
+        _require(self.over_selection >= 0, "algorithm.over_selection", self.over_selection, "must be >= 0")
+
+
+@dataclass
+class FedAvgConfig(SyncConfig):
+    name: str = "fedavg"
+
+
+@dataclass
+class FedAvgMConfig(SyncConfig):
+    name: str = "fedavgm"
+    server_momentum: float = 0.9
+
+
+@dataclass
+class FedProxConfig(SyncConfig):
+    name: str = "fedprox"
+    prox_mu: float = 0.01
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.prox_mu > 0, "algorithm.prox_mu", self.prox_mu, "FedProx needs mu > 0 (mu = 0 is FedAvg)")
+
+
+@dataclass
+class FedBuffConfig(AlgorithmConfig):
+    name: str = "fedbuff"
+    buffer_size: int = 10  # K
+    reduction: str = "sum"  # FedBuff App. B.2: weighted sum of the buffered updates
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.buffer_size >= 1, "algorithm.buffer_size", self.buffer_size, "must be a positive integer")
+
+
+@dataclass
+class FedAsyncConfig(AlgorithmConfig):
+    """FedAsync (Xie et al. 2019): w <- (1 - a_t) w + a_t w_client with a_t = server_lr * s(tau)."""
+
+    name: str = "fedasync"
+    weighting: str = "uniform"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.server_lr <= 1, "algorithm.server_lr", self.server_lr, "FedAsync's mixing weight a must be in (0, 1]")
+
+
+# ----------------------------------------------------------------------------- delay
+@dataclass
+class DelayConfig:
+    name: str = MISSING
+
+
+@dataclass
+class HalfNormalDelayConfig(DelayConfig):
+    """|N(0, sigma^2)|: the production-like default (FedBuff App. C.1, Fig. 5)."""
+
+    name: str = "halfnormal"
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        _require(self.sigma > 0, "delay.sigma", self.sigma, "must be > 0")
+
+
+@dataclass
+class UniformDelayConfig(DelayConfig):
+    name: str = "uniform"
+    low: float = 0.0
+    high: float = 2.0
+
+    def __post_init__(self) -> None:
+        _require(0 <= self.low < self.high, "delay.low/high", (self.low, self.high), "need 0 <= low < high")
+
+
+@dataclass
+class ExponentialDelayConfig(DelayConfig):
+    name: str = "exponential"
+    mean: float = 1.0
+
+    def __post_init__(self) -> None:
+        _require(self.mean > 0, "delay.mean", self.mean, "must be > 0")
+
+
+@dataclass
+class ExamplesExponentialDelayConfig(DelayConfig):
+    """T_i ~ Exp(mean = lam * n_i): time proportional to client size (FedBuff App. C.2)."""
+
+    name: str = "exp_examples"
+    lam: float = 0.01
+
+    def __post_init__(self) -> None:
+        _require(self.lam > 0, "delay.lam", self.lam, "must be > 0")
+
+
+@dataclass
+class ConstantDelayConfig(DelayConfig):
+    name: str = "constant"
+    value: float = 1.0
+
+    def __post_init__(self) -> None:
+        _require(self.value > 0, "delay.value", self.value, "must be > 0")
+
+
+# ----------------------------------------------------------------------------- availability, dp
+@dataclass
+class AvailabilityConfig:
+    name: str = MISSING
+
+
+@dataclass
+class AlwaysAvailableConfig(AvailabilityConfig):
+    name: str = "always"
+
+
+@dataclass
+class DPConfig:
+    name: str = MISSING
+
+
+@dataclass
+class NoDPConfig(DPConfig):
+    name: str = "none"
+
+
+# ----------------------------------------------------------------------------- run
+LOGGERS = ("csv", "wandb")
+
+
+@dataclass
+class WandbConfig:
+    project: str = "fl_bench"
+    entity: Optional[str] = None
+    # online | offline | disabled; WANDB_MODE in the environment wins.
+    mode: str = "online"
+
+
+@dataclass
+class Config:
+    dataset: DatasetConfig = MISSING
+    model: ModelConfig = MISSING
+    algorithm: AlgorithmConfig = MISSING
+    delay: DelayConfig = MISSING
+    availability: AvailabilityConfig = MISSING
+    dp: DPConfig = MISSING
+    experiment_name: str = "default"
+    seed: int = 0
+    # M: clients training at once (async); the cohort size of synchronous algorithms.
+    concurrency: int = 100
+    # Client arrivals per unit of simulated time while fewer than `concurrency` are in flight;
+    # null: concurrency / mean delay, so the system fills in about one mean trip duration.
+    arrival_rate: Optional[float] = None
+    max_trips: int = 20000  # budget of client trips
+    eval_every: int = 500  # evaluate the global model every this many client trips
+    target_accuracy: float = 0.7
+    stop_at_target: bool = False
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
+    data_root: str = "~/.cache/fl_bench"
+    logger: str = "csv"
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.concurrency >= 1, "concurrency", self.concurrency, "must be a positive integer")
+        _require(self.arrival_rate is None or self.arrival_rate > 0, "arrival_rate", self.arrival_rate, "must be > 0 or null")
+        _require(self.max_trips >= 1, "max_trips", self.max_trips, "must be >= 1")
+        _require(self.eval_every >= 1, "eval_every", self.eval_every, "must be >= 1")
+        _require(0 < self.target_accuracy <= 1, "target_accuracy", self.target_accuracy, "must be in (0, 1]")
+        _require(
+            self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+            "device", self.device, "choose auto, cpu, cuda or cuda:N",
+        )
+        _require(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1 or null")
+        _choice("logger", self.logger, LOGGERS)
+
+
+SCHEMAS: dict[str, dict[str, type]] = {
+    "dataset": {"synthetic": SyntheticConfig, "leaf": LeafConfig},
+    "model": {"logreg": LogRegConfig, "mlp": MLPConfig},
+    "algorithm": {
+        "fedavg": FedAvgConfig,
+        "fedavgm": FedAvgMConfig,
+        "fedprox": FedProxConfig,
+        "fedbuff": FedBuffConfig,
+        "fedasync": FedAsyncConfig,
+    },
+    "delay": {
+        "halfnormal": HalfNormalDelayConfig,
+        "uniform": UniformDelayConfig,
+        "exponential": ExponentialDelayConfig,
+        "exp_examples": ExamplesExponentialDelayConfig,
+        "constant": ConstantDelayConfig,
+    },
+    "availability": {"always": AlwaysAvailableConfig},
+    "dp": {"none": NoDPConfig},
+}
+
+
+def register_configs() -> None:
+    """Put the schemas in Hydra's ConfigStore; YAML options extend ``/schema/<group>/<name>``."""
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    for group, options in SCHEMAS.items():
+        for name, node in options.items():
+            cs.store(group=f"schema/{group}", name=name, node=node)

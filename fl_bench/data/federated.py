@@ -1,0 +1,72 @@
+"""Federated dataset storage: flat tensors plus per-client offsets.
+
+All training examples live in one tensor with each client's examples contiguous, so a client is a
+zero-copy slice and there is no per-client Python object, even for 660k clients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class FederatedData:
+    name: str
+    x: torch.Tensor  # [N, ...] training examples, grouped by client
+    y: torch.Tensor  # [N] int64 labels
+    offsets: np.ndarray  # [C + 1] int64: client i owns rows offsets[i]:offsets[i+1]
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    num_classes: int
+
+    def __post_init__(self) -> None:
+        self.offsets = np.asarray(self.offsets, dtype=np.int64)
+        assert self.offsets[0] == 0 and self.offsets[-1] == len(self.y), "offsets must cover every example"
+        self.sizes = np.diff(self.offsets)
+        assert (self.sizes > 0).all(), "every client needs at least one training example"
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x.shape[1:])
+
+    def client(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        lo, hi = self.offsets[i], self.offsets[i + 1]
+        return self.x[lo:hi], self.y[lo:hi]
+
+    def to(self, device: torch.device) -> "FederatedData":
+        return FederatedData(
+            self.name, self.x.to(device), self.y.to(device), self.offsets,
+            self.x_val.to(device), self.y_val.to(device), self.num_classes,
+        )
+
+
+def split_clients(
+    name: str, xs: list[np.ndarray], ys: list[np.ndarray], val_fraction: float, num_classes: int, seed: int
+) -> FederatedData:
+    """Hold out ``val_fraction`` of each client's examples (at least one stays for training)."""
+    rng = np.random.default_rng(seed)
+    train_x, train_y, val_x, val_y, sizes = [], [], [], [], []
+    for x, y in zip(xs, ys):
+        perm = rng.permutation(len(y))
+        n_val = min(int(val_fraction * len(y)), len(y) - 1)
+        val_idx, train_idx = perm[:n_val], perm[n_val:]
+        train_x.append(x[train_idx]), train_y.append(y[train_idx])
+        val_x.append(x[val_idx]), val_y.append(y[val_idx])
+        sizes.append(len(train_idx))
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    return FederatedData(
+        name=name,
+        x=torch.from_numpy(np.concatenate(train_x)),
+        y=torch.from_numpy(np.concatenate(train_y)),
+        offsets=offsets,
+        x_val=torch.from_numpy(np.concatenate(val_x)),
+        y_val=torch.from_numpy(np.concatenate(val_y)),
+        num_classes=num_classes,
+    )

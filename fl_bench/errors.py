@@ -1,0 +1,17 @@
+"""Errors that reach the user as one line (see fl_bench.cli), never as a traceback."""
+
+
+class FLBenchError(Exception):
+    """Base class: the message alone must tell the user what was wrong and what is allowed."""
+
+
+class ConfigError(FLBenchError):
+    """A config value is out of range or inconsistent with another."""
+
+
+class DataMissingError(FLBenchError):
+    """A dataset's files are not prepared; the message names the command that prepares them."""
+
+
+class DivergenceError(FLBenchError):
+    """Training produced a non-finite model or loss."""

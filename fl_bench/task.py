@@ -1,0 +1,62 @@
+"""The learning task as a LightningModule: model + loss + metrics.
+
+Federated local training calls ``loss`` from a lean loop (fl_bench.client); ``training_step`` and
+``validation_step`` make the same module usable with a Lightning ``Trainer`` for centralized runs.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchmetrics.functional.classification import multiclass_accuracy
+
+
+class ClassificationTask(L.LightningModule):
+    def __init__(self, model: nn.Module, num_classes: int, weight_decay: float = 0.0, lr: float = 0.1):
+        super().__init__()
+        self.model = model
+        self.num_classes = num_classes
+        self.weight_decay = weight_decay
+        self.lr = lr
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = F.cross_entropy(self.model(x), y)
+        if self.weight_decay:
+            # L2 regulariser (weight_decay / 2) * ||w||^2, part of the objective (HFL's logistic regression).
+            loss = loss + 0.5 * self.weight_decay * sum(p.pow(2).sum() for p in self.model.parameters())
+        return loss
+
+    @torch.no_grad()
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 8192) -> tuple[float, float]:
+        """Mean cross-entropy and accuracy over (x, y), in chunks to bound memory."""
+        was_training = self.training
+        self.eval()
+        loss_sum, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
+        for s in range(0, len(y), chunk):
+            logits = self.model(x[s : s + chunk])
+            loss_sum += F.cross_entropy(logits, y[s : s + chunk], reduction="sum")
+            correct += multiclass_accuracy(
+                logits, y[s : s + chunk], num_classes=self.num_classes, average="micro"
+            ) * len(y[s : s + chunk])
+        self.train(was_training)
+        return (loss_sum / len(y)).item(), (correct / len(y)).item()
+
+    # --- Lightning hooks (centralized training with a Trainer)
+    def training_step(self, batch, batch_idx):
+        loss = self.loss(*batch)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.model(x)
+        self.log("val_loss", F.cross_entropy(logits, y))
+        self.log("val_accuracy", multiclass_accuracy(logits, y, num_classes=self.num_classes, average="micro"))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.lr)
