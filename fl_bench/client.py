@@ -95,11 +95,11 @@ class ClientTrainer:
             idx = perm[pos : pos + bsz].to(self.device, non_blocking=True)
             pos += bsz
             grads = torch.autograd.grad(self.task.loss(x[idx], y[idx]), params)
-            if start_views is not None:
-                # grad of (mu/2)||y - y_0||^2 is mu (y - y_0) (FedProx, Li et al. 2020, eq. 2)
-                torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
             lr = local.lr * len(idx) / bsz if local.lr_norm else local.lr
             with torch.no_grad():
+                if start_views is not None:
+                    # grad of (mu/2)||y - y_0||^2 is mu (y - y_0) (FedProx, Li et al. 2020, eq. 2)
+                    torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
                 torch._foreach_add_(params, grads, alpha=-lr)
 
     def _views(self, vector: torch.Tensor) -> list[torch.Tensor]:
