@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from typing import NoReturn
 from pathlib import Path
 
 import hydra
@@ -40,8 +41,11 @@ def one_line(error: BaseException) -> str:
         group, name = missing.groups()
         allowed = ", ".join(o.strip() for o in options.group(1).split()) if options else "see conf/" + group
         return f"unknown {group} {name!r}: choose one of {allowed}"
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(("full_key", "object_type", "reference_type"))]
-    return " ".join(lines)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(("To append", "full_key", "object_type", "reference_type"))]
+    if error.__cause__ is not None and str(error.__cause__).strip():
+        lines.append(str(error.__cause__).strip().splitlines()[0])  # e.g. "Key 'x' not in 'FedBuffConfig'"
+    return ": ".join(line.rstrip(".") for line in lines[:2])
 
 
 # An absolute path: Hydra would read a relative one as a Python package next to this module.
@@ -52,9 +56,14 @@ CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 def _main(dict_cfg: DictConfig) -> float | None:
     from fl_bench.experiment import run_experiment  # heavy imports after argument checking
 
-    cfg = OmegaConf.to_object(dict_cfg)  # runs the schemas' range checks
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    summary = run_experiment(cfg, run_dir)
+    try:
+        cfg = OmegaConf.to_object(dict_cfg)  # runs the schemas' range checks
+        summary = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except FLBenchError as error:
+        if os.environ.get("FL_BENCH_TRACEBACK"):
+            raise
+        # Exit from inside the job: Hydra would otherwise add its own "Error executing job" line.
+        _fail(error)
     console = Console(stderr=False)
     target = summary["trips_to_target"]
     console.print(
@@ -68,13 +77,18 @@ def _main(dict_cfg: DictConfig) -> float | None:
     return float(target) if target is not None else None
 
 
+def _fail(error: BaseException) -> NoReturn:
+    print(f"fl_bench: error: {one_line(error)}", file=sys.stderr)
+    sys.exit(1)
+
+
 def main() -> None:
-    user_wants_traceback = bool(os.environ.get("HYDRA_FULL_ERROR"))
+    if os.environ.get("HYDRA_FULL_ERROR"):  # the user asked for full tracebacks
+        os.environ["FL_BENCH_TRACEBACK"] = "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         _main()
-    except (FLBenchError, HydraException, OmegaConfBaseException, ValueError) as error:
-        if user_wants_traceback:
+    except (FLBenchError, HydraException, OmegaConfBaseException) as error:
+        if os.environ.get("FL_BENCH_TRACEBACK"):
             raise
-        print(f"fl_bench: error: {one_line(error)}", file=sys.stderr)
-        sys.exit(1)
+        _fail(error)

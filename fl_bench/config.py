@@ -47,7 +47,7 @@ class SyntheticConfig(DatasetConfig):
     name: str = "synthetic"
     gamma: float = 1.0
     xi: float = 1.0
-    num_clients: int = 1000
+    num_clients: int = 300
     dim: int = 60
     num_classes: int = 10
     # Client sizes: min_examples + LogNormal(size_mu, size_sigma), a heavy (power-law-like) tail;

@@ -45,9 +45,6 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
     cohort = (cfg.algorithm.cohort or cfg.concurrency) if isinstance(cfg.algorithm, SyncConfig) else cfg.concurrency
     server = build_algorithm(cfg.algorithm, trainer.flat.clone(), cohort)
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    log = RunLog(run_dir, OmegaConf.to_container(OmegaConf.structured(cfg)), cfg.logger, cfg.wandb)
-    bar = tqdm(total=cfg.max_trips, unit="trip", disable=not cfg.progress, dynamic_ncols=True)
     reached: dict[str, float] = {}
 
     def on_eval(p: Progress) -> bool:
@@ -65,6 +62,7 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         bar.set_postfix(acc=f"{acc:.3f}", step=p.server_step)
         return bool(reached) and cfg.stop_at_target
 
+    # Built before the log and the bar: an impossible concurrency fails before any output.
     orchestrator = Orchestrator(
         server=server,
         trainer=trainer,
@@ -79,10 +77,15 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         arrival_rate=cfg.arrival_rate,
         over_selection=over_selection,
     )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = RunLog(run_dir, OmegaConf.to_container(OmegaConf.structured(cfg)), cfg.logger, cfg.wandb)
+    bar = tqdm(total=cfg.max_trips, unit="trip", disable=not cfg.progress, dynamic_ncols=True)
+    simulate_start = time.perf_counter()
     try:
         trips = orchestrator.run()
     finally:
         bar.close()
+    simulate_seconds = time.perf_counter() - simulate_start
     final = log.rows[-1]
     summary = {
         "algorithm": cfg.algorithm.name,
@@ -99,6 +102,7 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         "sim_time": orchestrator.now,
         "mean_staleness": float(np.mean(trips.columns()["staleness"])) if len(trips) else 0.0,
         "wall_seconds": time.perf_counter() - started,
+        "simulate_seconds": simulate_seconds,  # the orchestrator loop: training, aggregation, evaluation
         "run_dir": str(run_dir),
     }
     log.finish(trips.columns(), summary)

@@ -130,11 +130,10 @@ class Orchestrator:
         num_clients = len(client_sizes)
         self._round_size = math.ceil((1 + over_selection) * concurrency) if server.synchronous else concurrency
         if self._round_size > num_clients:
-            what = "a round's clients" if server.synchronous else "concurrency"
+            limit = int(num_clients / (1 + over_selection)) if server.synchronous else num_clients
             raise ConfigError(
-                f"concurrency={concurrency} is impossible: {what} ({self._round_size}) exceed the dataset's "
-                f"{num_clients} clients (a client never runs two trips at once); use concurrency <= "
-                f"{int(num_clients / (1 + over_selection)) if server.synchronous else num_clients}"
+                f"concurrency={concurrency} is impossible: it needs {self._round_size} clients training at once "
+                f"but the dataset has {num_clients} (a client never runs two trips at once); use concurrency <= {limit}"
             )
         mean_delay = delay.mean(float(np.mean(client_sizes)))
         self.arrival_rate = arrival_rate or concurrency / mean_delay
