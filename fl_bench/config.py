@@ -47,7 +47,7 @@ class SyntheticConfig(DatasetConfig):
     name: str = "synthetic"
     gamma: float = 1.0
     xi: float = 1.0
-    num_clients: int = 300
+    num_clients: int = 1000
     dim: int = 60
     num_classes: int = 10
     # Client sizes: min_examples + LogNormal(size_mu, size_sigma), a heavy (power-law-like) tail;
@@ -123,7 +123,7 @@ class AlgorithmConfig:
     weighting: str = "lrnorm"  # lrnorm | examples | uniform (FedBuff Table 7)
     reduction: str = "mean"  # sum: (1/K) sum w_i D_i ; mean: sum w_i D_i / sum w_i
     staleness_exponent: float = 0.5  # alpha in s(tau) = (1 + tau)^-alpha
-    server_optimizer: str = "sgd"  # sgd | adam
+    server_optimizer: str = "sgd"  # sgd | adam (beta1 = server_momentum, beta2 = 0.99)
     server_lr: float = 1.0
     server_momentum: float = 0.0
 
