@@ -66,10 +66,6 @@ class ClientTrainer:
         self.flat, self.params = flatten_parameters(task)
         self.device = self.flat.device
 
-    @property
-    def num_parameters(self) -> int:
-        return self.flat.numel()
-
     def load(self, params: torch.Tensor) -> None:
         self.flat.copy_(params)
 
