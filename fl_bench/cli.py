@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import NoReturn
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
 from fl_bench.config import register_configs
