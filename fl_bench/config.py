@@ -1,6 +1,6 @@
 """Structured configs: the typed schema behind every YAML file under ``conf/``.
 
-Each config group (dataset, model, algorithm, delay, availability, dp) has a base dataclass and
+Each config group (dataset, partition, model, algorithm, delay, availability, dp) has a base dataclass and
 one subclass per option. The YAML option files start from their schema (``defaults: -
 /schema/<group>@_here_: <option>``), so a misspelt key or a wrongly typed value fails at Hydra
 composition. Value ranges are checked in ``__post_init__``, which runs when the composed config is
@@ -68,10 +68,155 @@ class SyntheticConfig(DatasetConfig):
 
 
 @dataclass
-class LeafConfig(DatasetConfig):
-    """A LEAF dataset read from a prepared cache under ``root``."""
+class RealDatasetConfig(DatasetConfig):
+    """Real data: read from the cache that ``python -m fl_bench.data prepare <name>`` writes under
+    ``root`` (or, for ``digits``, straight from the installed scikit-learn)."""
 
     root: str = "${data_root}"
+    # test: evaluate on the dataset's own test split (LEAF: each user's held-out samples);
+    # holdout: pool train + test, then hold out val_fraction of it, stratified by label
+    # (FedStaleWeight's 20% global test set).
+    eval_split: str = "test"
+    # Training-time augmentation of image batches (FedGBO CIFAR-100): random horizontal flip and
+    # a random crop_size x crop_size crop; evaluation takes the centre crop.
+    random_flip: bool = False
+    crop_size: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice("dataset.eval_split", self.eval_split, EVAL_SPLITS)
+        _require(self.crop_size is None or self.crop_size >= 1, "dataset.crop_size", self.crop_size, "must be >= 1 or null")
+
+
+EVAL_SPLITS = ("test", "holdout")
+
+
+@dataclass
+class LeafConfig(RealDatasetConfig):
+    """A LEAF dataset (Caldas et al. 2018). The LEAF options below (preprocess.sh flags) are applied
+    by ``prepare`` and recorded in the cache; a run whose options differ from the cache stops and
+    says to prepare again."""
+
+    fraction: float = 1.0  # --sf: fraction of the data to sample, user by user ("niid")
+    min_samples: int = 0  # -k: drop users with fewer samples
+    train_fraction: float = 0.8  # --tf: per-user train share; the rest is the user's test data
+    sample_seed: int = 0  # --smplseed
+    split_seed: int = 0  # --spltseed
+    max_users: Optional[int] = None  # keep only this many users (FedGBO FEMNIST: 3000 of 3550)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        d = "dataset."
+        _require(0 < self.fraction <= 1, d + "fraction", self.fraction, "must be in (0, 1]")
+        _require(self.min_samples >= 0, d + "min_samples", self.min_samples, "must be >= 0")
+        _require(0 < self.train_fraction < 1, d + "train_fraction", self.train_fraction, "must be in (0, 1)")
+        _require(self.max_users is None or self.max_users >= 1, d + "max_users", self.max_users, "must be >= 1 or null")
+
+
+# ----------------------------------------------------------------------------- partition
+@dataclass
+class PartitionConfig:
+    """How the training examples are split into clients (seeded)."""
+
+    name: str = MISSING
+    seed: int = 0
+
+
+@dataclass
+class NaturalPartitionConfig(PartitionConfig):
+    """One client per natural owner: a LEAF user, or a generated Synthetic(gamma, xi) device."""
+
+    name: str = "natural"
+
+
+@dataclass
+class _CountedPartitionConfig(PartitionConfig):
+    num_clients: int = 100
+
+    def __post_init__(self) -> None:
+        _require(self.num_clients >= 1, "partition.num_clients", self.num_clients, "must be >= 1")
+
+
+@dataclass
+class IIDPartitionConfig(_CountedPartitionConfig):
+    """Shuffle, then deal the examples into num_clients near-equal shares."""
+
+    name: str = "iid"
+
+
+@dataclass
+class DirichletPartitionConfig(_CountedPartitionConfig):
+    """Hsu et al. (2019): equal-size clients whose label mix is drawn from Dirichlet(alpha)."""
+
+    name: str = "dirichlet"
+    num_clients: int = 5000
+    alpha: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.alpha > 0, "partition.alpha", self.alpha, "must be > 0")
+
+
+@dataclass
+class OneClassPartitionConfig(_CountedPartitionConfig):
+    """FedLaAvg: every client holds one class; sizes within a class ~ Normal(mean, size_std * mean)."""
+
+    name: str = "one_class"
+    num_clients: int = 1000
+    size_std: float = 0.3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.size_std >= 0, "partition.size_std", self.size_std, "must be >= 0")
+
+
+@dataclass
+class TwoLabelsPartitionConfig(_CountedPartitionConfig):
+    """HFL / FedProx's MNIST: labels_per_client labels per device, power-law (Pareto) device sizes."""
+
+    name: str = "two_labels"
+    labels_per_client: int = 2
+    power_law_shape: float = 1.5  # Pareto tail index a of the size weights
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.labels_per_client >= 1, "partition.labels_per_client", self.labels_per_client, "must be >= 1")
+        _require(self.power_law_shape > 0, "partition.power_law_shape", self.power_law_shape, "must be > 0")
+
+
+@dataclass
+class LabelGroupsPartitionConfig(PartitionConfig):
+    """FedStaleWeight Sec. 6.2: label groups (fast agents: labels 4-9, slow agents: 0-3), each dealt
+    IID over its clients; clients are numbered group by group."""
+
+    name: str = "label_groups"
+    groups: list[list[int]] = field(default_factory=lambda: [[4, 5, 6, 7, 8, 9], [0, 1, 2, 3]])
+    clients_per_group: list[int] = field(default_factory=lambda: [10, 5])
+
+    def __post_init__(self) -> None:
+        _require(
+            len(self.groups) == len(self.clients_per_group) and len(self.groups) >= 1,
+            "partition.clients_per_group", self.clients_per_group, "needs one entry per label group",
+        )
+        _require(min(self.clients_per_group) >= 1, "partition.clients_per_group", self.clients_per_group, "entries must be >= 1")
+        labels = [label for group in self.groups for label in group]
+        _require(len(labels) == len(set(labels)), "partition.groups", self.groups, "label groups must be disjoint")
+
+
+@dataclass
+class PachinkoPartitionConfig(_CountedPartitionConfig):
+    """Pachinko allocation (Li & McCallum 2006; Reddi et al. 2021's CIFAR-100): per client a
+    Dirichlet(alpha) over coarse labels and Dirichlet(beta) over each coarse label's fine labels."""
+
+    name: str = "pachinko"
+    num_clients: int = 500
+    alpha: float = 0.1
+    beta: float = 10.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.alpha > 0, "partition.alpha", self.alpha, "must be > 0")
+        _require(self.beta > 0, "partition.beta", self.beta, "must be > 0")
 
 
 # ----------------------------------------------------------------------------- model
@@ -98,6 +243,70 @@ class MLPConfig(ModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _require(self.hidden >= 1, "model.hidden", self.hidden, "must be >= 1")
+
+@dataclass
+class CNN4Config(ModelConfig):
+    """FedBuff's CelebA / CIFAR-10 CNN: LEAF's 4-layer CNN with GroupNorm in place of BatchNorm."""
+
+    name: str = "cnn4"
+    channels: int = 32
+    kernel_size: int = 3
+    padding: int = 2
+    dropout: float = 0.1
+
+
+@dataclass
+class TutorialCNNConfig(ModelConfig):
+    """FedLaAvg: the PyTorch CIFAR-10 tutorial CNN (2 conv + 2 FC + linear)."""
+
+    name: str = "tutorial_cnn"
+
+
+@dataclass
+class ConvPoolCNNConfig(ModelConfig):
+    """FedGBO CIFAR-100 / FEMNIST: conv3x3x32 - pool - conv3x3x64 - pool - FC512 - output."""
+
+    name: str = "cnn_fedgbo"
+    channels: list[int] = field(default_factory=lambda: [32, 64])
+    hidden: int = 512
+
+
+@dataclass
+class CharRNNConfig(ModelConfig):
+    """Next-character model (Shakespeare): embedding, stacked GRU/LSTM, linear over the vocabulary."""
+
+    name: str = "char_rnn"
+    cell: str = "gru"  # gru (FedGBO) | lstm (LEAF / HFL)
+    embed_dim: int = 8
+    hidden: int = 128
+    layers: int = 2
+
+
+@dataclass
+class Sent140LSTMConfig(ModelConfig):
+    """FedBuff App. B.1 Sent140: frozen GloVe 300-d (top 10k words), 2-layer LSTM 100, FC 128, 2 outputs."""
+
+    name: str = "sent140_lstm"
+    # glove: frozen pretrained vectors, vocabulary = GloVe's vocab_size most frequent words;
+    # random: a trainable embedding over the data's vocab_size most frequent training words.
+    embedding: str = "glove"
+    glove_path: str = "${data_root}/glove/glove.6B.300d.txt"
+    vocab_size: int = 10000
+    embed_dim: int = 300
+    hidden: int = 100
+    layers: int = 2
+    fc: int = 128
+    max_len: int = 25
+    dropout: float = 0.1
+
+
+@dataclass
+class BagOfWordsConfig(ModelConfig):
+    """FedGBO Sent140: a linear model on the normalised presence vector of the vocab_size most
+    frequent training tokens."""
+
+    name: str = "bow_linear"
+    vocab_size: int = 5000
 
 
 # ----------------------------------------------------------------------------- algorithm
@@ -295,6 +504,7 @@ class WandbConfig:
 @dataclass
 class Config:
     dataset: DatasetConfig = MISSING
+    partition: PartitionConfig = MISSING
     model: ModelConfig = MISSING
     algorithm: AlgorithmConfig = MISSING
     delay: DelayConfig = MISSING
@@ -333,8 +543,26 @@ class Config:
 
 
 SCHEMAS: dict[str, dict[str, type]] = {
-    "dataset": {"synthetic": SyntheticConfig, "leaf": LeafConfig},
-    "model": {"logreg": LogRegConfig, "mlp": MLPConfig},
+    "dataset": {"synthetic": SyntheticConfig, "real": RealDatasetConfig, "leaf": LeafConfig},
+    "partition": {
+        "natural": NaturalPartitionConfig,
+        "iid": IIDPartitionConfig,
+        "dirichlet": DirichletPartitionConfig,
+        "one_class": OneClassPartitionConfig,
+        "two_labels": TwoLabelsPartitionConfig,
+        "label_groups": LabelGroupsPartitionConfig,
+        "pachinko": PachinkoPartitionConfig,
+    },
+    "model": {
+        "logreg": LogRegConfig,
+        "mlp": MLPConfig,
+        "cnn4": CNN4Config,
+        "tutorial_cnn": TutorialCNNConfig,
+        "cnn_fedgbo": ConvPoolCNNConfig,
+        "char_rnn": CharRNNConfig,
+        "sent140_lstm": Sent140LSTMConfig,
+        "bow_linear": BagOfWordsConfig,
+    },
     "algorithm": {
         "fedavg": FedAvgConfig,
         "fedavgm": FedAvgMConfig,

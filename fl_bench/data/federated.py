@@ -13,6 +13,30 @@ import torch
 
 
 @dataclass
+class Examples:
+    """A pool of labelled examples before it is split into clients.
+
+    ``x`` keeps the compact storage type: uint8 NCHW images, int32 token ids (0 = padding),
+    float32 features. ``user`` is the natural owner of each example (LEAF user index), if any;
+    ``coarse`` is CIFAR-100's coarse (super-class) label, used by Pachinko allocation.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    user: np.ndarray | None = None
+    coarse: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.y = np.asarray(self.y, dtype=np.int64)
+        assert len(self.x) == len(self.y), "x and y need one row per example"
+        for extra in (self.user, self.coarse):
+            assert extra is None or len(extra) == len(self.y), "user/coarse need one entry per example"
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass
 class FederatedData:
     name: str
     x: torch.Tensor  # [N, ...] training examples, grouped by client
