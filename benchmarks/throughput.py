@@ -31,7 +31,7 @@ from fl_bench.task import ClassificationTask
 
 def bare_loop(cfg, clients: list[int]) -> float:
     """Trips per second of plain torch local SGD over ``clients``."""
-    data = build_dataset(cfg.dataset)
+    data = build_dataset(cfg.dataset, cfg.partition)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, data.input_shape, data.num_classes)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.algorithm.client_lr)
@@ -53,7 +53,7 @@ def bare_loop(cfg, clients: list[int]) -> float:
 
 def trainer_only(cfg, clients: list[int], batch: int = 10) -> float:
     """Trips per second of fl_bench's client trainer alone (no event queue, no server)."""
-    data = build_dataset(cfg.dataset)
+    data = build_dataset(cfg.dataset, cfg.partition)
     torch.manual_seed(cfg.seed)
     task = ClassificationTask(build_model(cfg.model, data.input_shape, data.num_classes), data.num_classes)
     trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm))

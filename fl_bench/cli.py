@@ -63,7 +63,7 @@ def _main(dict_cfg: DictConfig) -> float | None:
         if os.environ.get("FL_BENCH_TRACEBACK"):
             raise
         # Exit from inside the job: Hydra would otherwise add its own "Error executing job" line.
-        _fail(error)
+        exit_with_error(error)
     console = Console(stderr=False)
     target = summary["trips_to_target"]
     console.print(
@@ -77,7 +77,7 @@ def _main(dict_cfg: DictConfig) -> float | None:
     return float(target) if target is not None else None
 
 
-def _fail(error: BaseException) -> NoReturn:
+def exit_with_error(error: BaseException) -> NoReturn:
     print(f"fl_bench: error: {one_line(error)}", file=sys.stderr)
     sys.exit(1)
 
@@ -91,4 +91,4 @@ def main() -> None:
     except (FLBenchError, HydraException, OmegaConfBaseException) as error:
         if os.environ.get("FL_BENCH_TRACEBACK"):
             raise
-        _fail(error)
+        exit_with_error(error)

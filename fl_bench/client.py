@@ -90,7 +90,7 @@ class ClientTrainer:
                 perm, pos = torch.randperm(n, generator=gen), 0
             idx = perm[pos : pos + bsz].to(self.device, non_blocking=True)
             pos += bsz
-            grads = torch.autograd.grad(self.task.loss(x[idx], y[idx]), params)
+            grads = torch.autograd.grad(self.task.loss(x[idx], y[idx], gen), params)
             lr = local.lr * len(idx) / bsz if local.lr_norm else local.lr
             with torch.no_grad():
                 if start_views is not None:

@@ -72,6 +72,9 @@ class RealDatasetConfig(DatasetConfig):
     """Real data: read from the cache that ``python -m fl_bench.data prepare <name>`` writes under
     ``root`` (or, for ``digits``, straight from the installed scikit-learn)."""
 
+    # Which loader reads it (fl_bench.data.sources.SOURCES); a variant config (e.g. FedGBO's Sent140)
+    # names its own option but shares the source.
+    source: str = "${.name}"
     root: str = "${data_root}"
     # test: evaluate on the dataset's own test split (LEAF: each user's held-out samples);
     # holdout: pool train + test, then hold out val_fraction of it, stratified by label
@@ -246,13 +249,30 @@ class MLPConfig(ModelConfig):
 
 @dataclass
 class CNN4Config(ModelConfig):
-    """FedBuff's CelebA / CIFAR-10 CNN: LEAF's 4-layer CNN with GroupNorm in place of BatchNorm."""
+    """FedBuff's CelebA / CIFAR-10 CNN (App. B.1): LEAF's 4-layer CNN with GroupNorm in place of
+    BatchNorm; 4 x [conv kxk stride 1 - GroupNorm - ReLU - maxpool 2], dropout, linear."""
 
     name: str = "cnn4"
     channels: int = 32
     kernel_size: int = 3
     padding: int = 2
     dropout: float = 0.1
+    norm_groups: int = 32  # FLSim's SimpleConvNet: GroupNorm(32, 32), one channel per group
+    # false: one GroupNorm per conv (LEAF has one BatchNorm per conv); true: FLSim's single
+    # GroupNorm module reused after all four convs (its affine weights shared).
+    shared_norm: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        m = "model."
+        _require(self.channels >= 1, m + "channels", self.channels, "must be >= 1")
+        _require(self.kernel_size >= 1, m + "kernel_size", self.kernel_size, "must be >= 1")
+        _require(self.padding >= 0, m + "padding", self.padding, "must be >= 0")
+        _require(0 <= self.dropout < 1, m + "dropout", self.dropout, "must be in [0, 1)")
+        _require(
+            self.norm_groups >= 1 and self.channels % self.norm_groups == 0,
+            m + "norm_groups", self.norm_groups, f"must be >= 1 and divide model.channels={self.channels}",
+        )
 
 
 @dataclass
@@ -269,6 +289,16 @@ class ConvPoolCNNConfig(ModelConfig):
     name: str = "cnn_fedgbo"
     channels: list[int] = field(default_factory=lambda: [32, 64])
     hidden: int = 512
+    padding: int = 0  # FedGBO's code (JedMills/FedGBO models.py): Conv2d(c_in, c_out, 3, 1), no padding
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(len(self.channels) >= 1 and min(self.channels) >= 1, "model.channels", self.channels, "need >= 1 entries, each >= 1")
+        _require(self.hidden >= 1, "model.hidden", self.hidden, "must be >= 1")
+        _require(self.padding >= 0, "model.padding", self.padding, "must be >= 0")
+
+
+RNN_CELLS = ("gru", "lstm")
 
 
 @dataclass
@@ -280,6 +310,16 @@ class CharRNNConfig(ModelConfig):
     embed_dim: int = 8
     hidden: int = 128
     layers: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice("model.cell", self.cell, RNN_CELLS)
+        _require(self.embed_dim >= 1, "model.embed_dim", self.embed_dim, "must be >= 1")
+        _require(self.hidden >= 1, "model.hidden", self.hidden, "must be >= 1")
+        _require(self.layers >= 1, "model.layers", self.layers, "must be >= 1")
+
+
+SENT140_EMBEDDINGS = ("glove", "random")
 
 
 @dataclass
@@ -299,6 +339,17 @@ class Sent140LSTMConfig(ModelConfig):
     max_len: int = 25
     dropout: float = 0.1
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        m = "model."
+        _choice(m + "embedding", self.embedding, SENT140_EMBEDDINGS)
+        for key in ("vocab_size", "embed_dim", "hidden", "layers", "fc", "max_len"):
+            _require(getattr(self, key) >= 1, m + key, getattr(self, key), "must be >= 1")
+        _require(0 <= self.dropout < 1, m + "dropout", self.dropout, "must be in [0, 1)")
+
+
+BOW_VALUES = ("presence", "counts")
+
 
 @dataclass
 class BagOfWordsConfig(ModelConfig):
@@ -307,6 +358,14 @@ class BagOfWordsConfig(ModelConfig):
 
     name: str = "bow_linear"
     vocab_size: int = 5000
+    # presence: 1 per distinct top-vocab_size token in the text (FedGBO Sec. 5 text); counts: token
+    # counts (FedGBO's gen_sent140_vecs.py). Either way the vector is divided by its sum (L1).
+    values: str = "presence"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.vocab_size >= 1, "model.vocab_size", self.vocab_size, "must be >= 1")
+        _choice("model.values", self.values, BOW_VALUES)
 
 
 # ----------------------------------------------------------------------------- algorithm

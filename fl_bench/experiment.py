@@ -37,9 +37,9 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # model initialisation
     device = resolve_device(cfg.device)
-    data = build_dataset(cfg.dataset).to(device)
-    model = build_model(cfg.model, data.input_shape, data.num_classes)
-    task = ClassificationTask(model, data.num_classes, cfg.model.weight_decay).to(device)
+    data = build_dataset(cfg.dataset, cfg.partition).to(device)
+    model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
+    task = ClassificationTask(model, data.num_classes, cfg.model.weight_decay, transform=data.transform).to(device)
     trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm))
     over_selection = cfg.algorithm.over_selection if isinstance(cfg.algorithm, SyncConfig) else 0.0
     cohort = (cfg.algorithm.cohort or cfg.concurrency) if isinstance(cfg.algorithm, SyncConfig) else cfg.concurrency

@@ -1,22 +1,329 @@
-"""Model architectures (plain nn.Modules); fl_bench.task wraps them with loss and metrics."""
+"""Model architectures (plain nn.Modules); fl_bench.task wraps them with loss and metrics.
+
+``build_model`` turns a model config into an ``nn.Module`` that maps a batch to logits
+``[B, num_classes]``. Input conventions (guaranteed by fl_bench.data):
+
+- images: float32 ``[B, C, H, W]``, already normalised; CNNs size their first linear layer from
+  ``input_shape`` with one dummy forward at build time;
+- Sent140 text: int64 token ids ``[B, L]``; id 0 = padding, 1 = unknown word, ids 2.. = training
+  words by descending frequency, ``vocab[i]`` the word of id i;
+- Shakespeare: int64 ``[B, 80]`` indices into LEAF's 80-character alphabet.
+
+Parameters with ``requires_grad=False`` (the frozen GloVe embedding) and buffers are not trained
+and not federated: fl_bench.client flattens only trainable parameters.
+"""
 
 from __future__ import annotations
 
 import math
+import os
+from typing import Callable
 
+import numpy as np
+import torch
 from torch import nn
+from torch.nn import functional as F
 
-from fl_bench.config import LogRegConfig, MLPConfig, ModelConfig
-from fl_bench.errors import ConfigError
+from fl_bench.config import (
+    BagOfWordsConfig,
+    CharRNNConfig,
+    CNN4Config,
+    ConvPoolCNNConfig,
+    LogRegConfig,
+    MLPConfig,
+    ModelConfig,
+    Sent140LSTMConfig,
+    TutorialCNNConfig,
+)
+from fl_bench.errors import ConfigError, DataMissingError
+
+PAD_ID, UNK_ID = 0, 1  # Sent140 token ids fixed by the data layer; data words start at id 2
+GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 
 
-def build_model(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    in_features = math.prod(input_shape)
-    if isinstance(cfg, LogRegConfig):
-        # Multinomial logistic regression: one linear layer, softmax in the loss.
-        return nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))
-    if isinstance(cfg, MLPConfig):
-        return nn.Sequential(
-            nn.Flatten(), nn.Linear(in_features, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, num_classes)
+def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
+    """Number of (trainable) parameters; shared parameters count once."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+# ----------------------------------------------------------------------------- helpers
+def _image_shape(name: str, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    if len(input_shape) != 3:
+        raise ConfigError(f"model={name} needs image input [C, H, W], got input shape {tuple(input_shape)}")
+    return input_shape  # type: ignore[return-value]
+
+
+def _flat_size(name: str, features: Callable[[torch.Tensor], torch.Tensor], input_shape: tuple[int, ...]) -> int:
+    """Size of the flattened feature map for one input, by a dummy forward (no grad)."""
+    try:
+        with torch.no_grad():
+            out = features(torch.zeros(1, *input_shape))
+    except RuntimeError:
+        out = None
+    if out is None or out.numel() == 0:
+        raise ConfigError(
+            f"model={name} cannot take input shape {tuple(input_shape)}: the image is too small for its conv/pool layers"
         )
-    raise ConfigError(f"model={cfg.name!r} has no builder: choose logreg or mlp")
+    return out.numel()
+
+
+def _token_input(name: str, input_shape: tuple[int, ...]) -> None:
+    if len(input_shape) != 1:
+        raise ConfigError(f"model={name} needs token-id input [L], got input shape {tuple(input_shape)}")
+
+
+# ----------------------------------------------------------------------------- CNNs
+class CNN4(nn.Module):
+    """FedBuff App. B.1 (CelebA, CIFAR-10): LEAF's CelebA CNN with GroupNorm for BatchNorm.
+
+    4 x [conv kxk (stride 1, padding 2) - GroupNorm - ReLU - maxpool 2x2], then dropout and one
+    linear layer, as FLSim's SimpleConvNet (facebookresearch/FLSim): 32 channels, GroupNorm(32, 32),
+    dropout before the classifier. FLSim reuses one GroupNorm module after all four convs
+    (``shared_norm=True``); by default each conv gets its own, as LEAF has one BatchNorm per conv.
+    """
+
+    def __init__(self, cfg: CNN4Config, input_shape: tuple[int, ...], num_classes: int):
+        super().__init__()
+        c_in, ch = _image_shape(cfg.name, input_shape)[0], cfg.channels
+        self.convs = nn.ModuleList(
+            nn.Conv2d(c_in if i == 0 else ch, ch, cfg.kernel_size, stride=1, padding=cfg.padding) for i in range(4)
+        )
+        self.norms = nn.ModuleList(nn.GroupNorm(cfg.norm_groups, ch) for _ in range(1 if cfg.shared_norm else 4))
+        self.pool = nn.MaxPool2d(2, 2)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.fc = nn.Linear(_flat_size(cfg.name, self.features, input_shape), num_classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        for i, conv in enumerate(self.convs):
+            x = self.pool(F.relu(self.norms[min(i, len(self.norms) - 1)](conv(x))))
+        return x.flatten(1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.dropout(self.features(x)))
+
+
+class TutorialCNN(nn.Module):
+    """FedLaAvg Sec. 6: the PyTorch CIFAR-10 tutorial CNN ("Training a classifier"):
+    conv5x5x6 - ReLU - pool - conv5x5x16 - ReLU - pool - FC120 - ReLU - FC84 - ReLU - linear.
+    62,006 parameters on 3x32x32 with 10 classes."""
+
+    def __init__(self, cfg: TutorialCNNConfig, input_shape: tuple[int, ...], num_classes: int):
+        super().__init__()
+        c_in = _image_shape(cfg.name, input_shape)[0]
+        self.features = nn.Sequential(
+            nn.Conv2d(c_in, 6, 5), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Flatten(),
+        )
+        self.classifier = nn.Sequential(
+            nn.Linear(_flat_size(cfg.name, self.features, input_shape), 120), nn.ReLU(),
+            nn.Linear(120, 84), nn.ReLU(),
+            nn.Linear(84, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+class ConvPoolCNN(nn.Module):
+    """FedGBO Sec. 5 (CIFAR-100, FEMNIST): [conv3x3 - ReLU - maxpool 2x2] per entry of ``channels``
+    (32, 64), FC ``hidden`` (512) - ReLU, linear output. Padding 0 as in FedGBO's code
+    (JedMills/FedGBO models.py: ``Conv2d(c_in, c_out, 3, 1)``)."""
+
+    def __init__(self, cfg: ConvPoolCNNConfig, input_shape: tuple[int, ...], num_classes: int):
+        super().__init__()
+        c_in = _image_shape(cfg.name, input_shape)[0]
+        layers: list[nn.Module] = []
+        for ch in cfg.channels:
+            layers += [nn.Conv2d(c_in, ch, 3, stride=1, padding=cfg.padding), nn.ReLU(), nn.MaxPool2d(2, 2)]
+            c_in = ch
+        self.features = nn.Sequential(*layers, nn.Flatten())
+        self.classifier = nn.Sequential(
+            nn.Linear(_flat_size(cfg.name, self.features, input_shape), cfg.hidden), nn.ReLU(),
+            nn.Linear(cfg.hidden, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+# ----------------------------------------------------------------------------- sequence models
+class CharRNN(nn.Module):
+    """Next-character prediction (Shakespeare): embedding - stacked GRU/LSTM - linear over the
+    alphabet, from the last time step. FedGBO Sec. 5: embedding 8, 2 x GRU 128; LEAF's
+    shakespeare/stacked_lstm.py (HFL's model): embedding 8, 2 x LSTM 256. The input alphabet is
+    the output alphabet, so the embedding has ``num_classes`` rows (as in LEAF)."""
+
+    def __init__(self, cfg: CharRNNConfig, input_shape: tuple[int, ...], num_classes: int):
+        super().__init__()
+        _token_input(cfg.name, input_shape)
+        self.embedding = nn.Embedding(num_classes, cfg.embed_dim)
+        rnn = nn.GRU if cfg.cell == "gru" else nn.LSTM
+        self.rnn = rnn(cfg.embed_dim, cfg.hidden, num_layers=cfg.layers, batch_first=True)
+        self.out = nn.Linear(cfg.hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, _ = self.rnn(self.embedding(x.long()))
+        return self.out(h[:, -1])
+
+
+def load_glove(path: str, vocab_size: int, dim: int) -> tuple[list[str], torch.Tensor]:
+    """The first ``vocab_size`` words of a GloVe text file ("word v1 ... v_dim" per line, most
+    frequent first) and their vectors [vocab_size, dim]; stops reading after vocab_size lines."""
+    path = os.path.expanduser(path)
+    if not os.path.isfile(path):
+        raise DataMissingError(
+            f"GloVe vectors not found at {path}: download glove.6B.zip from {GLOVE_URL} and unzip it so that "
+            f"glove.6B.300d.txt is at that path (or set model.glove_path), or train the embedding with model.embedding=random"
+        )
+    words: list[str] = []
+    vectors = np.empty((vocab_size, dim), dtype=np.float32)
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if len(words) == vocab_size:
+                break
+            parts = line.rstrip().split(" ")
+            if len(parts) != dim + 1:
+                raise ConfigError(
+                    f"{path} line {len(words) + 1} has {len(parts) - 1} values, expected model.embed_dim={dim}"
+                )
+            vectors[len(words)] = np.asarray(parts[1:], dtype=np.float32)
+            words.append(parts[0])
+    if len(words) < vocab_size:
+        raise DataMissingError(
+            f"{path} has only {len(words)} words, expected at least model.vocab_size={vocab_size}: "
+            f"download it again from {GLOVE_URL} or lower model.vocab_size"
+        )
+    return words, torch.from_numpy(vectors)
+
+
+class Sent140LSTM(nn.Module):
+    """FedBuff App. B.1 Sent140 (also HFL's Sent140 LSTM): 300-d word embedding, 2-layer LSTM with
+    100 hidden units, a 128-unit linear layer, 2 outputs; max sequence length 25; dropout 0.1.
+
+    Follows LEAF's sent140/stacked_lstm.py: the 128-unit layer is linear (no activation) and the
+    first ``max_len`` tokens are used. The classifier reads the LSTM output at the last non-padding
+    token (FLSim's LSTM example does the same; with right padding this equals running the LSTM
+    on the unpadded sequence). Dropout: between the LSTM layers and on the LSTM output.
+
+    ``embedding=glove``: the model vocabulary is GloVe's ``vocab_size`` most frequent words plus a
+    padding row and an unknown row (both zero, like LEAF's get_embs.py); the embedding is frozen
+    (requires_grad False: not trained, not federated). A data word maps to its GloVe row (exact
+    match, else lower-cased), else to unknown; the data-id -> model-id table is a buffer.
+    ``embedding=random``: a trainable embedding over the data's ``vocab_size`` most frequent
+    words (ids >= vocab_size + 2 map to unknown)."""
+
+    def __init__(self, cfg: Sent140LSTMConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None):
+        super().__init__()
+        _token_input(cfg.name, input_shape)
+        self.max_len = cfg.max_len
+        self.num_ids = cfg.vocab_size + 2  # ids at or above this are unknown words
+        if cfg.embedding == "glove":
+            if vocab is None:
+                raise ConfigError(
+                    "model=sent140_lstm with model.embedding=glove needs the dataset's vocabulary (a text dataset such as sent140)"
+                )
+            words, vectors = load_glove(cfg.glove_path, cfg.vocab_size, cfg.embed_dim)
+            table = torch.cat([torch.zeros(2, cfg.embed_dim), vectors])
+            self.embedding = nn.Embedding.from_pretrained(table, freeze=True, padding_idx=PAD_ID)
+            row = {w: i + 2 for i, w in enumerate(words)}
+            lookup = [PAD_ID, UNK_ID] + [row.get(w, row.get(w.lower(), UNK_ID)) for w in vocab[2:]]
+            self.register_buffer("lookup", torch.tensor(lookup, dtype=torch.long))
+        else:
+            self.embedding = nn.Embedding(self.num_ids, cfg.embed_dim, padding_idx=PAD_ID)
+            self.lookup = None
+        self.lstm = nn.LSTM(
+            cfg.embed_dim, cfg.hidden, num_layers=cfg.layers, batch_first=True,
+            dropout=cfg.dropout if cfg.layers > 1 else 0.0,
+        )
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.fc = nn.Linear(cfg.hidden, cfg.fc)
+        self.out = nn.Linear(cfg.fc, num_classes)
+
+    def model_ids(self, x: torch.Tensor) -> torch.Tensor:
+        """Data token ids -> rows of the embedding."""
+        if self.lookup is None:
+            return torch.where(x < self.num_ids, x, UNK_ID)
+        return self.lookup[torch.where(x < len(self.lookup), x, UNK_ID)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x[:, : self.max_len].long()
+        h, _ = self.lstm(self.embedding(self.model_ids(x)))
+        positions = torch.arange(x.shape[1], device=x.device)
+        last = (positions * (x != PAD_ID)).amax(dim=1)  # last non-padding token (0 if none)
+        h = h[torch.arange(x.shape[0], device=x.device), last]
+        return self.out(self.fc(self.dropout(h)))
+
+
+class BagOfWordsLinear(nn.Module):
+    """FedGBO Sec. 5 Sent140: a linear model on a normalised bag-of-words vector of length
+    ``vocab_size`` (5k) over the most common training tokens (data ids 2 .. vocab_size + 1).
+
+    Entries: presence (1 per distinct top-k token, the paper's "presence") or counts (FedGBO's
+    gen_sent140_vecs.py), divided by their sum (L1; the script divides by the number of in-vocab
+    tokens). A text with no top-k token gives the zero vector, i.e. logits = bias (FedGBO drops
+    such samples from the data). The forward pass gathers the weight columns of the tokens in
+    the batch instead of building the dense [B, vocab_size] vector."""
+
+    def __init__(self, cfg: BagOfWordsConfig, input_shape: tuple[int, ...], num_classes: int):
+        super().__init__()
+        _token_input(cfg.name, input_shape)
+        self.vocab_size = cfg.vocab_size
+        self.presence = cfg.values == "presence"
+        self.linear = nn.Linear(cfg.vocab_size, num_classes)
+
+    def _columns(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per token: its bag-of-words column (0 where unused) and its weight in the normalised vector."""
+        col = x.long() - 2
+        col = torch.where((col >= 0) & (col < self.vocab_size), col, -1)
+        if self.presence:  # keep the first of each repeated token
+            col = col.sort(dim=1).values
+            repeat = torch.zeros_like(col, dtype=torch.bool)
+            repeat[:, 1:] = col[:, 1:] == col[:, :-1]
+            col = torch.where(repeat, -1, col)
+        w = (col >= 0).to(self.linear.weight.dtype)
+        return col.clamp_min(0), w / w.sum(dim=1, keepdim=True).clamp_min(1)
+
+    def bag(self, x: torch.Tensor) -> torch.Tensor:
+        """The dense normalised bag-of-words vectors [B, vocab_size] (for inspection and tests)."""
+        col, w = self._columns(x)
+        return torch.zeros(x.shape[0], self.vocab_size, dtype=w.dtype, device=x.device).scatter_add_(1, col, w)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        col, w = self._columns(x)
+        return torch.einsum("bl,blc->bc", w, F.embedding(col, self.linear.weight.t())) + self.linear.bias
+
+
+# ----------------------------------------------------------------------------- registry
+def _logreg(cfg: LogRegConfig, input_shape, num_classes, vocab) -> nn.Module:
+    # Multinomial logistic regression (HFL's convex model): one linear layer, softmax in the loss.
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
+
+
+def _mlp(cfg: MLPConfig, input_shape, num_classes, vocab) -> nn.Module:
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(math.prod(input_shape), cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, num_classes)
+    )
+
+
+_BUILDERS: dict[type, Callable[..., nn.Module]] = {
+    LogRegConfig: _logreg,
+    MLPConfig: _mlp,
+    CNN4Config: lambda cfg, shape, k, vocab: CNN4(cfg, shape, k),
+    TutorialCNNConfig: lambda cfg, shape, k, vocab: TutorialCNN(cfg, shape, k),
+    ConvPoolCNNConfig: lambda cfg, shape, k, vocab: ConvPoolCNN(cfg, shape, k),
+    CharRNNConfig: lambda cfg, shape, k, vocab: CharRNN(cfg, shape, k),
+    Sent140LSTMConfig: Sent140LSTM,
+    BagOfWordsConfig: lambda cfg, shape, k, vocab: BagOfWordsLinear(cfg, shape, k),
+}
+MODEL_NAMES = ("logreg", "mlp", "cnn4", "tutorial_cnn", "cnn_fedgbo", "char_rnn", "sent140_lstm", "bow_linear")
+
+
+def build_model(
+    cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+) -> nn.Module:
+    """The model for ``cfg``: a plain nn.Module mapping an input batch to logits [B, num_classes]."""
+    for config_type, builder in _BUILDERS.items():
+        if type(cfg) is config_type:
+            return builder(cfg, tuple(input_shape), num_classes, vocab)
+    raise ConfigError(f"model={getattr(cfg, 'name', cfg)!r} has no builder: choose one of {', '.join(MODEL_NAMES)}")

@@ -12,20 +12,36 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics.functional.classification import multiclass_accuracy
 
+from fl_bench.data.transforms import ImageTransform
+
 
 class ClassificationTask(L.LightningModule):
-    def __init__(self, model: nn.Module, num_classes: int, weight_decay: float = 0.0, lr: float = 0.1):
+    def __init__(
+        self,
+        model: nn.Module,
+        num_classes: int,
+        weight_decay: float = 0.0,
+        lr: float = 0.1,
+        transform: ImageTransform | None = None,
+    ):
         super().__init__()
         self.model = model
         self.num_classes = num_classes
         self.weight_decay = weight_decay
         self.lr = lr
+        self.transform = transform
+
+    def inputs(self, x: torch.Tensor, train: bool, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Stored examples -> model inputs: images scaled/augmented/normalised, token ids as int64."""
+        if self.transform is not None:
+            return self.transform(x, train, generator)
+        return x.long() if x.dtype in (torch.int32, torch.int16) else x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x)
+        return self.model(self.inputs(x, train=False))
 
-    def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = F.cross_entropy(self.model(x), y)
+    def loss(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        loss = F.cross_entropy(self.model(self.inputs(x, True, generator)), y)
         if self.weight_decay:
             # L2 regulariser (weight_decay / 2) * ||w||^2, part of the objective (HFL's logistic regression).
             loss = loss + 0.5 * self.weight_decay * sum(p.pow(2).sum() for p in self.model.parameters())
@@ -38,7 +54,7 @@ class ClassificationTask(L.LightningModule):
         self.eval()
         loss_sum, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
         for s in range(0, len(y), chunk):
-            logits = self.model(x[s : s + chunk])
+            logits = self.model(self.inputs(x[s : s + chunk], train=False))
             loss_sum += F.cross_entropy(logits, y[s : s + chunk], reduction="sum")
             correct += multiclass_accuracy(
                 logits, y[s : s + chunk], num_classes=self.num_classes, average="micro"
@@ -54,7 +70,7 @@ class ClassificationTask(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
-        logits = self.model(x)
+        logits = self(x)
         self.log("val_loss", F.cross_entropy(logits, y))
         self.log("val_accuracy", multiclass_accuracy(logits, y, num_classes=self.num_classes, average="micro"))
 

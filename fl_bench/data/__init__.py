@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from fl_bench.config import DatasetConfig, SyntheticConfig
-from fl_bench.data.federated import FederatedData
-from fl_bench.errors import DataMissingError
+from fl_bench.config import DatasetConfig, NaturalPartitionConfig, PartitionConfig, RealDatasetConfig, SyntheticConfig
+from fl_bench.data.federated import Examples, FederatedData
+from fl_bench.data.sources import load_real
 from fl_bench.data.synthetic import generate_synthetic
+from fl_bench.errors import ConfigError
 
-__all__ = ["FederatedData", "build_dataset"]
+__all__ = ["Examples", "FederatedData", "build_dataset"]
 
 
-def build_dataset(cfg: DatasetConfig) -> FederatedData:
+def build_dataset(cfg: DatasetConfig, partition: PartitionConfig) -> FederatedData:
     if isinstance(cfg, SyntheticConfig):
+        if not isinstance(partition, NaturalPartitionConfig):
+            raise ConfigError(
+                f"partition={partition.name!r} is not allowed with dataset=synthetic: its devices are generated "
+                "with their own distributions (partition=natural)"
+            )
         return generate_synthetic(cfg)
-    # Real datasets (LEAF, CIFAR, ...) are read from a prepared cache under the data root.
-    root = Path(getattr(cfg, "root", "~/.cache/fl_bench")).expanduser() / cfg.name
-    raise DataMissingError(
-        f"dataset '{cfg.name}' is not prepared: no data under {root}; "
-        f"prepare it with `python -m fl_bench.data prepare {cfg.name}` "
-        "(LEAF download + split; arrives with the datasets issue) or run the embedded default dataset=synthetic"
-    )
+    if isinstance(cfg, RealDatasetConfig):
+        return load_real(cfg, partition)
+    raise ConfigError(f"dataset={cfg.name!r} has no loader")

@@ -7,9 +7,13 @@ zero-copy slice and there is no per-client Python object, even for 660k clients.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from fl_bench.data.transforms import ImageTransform
 
 
 @dataclass
@@ -45,6 +49,11 @@ class FederatedData:
     x_val: torch.Tensor
     y_val: torch.Tensor
     num_classes: int
+    # Batch-time preprocessing of stored uint8 images (None: x is fed to the model as stored).
+    transform: ImageTransform | None = None
+    # Token-id -> word for text datasets (0 = "<pad>", 1 = "<unk>"); models build their own
+    # vocabulary (GloVe's top words, or the data's) from it.
+    vocab: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
@@ -58,7 +67,9 @@ class FederatedData:
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.x.shape[1:])
+        """The shape of one example as the model sees it (after any crop)."""
+        shape = tuple(self.x.shape[1:])
+        return self.transform.output_shape(shape) if self.transform else shape
 
     def client(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         lo, hi = self.offsets[i], self.offsets[i + 1]
@@ -67,7 +78,7 @@ class FederatedData:
     def to(self, device: torch.device) -> "FederatedData":
         return FederatedData(
             self.name, self.x.to(device), self.y.to(device), self.offsets,
-            self.x_val.to(device), self.y_val.to(device), self.num_classes,
+            self.x_val.to(device), self.y_val.to(device), self.num_classes, self.transform, self.vocab,
         )
 
 

@@ -1,0 +1,231 @@
+"""Partitioners: split a pool of training examples into clients (each one a config under
+``conf/partition/``).
+
+Every partitioner returns ``(order, sizes)``: ``order`` lists example indices grouped client by
+client and ``sizes[c]`` is client c's share, so the clients are ``order[offsets[c]:offsets[c+1]]``
+(flat arrays, no per-client Python objects). All of them are seeded, assign every example at most
+once, and give every client at least one example.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fl_bench.config import (
+    DirichletPartitionConfig,
+    IIDPartitionConfig,
+    LabelGroupsPartitionConfig,
+    NaturalPartitionConfig,
+    OneClassPartitionConfig,
+    PachinkoPartitionConfig,
+    PartitionConfig,
+    TwoLabelsPartitionConfig,
+)
+from fl_bench.data.federated import Examples
+from fl_bench.errors import ConfigError
+
+Partition = tuple[np.ndarray, np.ndarray]
+
+
+def partition(cfg: PartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    rng = np.random.default_rng(cfg.seed)
+    if isinstance(cfg, NaturalPartitionConfig):
+        return natural(pool)
+    if isinstance(cfg, LabelGroupsPartitionConfig):
+        return label_groups(pool.y, cfg.groups, cfg.clients_per_group, rng)
+    _check_enough(cfg.num_clients, len(pool), cfg.name)
+    if isinstance(cfg, IIDPartitionConfig):
+        return iid(len(pool), cfg.num_clients, rng)
+    if isinstance(cfg, DirichletPartitionConfig):
+        return dirichlet(pool.y, num_classes, cfg.num_clients, cfg.alpha, rng)
+    if isinstance(cfg, OneClassPartitionConfig):
+        return one_class(pool.y, num_classes, cfg.num_clients, cfg.size_std, rng)
+    if isinstance(cfg, TwoLabelsPartitionConfig):
+        return labels_per_client(pool.y, num_classes, cfg.num_clients, cfg.labels_per_client, cfg.power_law_shape, rng)
+    if isinstance(cfg, PachinkoPartitionConfig):
+        if pool.coarse is None:
+            raise ConfigError("partition=pachinko needs coarse labels (CIFAR-100): this dataset has none")
+        return pachinko(pool.y, pool.coarse, cfg.num_clients, cfg.alpha, cfg.beta, rng)
+    raise ConfigError(f"partition={cfg.name!r} has no partitioner")
+
+
+def _check_enough(num_clients: int, num_examples: int, name: str) -> None:
+    if num_clients > num_examples:
+        raise ConfigError(
+            f"partition.num_clients={num_clients} is not allowed with partition={name}: "
+            f"the dataset has only {num_examples} training examples (at most one client per example)"
+        )
+
+
+def natural(pool: Examples) -> Partition:
+    """One client per natural owner (LEAF user). Keeps the stored order when it is already grouped,
+    so a prepared cache is used in place (no copy of a 660k-client dataset)."""
+    if pool.user is None:
+        raise ConfigError(
+            "partition=natural needs a dataset with natural clients (LEAF datasets, synthetic): "
+            "choose iid, dirichlet, one_class, two_labels, label_groups or pachinko"
+        )
+    user = np.asarray(pool.user)
+    grouped = len(user) < 2 or bool(np.all(user[1:] >= user[:-1]))
+    order = np.arange(len(user)) if grouped else np.argsort(user, kind="stable")
+    sizes = np.bincount(user)
+    return order, sizes[sizes > 0]
+
+
+def _deal(indices: np.ndarray, num_clients: int) -> np.ndarray:
+    """Sizes of num_clients near-equal shares of len(indices)."""
+    base, extra = divmod(len(indices), num_clients)
+    return np.array([base + 1] * extra + [base] * (num_clients - extra), dtype=np.int64)
+
+
+def iid(num_examples: int, num_clients: int, rng: np.random.Generator) -> Partition:
+    order = rng.permutation(num_examples)
+    return order, _deal(order, num_clients)
+
+
+def dirichlet(
+    y: np.ndarray, num_classes: int, num_clients: int, alpha: float, rng: np.random.Generator
+) -> Partition:
+    """Hsu et al. (2019), as FedBuff App. B.1 uses it for CIFAR-10: each client gets an equal share
+    of the examples; its labels are drawn from q_c ~ Dirichlet(alpha * 1), restricted to the labels
+    that still have unassigned examples (sampling without replacement)."""
+    by_label = [rng.permutation(np.flatnonzero(y == k)) for k in range(num_classes)]
+    left = np.array([len(ix) for ix in by_label])
+    taken = np.zeros(num_classes, dtype=np.int64)
+    sizes = _deal(y, num_clients)
+    order = np.empty(len(y), dtype=np.int64)
+    pos = 0
+    for size in sizes:
+        q = rng.dirichlet(np.full(num_classes, alpha))
+        for _ in range(size):
+            k = _pick(q, left > 0, rng)
+            order[pos] = by_label[k][taken[k]]
+            taken[k] += 1
+            left[k] -= 1
+            pos += 1
+    return order, sizes
+
+
+def one_class(
+    y: np.ndarray, num_classes: int, num_clients: int, size_std: float, rng: np.random.Generator
+) -> Partition:
+    """FedLaAvg's CIFAR-10 split: client c holds only class c mod num_classes; within a class the
+    client sizes are drawn from Normal(mean, size_std * mean) and rescaled to use every example."""
+    owners = np.arange(num_clients) % num_classes
+    order_parts, sizes = [None] * num_clients, np.zeros(num_clients, dtype=np.int64)
+    for k in range(num_classes):
+        clients = np.flatnonzero(owners == k)
+        examples = rng.permutation(np.flatnonzero(y == k))
+        if len(clients) == 0:
+            continue
+        if len(examples) < len(clients):
+            raise ConfigError(
+                f"partition.num_clients={num_clients} is not allowed with partition=one_class: "
+                f"class {k} has {len(examples)} examples for {len(clients)} clients"
+            )
+        weights = np.clip(rng.normal(1.0, size_std, len(clients)), 0.05, None)
+        counts = _apportion(len(examples), weights, minimum=1)
+        for c, part in zip(clients, np.split(examples, np.cumsum(counts)[:-1])):
+            order_parts[c], sizes[c] = part, len(part)
+    return np.concatenate(order_parts), sizes
+
+
+def labels_per_client(
+    y: np.ndarray, num_classes: int, num_clients: int, labels: int, shape: float, rng: np.random.Generator
+) -> Partition:
+    """HFL (after FedProx's MNIST): each device holds `labels` labels, starting at c mod num_classes
+    (so every label has an owner) plus distinct random others; device size weights follow a
+    power law (Pareto(shape) + 1). Each label's examples go to its owners in proportion to
+    their weights."""
+    if labels > num_classes:
+        raise ConfigError(f"partition.labels_per_client={labels} is not allowed: the dataset has {num_classes} labels")
+    held = np.empty((num_clients, labels), dtype=np.int64)
+    for c in range(num_clients):
+        first = c % num_classes
+        others = rng.choice(np.delete(np.arange(num_classes), first), labels - 1, replace=False)
+        held[c] = np.concatenate([[first], others])
+    weight = rng.pareto(shape, num_clients) + 1.0
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for k in range(num_classes):
+        owners = np.flatnonzero((held == k).any(axis=1))
+        examples = rng.permutation(np.flatnonzero(y == k))
+        if len(examples) < len(owners):
+            raise ConfigError(
+                f"partition.num_clients={num_clients} is not allowed with partition=two_labels: "
+                f"label {k} has {len(examples)} examples for {len(owners)} devices"
+            )
+        counts = _apportion(len(examples), weight[owners], minimum=1)
+        for c, part in zip(owners, np.split(examples, np.cumsum(counts)[:-1])):
+            parts[c].append(part)
+    order_parts = [np.concatenate(p) for p in parts]
+    return np.concatenate(order_parts), np.array([len(p) for p in order_parts], dtype=np.int64)
+
+
+def label_groups(
+    y: np.ndarray, groups: list[list[int]], clients_per_group: list[int], rng: np.random.Generator
+) -> Partition:
+    """FedStaleWeight Sec. 6.2: the examples of each label group are dealt IID (disjoint points) to
+    that group's clients; clients are numbered group by group. Labels in no group are unused."""
+    order_parts, sizes = [], []
+    for labels, count in zip(groups, clients_per_group):
+        examples = rng.permutation(np.flatnonzero(np.isin(y, labels)))
+        if len(examples) < count:
+            raise ConfigError(
+                f"partition.clients_per_group={clients_per_group} is not allowed: labels {labels} "
+                f"have only {len(examples)} examples"
+            )
+        order_parts.append(examples)
+        sizes.append(_deal(examples, count))
+    return np.concatenate(order_parts), np.concatenate(sizes)
+
+
+def pachinko(
+    y: np.ndarray, coarse: np.ndarray, num_clients: int, alpha: float, beta: float, rng: np.random.Generator
+) -> Partition:
+    """Pachinko allocation as in Reddi et al. (2021) App. C.1 (FedGBO's CIFAR-100): every client
+    draws a Dirichlet(alpha) over coarse labels and, per coarse label, a Dirichlet(beta) over its fine
+    labels; its equal share of examples is drawn one at a time (coarse, then fine, then an unused
+    example of that fine label). Exhausted labels are removed and the distributions renormalised."""
+    coarse_labels = np.unique(coarse)
+    # fine[c, j]: the j-th fine label of coarse label c (CIFAR-100: 20 x 5).
+    fine = [np.unique(y[coarse == c]) for c in coarse_labels]
+    width = max(len(f) for f in fine)
+    fine_ids = np.full((len(coarse_labels), width), -1)
+    for i, f in enumerate(fine):
+        fine_ids[i, : len(f)] = f
+    pools = {int(f): list(rng.permutation(np.flatnonzero(y == f))) for f in np.unique(y)}
+    left = np.array([[len(pools[int(f)]) if f >= 0 else 0 for f in row] for row in fine_ids])
+    sizes = _deal(y, num_clients)
+    order = np.empty(int(sizes.sum()), dtype=np.int64)
+    pos = 0
+    for size in sizes:
+        p_coarse = rng.dirichlet(np.full(len(coarse_labels), alpha))
+        p_fine = np.stack([np.pad(rng.dirichlet(np.full(len(f), beta)), (0, width - len(f))) for f in fine])
+        for _ in range(size):
+            c = _pick(p_coarse, left.sum(axis=1) > 0, rng)
+            j = _pick(p_fine[c], left[c] > 0, rng)
+            order[pos] = pools[int(fine_ids[c, j])].pop()
+            left[c, j] -= 1
+            pos += 1
+    return order, sizes
+
+
+def _pick(p: np.ndarray, live: np.ndarray, rng: np.random.Generator) -> int:
+    """An index among the live entries, drawn with probability proportional to p."""
+    w = p * live
+    if w.sum() <= 0:  # a tiny Dirichlet alpha can underflow every live entry to 0: uniform then
+        w = live.astype(np.float64)
+    cdf = np.cumsum(w)
+    return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right").clip(max=len(p) - 1))
+
+
+def _apportion(total: int, weights: np.ndarray, minimum: int = 0) -> np.ndarray:
+    """Integer counts summing to total, each >= minimum, the rest proportional to weights
+    (largest-remainder rounding)."""
+    n = len(weights)
+    rest = total - minimum * n
+    share = rest * weights / weights.sum()
+    counts = np.floor(share).astype(np.int64)
+    short = rest - counts.sum()
+    counts[np.argsort(share - counts)[::-1][:short]] += 1
+    return counts + minimum

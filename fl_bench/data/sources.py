@@ -1,0 +1,320 @@
+"""Real datasets: where their raw files come from, how ``prepare`` turns them into the cache, and
+how a run loads the cache into a FederatedData.
+
+Raw files go to ``<data_root>/raw/<source>/``; the prepared cache to
+``<data_root>/<source>/<options tag>/`` (LEAF options are part of the tag, so FedBuff's 15% Sent140
+sample and FedGBO's k=10 Sent140 live side by side). ``digits`` needs no prepare: it ships inside
+scikit-learn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from fl_bench.config import LeafConfig, PartitionConfig, RealDatasetConfig
+from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
+from fl_bench.data.federated import Examples, FederatedData
+from fl_bench.data.partition import partition
+from fl_bench.data.transforms import ImageTransform
+from fl_bench.errors import ConfigError, DataMissingError
+
+Prepared = tuple[Examples, Examples, Optional[list[str]]]  # train, test, vocabulary
+
+
+@dataclass(frozen=True)
+class Download:
+    url: str
+    filename: str
+    md5: str | None = None
+    extract: bool = False
+    # What the download yields under the raw directory; present already -> nothing to fetch.
+    provides: str = ""
+
+
+@dataclass(frozen=True)
+class Source:
+    num_classes: int
+    build: Callable[[RealDatasetConfig, Path], Prepared]  # raw directory -> arrays for the cache
+    downloads: tuple[Download, ...] = ()
+    # Per-channel normalisation of images on the [0, 1] scale; None for text.
+    image_stats: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    manual: str = ""  # how to get raw files that cannot be fetched by script
+
+
+# ----------------------------------------------------------------------------- builders
+def _cifar(variant: str) -> Callable[[RealDatasetConfig, Path], Prepared]:
+    def build(cfg: RealDatasetConfig, raw: Path) -> Prepared:
+        from fl_bench.data.formats import read_cifar
+
+        return (*read_cifar(raw, variant), None)
+
+    return build
+
+
+def _mnist(cfg: RealDatasetConfig, raw: Path) -> Prepared:
+    from fl_bench.data.formats import read_mnist
+
+    return (*read_mnist(raw), None)
+
+
+def _leaf_all_data(raw: Path, name: str, convert: Callable[[Path], object] | None):
+    """LEAF's all_data JSON if the user already ran LEAF's preprocess, else our raw conversion."""
+    from fl_bench.data import leaf
+
+    all_data = raw / "all_data"
+    if all_data.is_dir() and any(all_data.glob("*.json")):
+        return leaf.read_leaf_json(all_data)
+    if convert is None:
+        raise DataMissingError(
+            f"dataset '{name}' needs LEAF's all_data JSON in {all_data}: run LEAF's "
+            f"data/{name}/preprocess.sh (https://github.com/TalwalkarLab/leaf) and copy its data/all_data/*.json there"
+        )
+    return convert(raw)
+
+
+def _leaf_split(data, cfg: LeafConfig, sequential: bool = False):
+    """LEAF's preprocess.sh order: sample (--sf), drop small users (-k), split (--tf)."""
+    from fl_bench.data import leaf
+
+    if cfg.fraction < 1:
+        data = leaf.sample_niid(data, cfg.fraction, cfg.sample_seed)
+    data = leaf.remove_small_users(data, cfg.min_samples)
+    if cfg.max_users is not None and cfg.max_users < len(data.users):
+        keep = sorted(np.random.default_rng(cfg.sample_seed).choice(len(data.users), cfg.max_users, replace=False))
+        users = [data.users[i] for i in keep]
+        data = leaf.LeafData(users, [data.num_samples[i] for i in keep], {u: data.user_data[u] for u in users})
+    return leaf.split_by_sample(data, cfg.train_fraction, cfg.split_seed, sequential=sequential)
+
+
+def _sent140(cfg: LeafConfig, raw: Path) -> Prepared:
+    from fl_bench.data import leaf
+
+    data = _leaf_all_data(raw, "sent140", lambda r: leaf.sent140_from_csv(r / "training.1600000.processed.noemoticon.csv"))
+    train, test = _leaf_split(data, cfg)
+    train_x, vocab = leaf.sent140_examples(train)
+    test_x, _ = leaf.sent140_examples(test, vocab)
+    return train_x, test_x, vocab
+
+
+def _celeba(cfg: LeafConfig, raw: Path) -> Prepared:
+    from fl_bench.data import leaf
+
+    def convert(r: Path):
+        for name in ("identity_CelebA.txt", "list_attr_celeba.txt"):
+            if not (r / name).exists():
+                raise DataMissingError(f"CelebA file {r / name} is missing: {SOURCES['celeba'].manual}")
+        return leaf.celeba_from_raw(r / "identity_CelebA.txt", r / "list_attr_celeba.txt")
+
+    train, test = _leaf_split(_leaf_all_data(raw, "celeba", convert), cfg)
+    images = raw / "img_align_celeba"
+    return leaf.celeba_examples(train, images), leaf.celeba_examples(test, images), None
+
+
+def _femnist(cfg: LeafConfig, raw: Path) -> Prepared:
+    from fl_bench.data import leaf
+
+    train, test = _leaf_split(_leaf_all_data(raw, "femnist", None), cfg)
+    return leaf.femnist_examples(train), leaf.femnist_examples(test), None
+
+
+def _shakespeare(cfg: LeafConfig, raw: Path) -> Prepared:
+    from fl_bench.data import leaf
+
+    # LEAF splits Shakespeare sequentially: a user's test lines follow its training lines.
+    train, test = _leaf_split(_leaf_all_data(raw, "shakespeare", None), cfg, sequential=True)
+    return leaf.shakespeare_examples(train), leaf.shakespeare_examples(test), None
+
+
+def _digits(cfg: RealDatasetConfig, raw: Path) -> Prepared:
+    """scikit-learn's copy of the UCI optical digits test set: 1,797 8x8 images, 16 grey levels.
+    It has no test split of its own: use eval_split=holdout (conf/dataset/digits.yaml does)."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = np.round(digits.images / 16.0 * 255.0).astype(np.uint8)[:, None]
+    empty = Examples(x[:0], digits.target[:0])
+    return Examples(x, digits.target), empty, None
+
+
+_MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+SOURCES: dict[str, Source] = {
+    "cifar10": Source(
+        10, _cifar("cifar10"),
+        (Download("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "cifar-10-python.tar.gz", "c58f30108f718f92721af3b95e74349a", True, "cifar-10-batches-py"),),
+        ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    ),
+    "cifar100": Source(
+        100, _cifar("cifar100"),
+        (Download("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz", "cifar-100-python.tar.gz", "eb9058c3a382ffc7106e4002c42a8d85", True, "cifar-100-python"),),
+        ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    ),
+    "mnist": Source(
+        10, _mnist, tuple(Download(f"https://ossci-datasets.s3.amazonaws.com/mnist/{f}", f) for f in _MNIST_FILES),
+        ((0.1307,), (0.3081,)),
+    ),
+    "fmnist": Source(
+        10, _mnist,
+        tuple(Download(f"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/{f}", f) for f in _MNIST_FILES),
+        ((0.2860,), (0.3530,)),
+    ),
+    "sent140": Source(
+        2, _sent140,
+        (Download("http://cs.stanford.edu/people/alecmgo/trainingandtestdata.zip", "trainingandtestdata.zip", None, True, "training.1600000.processed.noemoticon.csv"),),
+    ),
+    "celeba": Source(
+        2, _celeba, (), ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+        manual="download img_align_celeba.zip (unzip it), identity_CelebA.txt and list_attr_celeba.txt from "
+        "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html (Google Drive) into the raw directory",
+    ),
+    # LEAF stores FEMNIST pixels in [0, 1]; FedGBO feeds them unnormalised.
+    "femnist": Source(62, _femnist, (), ((0.0,), (1.0,))),
+    "shakespeare": Source(80, _shakespeare),
+    "digits": Source(10, _digits, (), ((0.3053,), (0.3759,))),
+}
+NEEDS_NO_PREPARE = ("digits",)
+
+
+def source_of(cfg: RealDatasetConfig) -> Source:
+    if cfg.source not in SOURCES:
+        raise ConfigError(f"dataset.source={cfg.source!r} is not allowed: choose one of {', '.join(SOURCES)}")
+    return SOURCES[cfg.source]
+
+
+# ----------------------------------------------------------------------------- prepare
+def data_root(cfg: RealDatasetConfig) -> Path:
+    return Path(cfg.root).expanduser()
+
+
+def cache_dir(cfg: RealDatasetConfig) -> Path:
+    tag = "default"
+    if isinstance(cfg, LeafConfig):
+        tag = f"sf{cfg.fraction:g}_k{cfg.min_samples}_tf{cfg.train_fraction:g}_seed{cfg.sample_seed}-{cfg.split_seed}"
+        if cfg.max_users is not None:
+            tag += f"_users{cfg.max_users}"
+    return data_root(cfg) / cfg.source / tag
+
+
+def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
+    """Download what the network allows, build the federated split, write the cache."""
+    source = source_of(cfg)
+    target = cache_dir(cfg)
+    if cfg.source in NEEDS_NO_PREPARE:
+        log(f"{cfg.name}: ships with an installed package, nothing to prepare")
+        return target
+    raw = data_root(cfg) / "raw" / cfg.source
+    raw.mkdir(parents=True, exist_ok=True)
+    for item in source.downloads:
+        _fetch(item, raw, cfg.name, log)
+    started = time.perf_counter()
+    train, test, vocab = source.build(cfg, raw)
+    meta = {"source": cfg.source, "train_examples": len(train), "test_examples": len(test), "num_classes": source.num_classes}
+    if train.user is not None:
+        meta["train_users"] = int(len(np.unique(train.user)))
+    if isinstance(cfg, LeafConfig):
+        meta["leaf"] = {k: getattr(cfg, k) for k in ("fraction", "min_samples", "train_fraction", "sample_seed", "split_seed", "max_users")}
+    save_prepared(target, train, test, meta, vocab)
+    log(f"{cfg.name}: {meta} -> {target} ({time.perf_counter() - started:.1f} s)")
+    return target
+
+
+def _fetch(item: Download, raw: Path, name: str, log: Callable[[str], None]) -> None:
+    dest = raw / item.filename
+    if (raw / (item.provides or item.filename)).exists() or (raw / "all_data").is_dir():
+        return  # already downloaded (and extracted), or LEAF's JSON is there instead
+    if not dest.exists():
+        log(f"downloading {item.url}")
+        tmp = dest.with_suffix(dest.suffix + ".part")
+        try:
+            with urllib.request.urlopen(item.url, timeout=60) as response, open(tmp, "wb") as out:
+                shutil.copyfileobj(response, out)
+        except (urllib.error.URLError, OSError) as err:
+            tmp.unlink(missing_ok=True)
+            reason = getattr(err, "reason", err)
+            raise DataMissingError(
+                f"cannot download {item.url} ({reason}): download it by hand to {dest} "
+                f"and run `python -m fl_bench.data prepare {name}` again"
+            ) from None
+        tmp.rename(dest)
+    if item.md5 and _md5(dest) != item.md5:
+        raise DataMissingError(f"{dest} is corrupt (md5 mismatch): delete it and run `python -m fl_bench.data prepare {name}` again")
+    if item.extract:
+        shutil.unpack_archive(dest, raw)
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------- load
+def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> FederatedData:
+    source = source_of(cfg)
+    if cfg.source in NEEDS_NO_PREPARE:
+        train, test, vocab = source.build(cfg, data_root(cfg))
+    else:
+        directory = cache_dir(cfg)
+        if not is_prepared(directory):
+            raise DataMissingError(
+                f"dataset '{cfg.name}' is not prepared: no cache at {directory}; prepare it with "
+                f"`python -m fl_bench.data prepare {cfg.name}` (plus this run's dataset.* overrides, if any), "
+                "or run the embedded dataset=synthetic or dataset=digits"
+            )
+        train, test, _, vocab = load_prepared(directory)
+    if cfg.eval_split == "holdout":
+        train, test = holdout(train, test, cfg.val_fraction, partition_cfg.seed)
+    if len(test) == 0:
+        raise ConfigError(f"dataset={cfg.name} has no test split: use dataset.eval_split=holdout")
+    order, sizes = partition(partition_cfg, train, source.num_classes)
+    x, y = _take(train.x, order), _take(train.y, order)
+    transform = None
+    if source.image_stats is not None:
+        transform = ImageTransform(*source.image_stats, random_flip=cfg.random_flip, crop_size=cfg.crop_size)
+    return FederatedData(
+        name=cfg.name,
+        x=torch.from_numpy(x),
+        y=torch.from_numpy(y),
+        offsets=np.concatenate([[0], np.cumsum(sizes)]),
+        x_val=torch.from_numpy(np.ascontiguousarray(test.x)),
+        y_val=torch.from_numpy(np.ascontiguousarray(test.y)),
+        num_classes=source.num_classes,
+        transform=transform,
+        vocab=vocab,
+    )
+
+
+def _take(array: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """array[order], without copying when order is the identity (a stored natural partition)."""
+    if len(order) == len(array) and np.array_equal(order, np.arange(len(array))):
+        return array
+    return array[order]
+
+
+def holdout(train: Examples, test: Examples, fraction: float, seed: int) -> tuple[Examples, Examples]:
+    """Pool both splits and hold out `fraction` of every label (FedStaleWeight's 20% test set)."""
+    x, y = np.concatenate([train.x, test.x]), np.concatenate([train.y, test.y])
+    coarse = None if train.coarse is None else np.concatenate([train.coarse, test.coarse])
+    rng = np.random.default_rng(seed)
+    held = np.zeros(len(y), dtype=bool)
+    for label in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == label))
+        held[idx[: int(round(fraction * len(idx)))]] = True
+    keep, out = np.flatnonzero(~held), np.flatnonzero(held)
+
+    def pick(ix: np.ndarray) -> Examples:
+        return Examples(x[ix], y[ix], None, None if coarse is None else coarse[ix])
+
+    return pick(keep), pick(out)
