@@ -226,7 +226,7 @@ class PachinkoPartitionConfig(_CountedPartitionConfig):
 @dataclass
 class ModelConfig:
     name: str = MISSING
-    # L2 regularisation added to the loss (HFL's logistic regression uses 1e-4).
+    # L2 regularisation (weight_decay / 2) * ||w||^2 added to the loss (HFL: eps ||w||^2, eps = 1e-4).
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:

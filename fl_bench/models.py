@@ -58,7 +58,7 @@ def _flat_size(name: str, features: Callable[[torch.Tensor], torch.Tensor], inpu
     try:
         with torch.no_grad():
             out = features(torch.zeros(1, *input_shape))
-    except RuntimeError:
+    except (RuntimeError, ValueError):  # kernel larger than the map, empty pooled map, 1-value GroupNorm group
         out = None
     if out is None or out.numel() == 0:
         raise ConfigError(
