@@ -126,3 +126,66 @@ def test_digits_ship_offline_with_every_partitioner():
         data = build_dataset(cfg.dataset, cfg.partition)
         assert len(data.y) + len(data.y_val) == 1797 and data.input_shape == (1, 8, 8)
         assert len(data.y_val) == pytest.approx(0.2 * 1797, abs=10)
+
+
+# ----------------------------------------------------------------------------- runs on real data
+def run(tmp_path, *overrides):
+    from fl_bench.experiment import run_experiment
+
+    cfg = config("progress=false", "eval_every=250", *overrides)
+    return run_experiment(cfg, tmp_path / "run")
+
+
+def test_fedbuff_learns_digits_out_of_the_box(tmp_path):
+    summary = run(tmp_path, "dataset=digits", "max_trips=1500", "concurrency=20", "target_accuracy=0.8")
+    assert summary["dataset"] == "digits" and summary["trips_to_target"] is not None
+
+
+def test_groupnorm_cnn_trains_on_uint8_images_through_the_transform(tmp_path):
+    summary = run(tmp_path, "dataset=digits", "model=cnn4", "partition=iid", "max_trips=500", "concurrency=10",
+                  "algorithm.client_lr=0.05", "target_accuracy=0.3")
+    assert summary["trips_to_target"] is not None  # well above chance (0.1)
+
+
+SENT140_ROWS = [
+    ("4", "1", "Mon Apr 06 22:19:45 PDT 2009", "NO_QUERY", "alice", "i love this great day"),
+    ("4", "2", "Mon Apr 06 22:19:49 PDT 2009", "NO_QUERY", "alice", "great fun, love it!"),
+    ("0", "3", "Mon Apr 06 22:19:53 PDT 2009", "NO_QUERY", "alice", "so sad and bad"),
+    ("0", "4", "Mon Apr 06 22:19:57 PDT 2009", "NO_QUERY", "bob", "bad bad day, i hate it"),
+    ("4", "5", "Mon Apr 06 22:20:00 PDT 2009", "NO_QUERY", "bob", "love love love"),
+    ("0", "6", "Mon Apr 06 22:20:03 PDT 2009", "NO_QUERY", "bob", "sad news today"),
+    ("4", "7", "Mon Apr 06 22:20:05 PDT 2009", "NO_QUERY", "carol", "what a great game"),
+    ("0", "8", "Mon Apr 06 22:20:09 PDT 2009", "NO_QUERY", "carol", "hate the rain, so bad"),
+    ("4", "9", "Mon Apr 06 22:20:12 PDT 2009", "NO_QUERY", "carol", "i love fun"),
+]
+
+
+def write_sent140_csv(raw, copies=6):
+    import csv
+
+    raw.mkdir(parents=True)
+    with open(raw / "training.1600000.processed.noemoticon.csv", "w", encoding="latin-1", newline="") as f:
+        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+        for copy in range(copies):  # more users: the same three timelines under new names
+            for row in SENT140_ROWS:
+                writer.writerow([row[0], f"{copy}{row[1]}", row[2], row[3], f"{row[4]}{copy}", row[5]])
+
+
+def test_sent140_prepare_from_the_raw_csv_then_fedbuff_with_the_paper_lstm(tmp_path):
+    write_sent140_csv(tmp_path / "raw" / "sent140")
+    from fl_bench.data.__main__ import main
+
+    main(["prepare", "sent140", f"data_root={tmp_path}", "dataset.fraction=1.0"])
+    with pytest.raises(DataMissingError, match="model.embedding=random"):  # the paper's GloVe is not there
+        run(tmp_path, "dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=1.0", "max_trips=20")
+    summary = run(tmp_path, "dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=1.0", "model.embedding=random",
+                  "max_trips=60", "concurrency=5", "eval_every=20", "target_accuracy=1.0")
+    assert summary["client_trips"] == 60 and 0 <= summary["final_val_accuracy"] <= 1
+    metrics = __import__("pandas").read_csv(tmp_path / "run" / "metrics.csv")
+    assert metrics.trips.tolist() == [0, 20, 40, 60] and np.isfinite(metrics.val_loss).all()
+    # The paper's frozen GloVe embedding, from a GloVe-format file (4-d vectors to stay tiny).
+    glove = tmp_path / "glove.txt"
+    glove.write_text("".join(f"{w} {i} 0.5 -0.5 1\n" for i, w in enumerate(["love", "great", "sad", "bad", "day"])))
+    summary = run(tmp_path, "dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=1.0", f"model.glove_path={glove}",
+                  "model.embed_dim=4", "model.vocab_size=5", "max_trips=20", "concurrency=5", "eval_every=20")
+    assert summary["client_trips"] == 20
