@@ -101,7 +101,7 @@ class LeafConfig(RealDatasetConfig):
     says to prepare again."""
 
     fraction: float = 1.0  # --sf: fraction of the data to sample, user by user ("niid")
-    min_samples: int = 0  # -k: drop users with fewer samples
+    min_samples: int = 0  # -k: keep users with MORE than k samples (LEAF remove_users.py uses >)
     train_fraction: float = 0.8  # --tf: per-user train share; the rest is the user's test data
     sample_seed: int = 0  # --smplseed
     split_seed: int = 0  # --spltseed

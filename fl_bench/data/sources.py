@@ -99,7 +99,12 @@ def _leaf_split(data, cfg: LeafConfig, sequential: bool = False):
 def _sent140(cfg: LeafConfig, raw: Path) -> Prepared:
     from fl_bench.data import leaf
 
-    data = _leaf_all_data(raw, "sent140", lambda r: leaf.sent140_from_csv(r / "training.1600000.processed.noemoticon.csv"))
+    def convert(r: Path):
+        # LEAF's users (660,120) come from both CSVs in the archive; its seeded sample needs the same list.
+        test_csv = r / "testdata.manual.2009.06.14.csv"
+        return leaf.sent140_from_csv(r / "training.1600000.processed.noemoticon.csv", test_csv if test_csv.exists() else None)
+
+    data = _leaf_all_data(raw, "sent140", convert)
     train, test = _leaf_split(data, cfg)
     train_x, vocab = leaf.sent140_examples(train)
     test_x, _ = leaf.sent140_examples(test, vocab)
