@@ -189,3 +189,99 @@ def test_sent140_prepare_from_the_raw_csv_then_fedbuff_with_the_paper_lstm(tmp_p
     summary = run(tmp_path, "dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=1.0", f"model.glove_path={glove}",
                   "model.embed_dim=4", "model.vocab_size=5", "max_trips=20", "concurrency=5", "eval_every=20")
     assert summary["client_trips"] == 20
+
+
+# ----------------------------------------------------------------------------- every source's prepare path
+def leaf_json(tmp_path, source, users, make_x, make_y):
+    from fl_bench.data.leaf import LeafData, write_leaf_json
+
+    data = {u: {"x": [make_x(u, i) for i in range(n)], "y": [make_y(u, i) for i in range(n)]} for u, n in users.items()}
+    leaf = LeafData(list(users), list(users.values()), data)
+    write_leaf_json(leaf, tmp_path / "raw" / source / "all_data" / "all_data_0.json")
+
+
+def test_femnist_from_leaf_json_to_the_fedgbo_cnn(tmp_path):
+    users = {f"f{i:04d}_{i}": 6 + i for i in range(8)}
+    leaf_json(tmp_path, "femnist", users, lambda u, i: [((i + k) % 7) / 6 for k in range(784)], lambda u, i: (i * 7) % 62)
+    args = [f"data_root={tmp_path}", "dataset.max_users=6"]
+    prepare(config("dataset=femnist", *args).dataset, log=lambda _: None)
+    cfg = config("dataset=femnist", *args)
+    data = build_dataset(cfg.dataset, cfg.partition)
+    assert data.num_clients == 6 and data.num_classes == 62 and data.input_shape == (1, 28, 28)
+    assert data.x.dtype == torch.uint8 and set(data.x.unique().tolist()) <= {round(k / 6 * 255) for k in range(7)}
+    assert cfg.model.name == "cnn_fedgbo"
+    assert run(tmp_path, "dataset=femnist", *args, "max_trips=12", "concurrency=3")["client_trips"] == 12
+
+
+def test_shakespeare_from_leaf_json_sequential_split_to_the_char_gru(tmp_path):
+    from fl_bench.data.leaf import SHAKESPEARE_ALPHABET
+
+    line = "To be, or not to be: that is the question. " * 20
+    users = {"HAMLET": 500, "OPHELIA": 450}  # LEAF leaves a 79-window gap before a user's test windows
+    leaf_json(tmp_path, "shakespeare", users, lambda u, i: line[i : i + 80], lambda u, i: line[i + 80])
+    args = [f"data_root={tmp_path}"]
+    prepare(config("dataset=shakespeare", *args).dataset, log=lambda _: None)
+    cfg = config("dataset=shakespeare", *args)
+    data = build_dataset(cfg.dataset, cfg.partition)
+    assert data.num_clients == 2 and data.num_classes == 80 and data.x.shape[1] == 80
+    x0, y0 = data.client(0)
+    assert "".join(SHAKESPEARE_ALPHABET[int(c)] for c in x0[0]) == line[:80]  # first lines train (sequential)
+    assert SHAKESPEARE_ALPHABET[int(y0[0])] == line[80]
+    assert run(tmp_path, "dataset=shakespeare", *args, "max_trips=4", "concurrency=2")["client_trips"] == 4
+
+
+def test_celeba_from_raw_files_and_images(tmp_path):
+    from PIL import Image
+
+    raw = tmp_path / "raw" / "celeba"
+    (raw / "img_align_celeba").mkdir(parents=True)
+    names = [f"{i:06d}.jpg" for i in range(1, 13)]
+    (raw / "identity_CelebA.txt").write_text("".join(f"{n} {1 + i % 2}\n" for i, n in enumerate(names)))
+    attrs = ["5_o_Clock_Shadow", "Smiling"]
+    (raw / "list_attr_celeba.txt").write_text(
+        f"{len(names)}\n{' '.join(attrs)}\n" + "".join(f"{n} -1 {1 if i % 3 else -1}\n" for i, n in enumerate(names))
+    )
+    for i, n in enumerate(names):
+        Image.fromarray(np.full((218, 178, 3), i * 20, np.uint8)).save(raw / "img_align_celeba" / n)
+    args = [f"data_root={tmp_path}"]
+    prepare(config("dataset=celeba", *args).dataset, log=lambda _: None)
+    cfg = config("dataset=celeba", *args)
+    data = build_dataset(cfg.dataset, cfg.partition)
+    assert data.num_clients == 2 and data.input_shape == (3, 32, 32) and data.num_classes == 2
+    assert len(data.y) + len(data.y_val) == 12 and cfg.model.name == "cnn4"
+
+
+def test_mnist_idx_and_cifar100_archives(tmp_path):
+    import gzip
+
+    raw = tmp_path / "raw" / "mnist"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 60), ("t10k", 10)):
+        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        labels = np.arange(n, dtype=np.uint8) % 10
+        (raw / f"{prefix}-images-idx3-ubyte.gz").write_bytes(
+            gzip.compress(bytes([0, 0, 8, 3]) + np.array([n, 28, 28], ">i4").tobytes() + images.tobytes()))
+        (raw / f"{prefix}-labels-idx1-ubyte.gz").write_bytes(
+            gzip.compress(bytes([0, 0, 8, 1]) + np.array([n], ">i4").tobytes() + labels.tobytes()))
+    args = [f"data_root={tmp_path}", "partition.num_clients=10"]
+    prepare(config("dataset=mnist", *args).dataset, log=lambda _: None)
+    cfg = config("dataset=mnist", *args)
+    data = build_dataset(cfg.dataset, cfg.partition)
+    assert data.num_clients == 10 and len(data.y) == 60 and len(data.y_val) == 10
+    assert cfg.model.name == "logreg" and cfg.model.weight_decay == 2e-4  # HFL's L2 1e-4 (logreg_l2.yaml)
+    assert all(len(set(data.client(c)[1].tolist())) <= 2 for c in range(10))  # HFL: two labels per device
+
+    folder = tmp_path / "raw" / "cifar100" / "cifar-100-python"
+    folder.mkdir(parents=True)
+    for name, n in (("train", 400), ("test", 40)):
+        fine = np.arange(n) % 100
+        batch = {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"fine_labels": fine.tolist(),
+                 b"coarse_labels": (fine // 5).tolist()}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    args = [f"data_root={tmp_path}", "partition.num_clients=8"]
+    prepare(config("dataset=cifar100", *args).dataset, log=lambda _: None)
+    cfg = config("dataset=cifar100", *args)
+    data = build_dataset(cfg.dataset, cfg.partition)
+    assert cfg.partition.name == "pachinko" and data.num_clients == 8 and data.sizes.tolist() == [50] * 8
+    assert data.input_shape == (3, 28, 28) and data.transform.random_flip  # FedGBO's crop + flip
