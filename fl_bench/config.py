@@ -106,6 +106,9 @@ class LeafConfig(RealDatasetConfig):
     sample_seed: int = 0  # --smplseed
     split_seed: int = 0  # --spltseed
     max_users: Optional[int] = None  # keep only this many users (FedGBO FEMNIST: 3000 of 3550)
+    # Text only: drop examples with none of the data's `k` most frequent words (FedGBO Sent140, k = 5000).
+    # Applied when loading, so it needs no new prepare.
+    drop_without_top_words: Optional[int] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -114,6 +117,10 @@ class LeafConfig(RealDatasetConfig):
         _require(self.min_samples >= 0, d + "min_samples", self.min_samples, "must be >= 0")
         _require(0 < self.train_fraction < 1, d + "train_fraction", self.train_fraction, "must be in (0, 1)")
         _require(self.max_users is None or self.max_users >= 1, d + "max_users", self.max_users, "must be >= 1 or null")
+        _require(
+            self.drop_without_top_words is None or self.drop_without_top_words >= 1,
+            d + "drop_without_top_words", self.drop_without_top_words, "must be >= 1 or null",
+        )
 
 
 # ----------------------------------------------------------------------------- partition

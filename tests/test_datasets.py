@@ -285,3 +285,17 @@ def test_mnist_idx_and_cifar100_archives(tmp_path):
     data = build_dataset(cfg.dataset, cfg.partition)
     assert cfg.partition.name == "pachinko" and data.num_clients == 8 and data.sizes.tolist() == [50] * 8
     assert data.input_shape == (3, 28, 28) and data.transform.random_flip  # FedGBO's crop + flip
+
+
+def test_sent140_fedgbo_bag_of_words_drops_tweets_without_top_words(tmp_path):
+    write_sent140_csv(tmp_path / "raw" / "sent140")
+    args = [f"data_root={tmp_path}", "dataset.min_samples=0"]
+    prepare(config("dataset=sent140_fedgbo", *args).dataset, log=lambda _: None)
+    full = config("dataset=sent140_fedgbo", *args, "dataset.drop_without_top_words=null")
+    kept = config("dataset=sent140_fedgbo", *args, "dataset.drop_without_top_words=3")
+    all_data, data = build_dataset(full.dataset, full.partition), build_dataset(kept.dataset, kept.partition)
+    has_top = lambda x: ((x >= 2) & (x < 5)).any(dim=1)  # noqa: E731
+    assert has_top(data.x).all() and has_top(data.x_val).all()
+    assert len(data.y) == int(has_top(all_data.x).sum()) < len(all_data.y)
+    assert kept.model.name == "bow_linear"
+    assert run(tmp_path, "dataset=sent140_fedgbo", *args, "max_trips=10", "concurrency=2")["client_trips"] == 10

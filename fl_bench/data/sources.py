@@ -279,6 +279,8 @@ def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> Federat
                 "or run the embedded dataset=synthetic or dataset=digits"
             )
         train, test, _, vocab = load_prepared(directory)
+    if isinstance(cfg, LeafConfig) and cfg.drop_without_top_words is not None:
+        train, test = (with_top_words(e, cfg.drop_without_top_words) for e in (train, test))
     if cfg.eval_split == "holdout":
         train, test = holdout(train, test, cfg.val_fraction, partition_cfg.seed)
     if len(test) == 0:
@@ -306,6 +308,13 @@ def _take(array: np.ndarray, order: np.ndarray) -> np.ndarray:
     if len(order) == len(array) and np.array_equal(order, np.arange(len(array))):
         return array
     return array[order]
+
+
+def with_top_words(examples: Examples, k: int) -> Examples:
+    """Examples whose token ids include one of the k most frequent words (ids 2 .. k+1)."""
+    keep = ((examples.x >= 2) & (examples.x < k + 2)).any(axis=1)
+    user = None if examples.user is None else examples.user[keep]
+    return Examples(examples.x[keep], examples.y[keep], user)
 
 
 def holdout(train: Examples, test: Examples, fraction: float, seed: int) -> tuple[Examples, Examples]:
