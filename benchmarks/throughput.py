@@ -56,7 +56,7 @@ def trainer_only(cfg, clients: list[int], batch: int = 10) -> float:
     data = build_dataset(cfg.dataset, cfg.partition)
     torch.manual_seed(cfg.seed)
     task = ClassificationTask(build_model(cfg.model, data.input_shape, data.num_classes), data.num_classes)
-    trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm))
+    trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm), vmap=cfg.vmap_clients)
     start = trainer.flat.clone()
     began = time.perf_counter()
     for s in range(0, len(clients), batch):

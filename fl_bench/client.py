@@ -59,18 +59,30 @@ def flatten_parameters(module: torch.nn.Module) -> tuple[torch.Tensor, list[torc
 
 
 class ClientTrainer:
-    def __init__(self, task: ClassificationTask, data: FederatedData, local: LocalTraining):
+    """Local training of a batch of clients that start from one model version.
+
+    ``vmap=False`` trains them one after the other; ``vmap=True`` trains them in one pass over
+    stacked parameters (``torch.func.vmap`` of the per-client gradient), padding every client to
+    the longest local epoch and masking the missing examples and steps, so LR-norm, FedProx and
+    each client's own step count stay exact. Both draw the same minibatches from the same seeds.
+    """
+
+    def __init__(self, task: ClassificationTask, data: FederatedData, local: LocalTraining, vmap: bool = False):
         self.task = task
         self.data = data
         self.local = local
+        self.vmap = vmap
         self.flat, self.params = flatten_parameters(task)
         self.device = self.flat.device
+        self.names = [name for name, p in task.model.named_parameters() if p.requires_grad]
 
     def load(self, params: torch.Tensor) -> None:
         self.flat.copy_(params)
 
     def train(self, start: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
         """Run one local training per client from ``start``; return the deltas, shape [len(clients), P]."""
+        if self.vmap:
+            return self._train_vmap(start, clients, seeds)
         deltas = torch.empty(len(clients), self.flat.numel(), device=self.device)
         for row, (client, seed) in enumerate(zip(clients, seeds)):
             self.load(start)
@@ -104,3 +116,60 @@ class ClientTrainer:
             out.append(vector[offset : offset + p.numel()].view_as(p))
             offset += p.numel()
         return out
+
+    def _minibatch_plan(self, clients: list[int], seeds: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows of every client's minibatches, [b, steps, B], and their validity mask; the same
+        generator calls as the sequential loop, so both paths see the same minibatches."""
+        bsz = self.local.batch_size
+        sizes = [int(self.data.sizes[c]) for c in clients]
+        steps = max(self.local.num_steps(n) for n in sizes)
+        rows = torch.zeros(len(clients), steps, bsz, dtype=torch.long)
+        mask = torch.zeros(len(clients), steps, bsz, dtype=torch.bool)
+        for r, (client, seed, n) in enumerate(zip(clients, seeds, sizes)):
+            gen, first = torch.Generator().manual_seed(seed), int(self.data.offsets[client])
+            perm, pos = torch.randperm(n, generator=gen), 0
+            for step in range(self.local.num_steps(n)):
+                if pos >= n:
+                    perm, pos = torch.randperm(n, generator=gen), 0
+                chunk = perm[pos : pos + bsz]
+                rows[r, step, : len(chunk)] = chunk + first
+                mask[r, step, : len(chunk)] = True
+                pos += bsz
+        return rows.to(self.device), mask.to(self.device)
+
+    def _train_vmap(self, start: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
+        from torch.func import functional_call, grad, vmap
+
+        local, task, b = self.local, self.task, len(clients)
+        rows, mask = self._minibatch_plan(clients, seeds)
+        weight_decay = task.weight_decay
+
+        def loss(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+            # The mean over the real examples of the batch, as F.cross_entropy takes it in task.loss.
+            ce = torch.nn.functional.cross_entropy(functional_call(task.model, params, (x,)), y, reduction="none")
+            value = (ce * m).sum() / m.sum().clamp(min=1)
+            if weight_decay:
+                value = value + 0.5 * weight_decay * sum(p.pow(2).sum() for p in params.values())
+            return value
+
+        client_grads = vmap(grad(loss), randomness="different")
+        start_views = self._views(start)
+        params = {n: v.unsqueeze(0).repeat(b, *[1] * v.dim()) for n, v in zip(self.names, start_views)}
+        gen = torch.Generator().manual_seed(seeds[0])  # augmentation only (sequential draws differ)
+        for step in range(rows.shape[1]):
+            idx, m = rows[:, step], mask[:, step]
+            x = task.inputs(self.data.x[idx.reshape(-1)], True, gen)
+            x = x.view(b, -1, *x.shape[1:])
+            y = self.data.y[idx]
+            grads = client_grads(params, x, y, m.float())
+            count = m.sum(1).float()
+            # LR-norm scales by n/B; a client whose epoch is over (n = 0) does not move.
+            lr = local.lr * (count / local.batch_size if local.lr_norm else (count > 0).float())
+            with torch.no_grad():
+                for name, start_view in zip(self.names, start_views):
+                    g = grads[name]
+                    if local.prox_mu:
+                        g = g + local.prox_mu * (params[name] - start_view)
+                    params[name] = params[name] - lr.view(-1, *[1] * start_view.dim()) * g
+        flat = torch.cat([params[n].reshape(b, -1) for n in self.names], dim=1)
+        return start.unsqueeze(0) - flat

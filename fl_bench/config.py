@@ -588,6 +588,9 @@ class Config:
     target_accuracy: float = 0.7
     stop_at_target: bool = False
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    # Train the clients that start from one model version in one torch.func.vmap pass (same deltas
+    # as the sequential loop on the same seeds; augmentation draws differ).
+    vmap_clients: bool = False
     threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
     data_root: str = "~/.cache/fl_bench"
     logger: str = "csv"
