@@ -96,12 +96,8 @@ class ClientTrainer:
         n, bsz = len(y), local.batch_size
         gen = torch.Generator().manual_seed(seed)
         start_views = self._views(start) if local.prox_mu else None
-        perm, pos = torch.randperm(n, generator=gen), 0
-        for _ in range(local.num_steps(n)):
-            if pos >= n:  # next epoch: reshuffle
-                perm, pos = torch.randperm(n, generator=gen), 0
-            idx = perm[pos : pos + bsz].to(self.device, non_blocking=True)
-            pos += bsz
+        for idx in self._minibatches(n, gen):
+            idx = idx.to(self.device, non_blocking=True)
             grads = torch.autograd.grad(self.task.loss(x[idx], y[idx], gen), params)
             lr = local.lr * len(idx) / bsz if local.lr_norm else local.lr
             with torch.no_grad():
@@ -109,6 +105,16 @@ class ClientTrainer:
                     # grad of (mu/2)||y - y_0||^2 is mu (y - y_0) (FedProx, Li et al. 2020, eq. 2)
                     torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
                 torch._foreach_add_(params, grads, alpha=-lr)
+
+    def _minibatches(self, n: int, gen: torch.Generator):
+        """A client's minibatch indices, drawn lazily (the task may draw augmentation from the same
+        generator between batches): reshuffled every epoch, the last batch of an epoch may be short."""
+        perm, pos = torch.randperm(n, generator=gen), 0
+        for _ in range(self.local.num_steps(n)):
+            if pos >= n:  # next epoch: reshuffle
+                perm, pos = torch.randperm(n, generator=gen), 0
+            yield perm[pos : pos + self.local.batch_size]
+            pos += self.local.batch_size
 
     def _views(self, vector: torch.Tensor) -> list[torch.Tensor]:
         out, offset = [], 0
@@ -126,15 +132,10 @@ class ClientTrainer:
         rows = torch.zeros(len(clients), steps, bsz, dtype=torch.long)
         mask = torch.zeros(len(clients), steps, bsz, dtype=torch.bool)
         for r, (client, seed, n) in enumerate(zip(clients, seeds, sizes)):
-            gen, first = torch.Generator().manual_seed(seed), int(self.data.offsets[client])
-            perm, pos = torch.randperm(n, generator=gen), 0
-            for step in range(self.local.num_steps(n)):
-                if pos >= n:
-                    perm, pos = torch.randperm(n, generator=gen), 0
-                chunk = perm[pos : pos + bsz]
+            first = int(self.data.offsets[client])
+            for step, chunk in enumerate(self._minibatches(n, torch.Generator().manual_seed(seed))):
                 rows[r, step, : len(chunk)] = chunk + first
                 mask[r, step, : len(chunk)] = True
-                pos += bsz
         return rows.to(self.device), mask.to(self.device)
 
     def _train_vmap(self, start: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:

@@ -22,7 +22,9 @@ import numpy as np
 import torch
 
 from fl_bench.config import LeafConfig, PartitionConfig, RealDatasetConfig
+from fl_bench.data import leaf
 from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
+from fl_bench.data.formats import read_cifar, read_mnist
 from fl_bench.data.federated import Examples, FederatedData
 from fl_bench.data.partition import partition
 from fl_bench.data.transforms import ImageTransform
@@ -54,23 +56,17 @@ class Source:
 # ----------------------------------------------------------------------------- builders
 def _cifar(variant: str) -> Callable[[RealDatasetConfig, Path], Prepared]:
     def build(cfg: RealDatasetConfig, raw: Path) -> Prepared:
-        from fl_bench.data.formats import read_cifar
-
         return (*read_cifar(raw, variant), None)
 
     return build
 
 
 def _mnist(cfg: RealDatasetConfig, raw: Path) -> Prepared:
-    from fl_bench.data.formats import read_mnist
-
     return (*read_mnist(raw), None)
 
 
 def _leaf_all_data(raw: Path, name: str, convert: Callable[[Path], object] | None):
     """LEAF's all_data JSON if the user already ran LEAF's preprocess, else our raw conversion."""
-    from fl_bench.data import leaf
-
     all_data = raw / "all_data"
     if all_data.is_dir() and any(all_data.glob("*.json")):
         return leaf.read_leaf_json(all_data)
@@ -84,8 +80,6 @@ def _leaf_all_data(raw: Path, name: str, convert: Callable[[Path], object] | Non
 
 def _leaf_split(data, cfg: LeafConfig, sequential: bool = False):
     """LEAF's preprocess.sh order: sample (--sf), drop small users (-k), split (--tf)."""
-    from fl_bench.data import leaf
-
     if cfg.fraction < 1:
         data = leaf.sample_niid(data, cfg.fraction, cfg.sample_seed)
     data = leaf.remove_small_users(data, cfg.min_samples)
@@ -97,8 +91,6 @@ def _leaf_split(data, cfg: LeafConfig, sequential: bool = False):
 
 
 def _sent140(cfg: LeafConfig, raw: Path) -> Prepared:
-    from fl_bench.data import leaf
-
     def convert(r: Path):
         # LEAF's users (660,120) come from both CSVs in the archive; its seeded sample needs the same list.
         test_csv = r / "testdata.manual.2009.06.14.csv"
@@ -112,8 +104,6 @@ def _sent140(cfg: LeafConfig, raw: Path) -> Prepared:
 
 
 def _celeba(cfg: LeafConfig, raw: Path) -> Prepared:
-    from fl_bench.data import leaf
-
     def convert(r: Path):
         for name in ("identity_CelebA.txt", "list_attr_celeba.txt"):
             if not (r / name).exists():
@@ -126,15 +116,11 @@ def _celeba(cfg: LeafConfig, raw: Path) -> Prepared:
 
 
 def _femnist(cfg: LeafConfig, raw: Path) -> Prepared:
-    from fl_bench.data import leaf
-
     train, test = _leaf_split(_leaf_all_data(raw, "femnist", None), cfg)
     return leaf.femnist_examples(train), leaf.femnist_examples(test), None
 
 
 def _shakespeare(cfg: LeafConfig, raw: Path) -> Prepared:
-    from fl_bench.data import leaf
-
     # LEAF splits Shakespeare sequentially: a user's test lines follow its training lines.
     train, test = _leaf_split(_leaf_all_data(raw, "shakespeare", None), cfg, sequential=True)
     return leaf.shakespeare_examples(train), leaf.shakespeare_examples(test), None

@@ -22,9 +22,13 @@ class ImageTransform:
         if self.random_flip and train:
             flip = torch.rand(len(x), generator=generator) < 0.5
             x = torch.where(flip.to(x.device).view(-1, 1, 1, 1), x.flip(-1), x)
-        mean = torch.tensor(self.mean, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, device=x.device).view(1, -1, 1, 1)
-        return (x - mean) / std
+        mean, std = self._stats
+        return (x - mean.to(x.device)) / std.to(x.device)
+
+    def __post_init__(self) -> None:
+        # Built once, not per batch (frozen dataclass: set through object.__setattr__).
+        stats = tuple(torch.tensor(v).view(1, -1, 1, 1) for v in (self.mean, self.std))
+        object.__setattr__(self, "_stats", stats)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         if self.crop_size is None:
