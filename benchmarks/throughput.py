@@ -1,86 +1,168 @@
-"""Client trips per second: the full fl_bench orchestrator against a bare torch loop.
+"""Client trips per second: a bare torch loop against fl_bench, sequential and batched.
 
-Three numbers: the bare loop, fl_bench's client trainer alone on the same clients, and the full
-orchestrator (event queue, server algorithm, logging, two evaluations). The bare loop does the same local training (one epoch of minibatch SGD, batch B, from the same
-starting model) on the same clients in the same order, and nothing else: no event queue, no
-server algorithm, no logging. Usage:
+For each workload and concurrency it measures
+  - bare loop: plain torch local SGD (one epoch, batch B, torch.optim.SGD) over random clients,
+    from one starting model, and nothing else: no event queue, no server, no logging;
+  - fl_bench sequential / batched: the full run (orchestrator, server algorithm, per-trip log, an
+    evaluation at the start and the end) with ``vmap_clients=false`` / ``true``;
+each in its own process, so the peak resident memory (VmHWM) is the cell's own.
 
-    python benchmarks/throughput.py [hydra overrides...]   # default: the default run, 20k trips
+Workloads: ``logreg`` is the default synthetic dataset with logistic regression (60 features, 10
+classes, about 109 examples per client); ``cnn`` is a FEMNIST-shaped stand-in (28x28 grey images,
+62 classes, heavy-tailed clients, no download) with FEMNIST's CNN (``cnn_fedgbo``).
+
+    python benchmarks/throughput.py                       # the matrix; --markdown FILE writes it
+    python benchmarks/throughput.py --workloads logreg --concurrency 100 --algorithms fedbuff
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from stand_in import heavy_tailed_sizes, rss_mb, write_stand_in
 
 from fl_bench.cli import CONFIG_DIR
-from fl_bench.client import ClientTrainer, LocalTraining
 from fl_bench.data import build_dataset
-from fl_bench.experiment import run_experiment
+from fl_bench.experiment import resolve_device, run_experiment
 from fl_bench.models import build_model
 from fl_bench.task import ClassificationTask
 
+WORKLOADS = {
+    "logreg": ["model=logreg"],
+    "cnn": ["dataset=femnist", "dataset.max_users=null"],  # femnist's default model: cnn_fedgbo
+}
+CNN_USERS, CNN_EXAMPLES = 3000, 60_000  # about 20 examples per client: CPU-sized trips
 
-def bare_loop(cfg, clients: list[int]) -> float:
-    """Trips per second of plain torch local SGD over ``clients``."""
-    data = build_dataset(cfg.dataset, cfg.partition)
+
+def compose_config(workload: str, root: str, overrides: list[str]):
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        return OmegaConf.to_object(compose("config", overrides=[
+            "progress=false", f"data_root={root}", *WORKLOADS[workload], *overrides,
+        ]))
+
+
+def bare_loop(cfg, trips: int) -> float:
+    """Trips per second of plain torch local SGD over uniformly drawn clients."""
+    device = resolve_device(cfg.device)
+    data = build_dataset(cfg.dataset, cfg.partition).to(device)
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, data.input_shape, data.num_classes)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.algorithm.client_lr)
-    start = parameters_to_vector(model.parameters()).detach().clone()
+    model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab).to(device)
+    prep = ClassificationTask(model, data.num_classes, transform=data.transform).inputs  # uint8 -> float images
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=cfg.algorithm.client_lr)
+    start = [p.detach().clone() for p in model.parameters()]
+    clients = np.random.default_rng(cfg.seed).integers(0, data.num_clients, trips)
     bsz = cfg.algorithm.batch_size
     began = time.perf_counter()
     for client in clients:
-        vector_to_parameters(start, model.parameters())
-        x, y = data.client(client)
-        perm = torch.randperm(len(y))
+        with torch.no_grad():
+            for p, p0 in zip(model.parameters(), start):
+                p.copy_(p0)
+        x, y = data.client(int(client))
+        perm = torch.randperm(len(y), device=device)
         for s in range(0, len(y), bsz):
             idx = perm[s : s + bsz]
             opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+            torch.nn.functional.cross_entropy(model(prep(x[idx], True)), y[idx]).backward()
             opt.step()
-        _delta = start - parameters_to_vector(model.parameters())
-    return len(clients) / (time.perf_counter() - began)
+        _delta = [p0 - p.detach() for p, p0 in zip(model.parameters(), start)]
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return trips / (time.perf_counter() - began)
 
 
-def trainer_only(cfg, clients: list[int], batch: int = 10) -> float:
-    """Trips per second of fl_bench's client trainer alone (no event queue, no server)."""
-    data = build_dataset(cfg.dataset, cfg.partition)
-    torch.manual_seed(cfg.seed)
-    task = ClassificationTask(build_model(cfg.model, data.input_shape, data.num_classes), data.num_classes)
-    trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm), vmap=cfg.vmap_clients)
-    start = trainer.flat.clone()
-    began = time.perf_counter()
-    for s in range(0, len(clients), batch):
-        trainer.train(start, clients[s : s + batch], list(range(s, s + len(clients[s : s + batch]))))
-    return len(clients) / (time.perf_counter() - began)
-
-
-def main(overrides: list[str]) -> None:
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=["progress=false", "eval_every=1000000", *overrides]))
+def measure(cell: dict) -> dict:
+    """One cell, in this process: {'trips_per_s', 'peak_rss_mb'}."""
+    cfg = compose_config(cell["workload"], cell["root"], cell["overrides"])
     torch.set_num_threads(cfg.threads or torch.get_num_threads())
-    with tempfile.TemporaryDirectory() as tmp:
-        summary = run_experiment(cfg, Path(tmp))
-        clients = pd.read_csv(Path(tmp) / "trips.csv").client.tolist()
-    fl_tps = summary["client_trips"] / summary["simulate_seconds"]
-    bare_tps = bare_loop(cfg, clients)
-    trainer_tps = trainer_only(cfg, clients)
-    print(f"workload: {summary['algorithm']} on {summary['dataset']}, model={cfg.model.name}, "
-          f"concurrency={cfg.concurrency}, {len(clients)} trips, torch threads={torch.get_num_threads()}")
-    print(f"bare torch loop      : {bare_tps:8.0f} trips/s")
-    print(f"fl_bench trainer only: {trainer_tps:8.0f} trips/s")
-    print(f"fl_bench orchestrator: {fl_tps:8.0f} trips/s  (vs bare loop {bare_tps / fl_tps - 1:+.1%} time per trip; "
-          f"vs its own trainer {trainer_tps / fl_tps - 1:+.1%})")
+    if cell["path"] == "bare":
+        tps = bare_loop(cfg, cell["trips"])
+    else:
+        with tempfile.TemporaryDirectory() as run_dir:
+            summary = run_experiment(cfg, Path(run_dir))
+        tps = summary["client_trips"] / summary["simulate_seconds"]
+    return {"trips_per_s": tps, "peak_rss_mb": rss_mb("VmHWM"), "threads": torch.get_num_threads(),
+            "device": str(resolve_device(cfg.device))}
+
+
+def run_cell(cell: dict) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--cell", json.dumps(cell)], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"cell {cell} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def prepare_stand_ins(root: str, workloads: list[str]) -> None:
+    if "cnn" in workloads:
+        cfg = compose_config("cnn", root, [])
+        rng = np.random.default_rng(0)
+        write_stand_in(cfg.dataset, heavy_tailed_sizes(CNN_USERS, CNN_EXAMPLES, rng), (1, 28, 28), 62, rng)
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ", no GPU"
+    return f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, torch {torch.__version__}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cell", help=argparse.SUPPRESS)
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--concurrency", nargs="+", type=int, default=[10, 100, 1000])
+    parser.add_argument("--algorithms", nargs="+", default=["fedbuff", "fedavg"])
+    parser.add_argument("--trips", type=json.loads, default={"logreg": 20_000, "cnn": 3_000},
+                        help='client trips per run, per workload (JSON), default {"logreg": 20000, "cnn": 3000}')
+    parser.add_argument("--markdown", type=Path, help="also write the table (and the machine) to this file")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. device=cuda threads=2")
+    args = parser.parse_args()
+    if args.cell:
+        print(json.dumps(measure(json.loads(args.cell))))
+        return
+    rows, began = [], time.perf_counter()
+    with tempfile.TemporaryDirectory() as root:
+        prepare_stand_ins(root, args.workloads)
+        for workload in args.workloads:
+            trips = args.trips[workload]
+            base = {"workload": workload, "root": root, "trips": trips}
+            bare = run_cell({**base, "path": "bare", "trips": min(trips, 2000), "overrides": args.overrides})
+            for algorithm in args.algorithms:
+                for m in args.concurrency:
+                    row = {"workload": workload, "algorithm": algorithm, "concurrency": m,
+                           "bare loop trips/s": bare["trips_per_s"]}
+                    for path, vmap in (("sequential", "false"), ("batched", "true")):
+                        overrides = [f"algorithm={algorithm}", f"concurrency={m}", f"max_trips={trips}",
+                                     f"eval_every={trips}", f"vmap_clients={vmap}", *args.overrides]
+                        result = run_cell({**base, "path": path, "overrides": overrides})
+                        row[f"{path} trips/s"] = result["trips_per_s"]
+                        row[f"{path} peak MB"] = result["peak_rss_mb"]
+                    row["sequential / bare"] = row["sequential trips/s"] / bare["trips_per_s"]
+                    row["batched / bare"] = row["batched trips/s"] / bare["trips_per_s"]
+                    rows.append(row)
+                    print(pd.DataFrame([row]).to_string(index=False, header=len(rows) == 1, float_format="%.2f"), flush=True)
+    table = pd.DataFrame(rows)
+    header = (f"Machine: {machine()}; torch threads {bare['threads']}, device {bare['device']}. "
+              f"{datetime.date.today()}, {time.perf_counter() - began:.0f} s in all.\n"
+              f"Command: `python benchmarks/throughput.py {' '.join(sys.argv[1:])}`")
+    print(header)
+    print(table.to_markdown(index=False, floatfmt=".2f"))
+    if args.markdown:
+        args.markdown.write_text(f"{header}\n\n{table.to_markdown(index=False, floatfmt='.2f')}\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -1,7 +1,8 @@
 """Server algorithms: how client uploads become server steps.
 
-The orchestrator drives every algorithm through the same three calls: ``add`` one client upload,
-ask ``ready``, then ``step`` (which advances the model version). Synchronous algorithms are
+The orchestrator drives every algorithm through the same two calls: ``add`` each of the
+``buffer_size`` uploads that make up one server step, then ``step`` (which advances the model
+version). Synchronous algorithms are
 buffered aggregation with the buffer equal to the round's cohort and zero staleness.
 """
 
@@ -31,15 +32,13 @@ class ServerAlgorithm:
     # What a client uploads: its update Delta = y_0 - y_Q, or its final model y_Q.
     upload: ClassVar[str] = "delta"
 
-    def __init__(self, cfg: AlgorithmConfig, params: torch.Tensor):
+    def __init__(self, cfg: AlgorithmConfig, params: torch.Tensor, buffer_size: int = 1):
         self.cfg = cfg
         self.params = params  # the global model w, a flat vector updated in place
+        self.buffer_size = buffer_size  # uploads per server step
         self.version = 0  # server steps taken so far
 
     def add(self, update: torch.Tensor, num_examples: int, staleness: int) -> None:
-        raise NotImplementedError
-
-    def ready(self) -> bool:
         raise NotImplementedError
 
     def step(self) -> None:
@@ -61,8 +60,7 @@ class FedBuff(ServerAlgorithm):
     """
 
     def __init__(self, cfg: AlgorithmConfig, params: torch.Tensor, buffer_size: int):
-        super().__init__(cfg, params)
-        self.buffer_size = buffer_size
+        super().__init__(cfg, params, buffer_size)
         self._param = torch.nn.Parameter(params, requires_grad=False)  # shares storage with params
         self._param.grad = torch.zeros_like(params)
         if cfg.server_optimizer == "adam":
@@ -79,9 +77,6 @@ class FedBuff(ServerAlgorithm):
         self._sum.add_(update, alpha=weight)
         self._weight_sum += weight
         self._count += 1
-
-    def ready(self):
-        return self._count >= self.buffer_size
 
     def _step(self):
         denominator = self._count if self.cfg.reduction == "sum" else self._weight_sum
@@ -121,9 +116,6 @@ class FedAsync(ServerAlgorithm):
     def add(self, update, num_examples, staleness):
         self._client_model = update
         self._mix = self.cfg.server_lr * staleness_scale(staleness, self.cfg.staleness_exponent)
-
-    def ready(self):
-        return self._client_model is not None
 
     def _step(self):
         self.params.lerp_(self._client_model, self._mix)  # w + a_t (y - w)

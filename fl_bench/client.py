@@ -1,21 +1,28 @@
 """Client local training (FedBuff Alg. 2): minibatch SGD from the downloaded model, returns
 Delta = y_0 - y_Q.
 
-The task's trainable parameters are re-pointed to views of one flat vector, so loading a model,
-snapshotting it and computing Delta are single vector operations. The orchestrator hands over a
-batch of jobs that all start from the same model version; this trainer runs them one after the
-other in a plain torch loop (no Lightning ``Trainer`` per trip).
+The orchestrator hands over a batch of client trips, each with its own starting model (the version
+it downloaded). ``vmap=False`` trains them one after the other in a plain torch loop whose
+parameters are views of one flat vector; ``vmap=True`` trains them together, one forward and
+backward pass per local step over stacked per-client parameters (``torch.func.vmap`` of
+``functional_call``). Both follow one minibatch plan built from each trip's seed, so they give
+the same Delta to float tolerance. No Lightning ``Trainer`` per trip.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from fl_bench.config import AlgorithmConfig
 from fl_bench.data import FederatedData
+from fl_bench.errors import ConfigError
 from fl_bench.task import ClassificationTask
+
+_LOW32 = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -40,10 +47,63 @@ class LocalTraining:
             prox_mu=cfg.prox_mu,
         )
 
-    def num_steps(self, num_examples: int) -> int:
+    def num_steps(self, num_examples: np.ndarray) -> np.ndarray:
         if self.steps is not None:
-            return self.steps
+            return np.full_like(num_examples, self.steps)
         return self.epochs * -(-num_examples // self.batch_size)
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """(x * c) mod 2^32 for x < 2^32, in int64 without overflow (c split into 16-bit halves)."""
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & _LOW32
+
+
+def _hash32(x: torch.Tensor) -> torch.Tensor:
+    """A bijective 32-bit integer mix (Wellons' "lowbias32"): distinct inputs give distinct keys."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+@dataclass
+class MinibatchPlan:
+    """Every trip's local steps: ``rows[i, t]`` are trip i's example indices (within its client)
+    at step t, valid where ``mask``; ``steps[i]`` is its number of steps (host array)."""
+
+    rows: torch.Tensor  # [b, max steps, B] int64
+    mask: torch.Tensor  # [b, max steps, B] bool
+    steps: np.ndarray  # [b]
+
+
+def minibatch_plan(sizes: np.ndarray, seeds: list[int], local: LocalTraining) -> MinibatchPlan:
+    """Shuffled minibatches for a batch of trips, built in a few vectorised ops.
+
+    Each epoch visits the client's examples in a fresh random order (the last batch of an epoch
+    may be short); with fixed Q steps the epochs repeat as needed. The order comes from a
+    counter-based hash of (trip seed, epoch, example), so a trip's minibatches depend only on its
+    seed, not on which other trips share its batch or on the training path.
+    """
+    n = torch.as_tensor(np.asarray(sizes, dtype=np.int64))
+    bsz = local.batch_size
+    per_epoch = -(-n // bsz)
+    steps = torch.as_tensor(local.num_steps(np.asarray(sizes, dtype=np.int64)))
+    epochs, longest = int((-(-steps // per_epoch)).max()), int(n.max())
+    seed = torch.tensor(seeds, dtype=torch.int64)
+    trip_key = _hash32(_hash32(seed & _LOW32) ^ ((seed >> 32) & _LOW32))  # [b]
+    epoch_key = _hash32((trip_key[:, None] + torch.arange(epochs)) & _LOW32)  # [b, E]
+    example = torch.arange(longest)
+    keys = _hash32(example ^ epoch_key[..., None])  # [b, E, longest]; < 2^32, no ties within a row
+    keys = keys.masked_fill(example >= n[:, None, None], 1 << 32)  # padding sorts last
+    order = keys.argsort(dim=-1)
+    t = torch.arange(int(steps.max()))[None, :]
+    epoch, batch = t // per_epoch[:, None], t % per_epoch[:, None]  # [b, S]
+    pos = batch[..., None] * bsz + torch.arange(bsz)  # [b, S, B] position within the epoch's order
+    mask = (pos < n[:, None, None]) & (t < steps[:, None])[..., None]
+    flat = (torch.arange(len(n))[:, None, None] * epochs + epoch.clamp(max=epochs - 1)[..., None]) * longest
+    rows = order.view(-1)[flat + pos.clamp(max=longest - 1)].masked_fill(~mask, 0)
+    return MinibatchPlan(rows, mask, steps.numpy())
 
 
 def flatten_parameters(module: torch.nn.Module) -> tuple[torch.Tensor, list[torch.nn.Parameter]]:
@@ -58,14 +118,18 @@ def flatten_parameters(module: torch.nn.Module) -> tuple[torch.Tensor, list[torc
     return flat, params
 
 
-class ClientTrainer:
-    """Local training of a batch of clients that start from one model version.
+def views(vector: torch.Tensor, shapes: list[torch.Size]) -> list[torch.Tensor]:
+    """Split the last dimension of ``vector`` into parameter-shaped views ([..., P] -> [..., *shape])."""
+    out, offset, lead = [], 0, vector.shape[:-1]
+    for shape in shapes:
+        size = math.prod(shape)
+        out.append(vector[..., offset : offset + size].view(*lead, *shape))
+        offset += size
+    return out
 
-    ``vmap=False`` trains them one after the other; ``vmap=True`` trains them in one pass over
-    stacked parameters (``torch.func.vmap`` of the per-client gradient), padding every client to
-    the longest local epoch and masking the missing examples and steps, so LR-norm, FedProx and
-    each client's own step count stay exact. Both draw the same minibatches from the same seeds.
-    """
+
+class ClientTrainer:
+    """Local training of a batch of client trips, each from its own starting model."""
 
     def __init__(self, task: ClassificationTask, data: FederatedData, local: LocalTraining, vmap: bool = False):
         self.task = task
@@ -75,102 +139,94 @@ class ClientTrainer:
         self.flat, self.params = flatten_parameters(task)
         self.device = self.flat.device
         self.names = [name for name, p in task.model.named_parameters() if p.requires_grad]
+        self.shapes = [p.shape for p in self.params]
+        if vmap:
+            self._check_vmappable()
 
     def load(self, params: torch.Tensor) -> None:
         self.flat.copy_(params)
 
-    def train(self, start: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
-        """Run one local training per client from ``start``; return the deltas, shape [len(clients), P]."""
+    def train(self, starts: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
+        """One local training per trip from ``starts[i]`` ([len(clients), P]; an expanded view is
+        fine); returns the deltas, [len(clients), P]."""
+        plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
         if self.vmap:
-            return self._train_vmap(start, clients, seeds)
+            return self._train_batched(starts, clients, seeds, plan)
         deltas = torch.empty(len(clients), self.flat.numel(), device=self.device)
-        for row, (client, seed) in enumerate(zip(clients, seeds)):
-            self.load(start)
-            self._local_sgd(client, seed, start)
-            torch.sub(start, self.flat, out=deltas[row])
+        rows, counts = plan.rows.to(self.device), plan.mask.sum(-1).numpy()
+        for i, (client, seed) in enumerate(zip(clients, seeds)):
+            self.load(starts[i])
+            self._local_sgd(client, seed, starts[i], rows[i], counts[i, : plan.steps[i]])
+            torch.sub(starts[i], self.flat, out=deltas[i])
         return deltas
 
-    def _local_sgd(self, client: int, seed: int, start: torch.Tensor) -> None:
+    def _local_sgd(self, client: int, seed: int, start: torch.Tensor, rows: torch.Tensor, counts: np.ndarray) -> None:
         local, params = self.local, self.params
         x, y = self.data.client(client)
-        n, bsz = len(y), local.batch_size
-        gen = torch.Generator().manual_seed(seed)
-        start_views = self._views(start) if local.prox_mu else None
-        for idx in self._minibatches(n, gen):
-            idx = idx.to(self.device, non_blocking=True)
+        gen = torch.Generator().manual_seed(seed)  # augmentation draws
+        start_views = views(start, self.shapes) if local.prox_mu else None
+        for step, count in enumerate(counts):
+            idx = rows[step, :count]
             grads = torch.autograd.grad(self.task.loss(x[idx], y[idx], gen), params)
-            lr = local.lr * len(idx) / bsz if local.lr_norm else local.lr
+            lr = local.lr * count / local.batch_size if local.lr_norm else local.lr
             with torch.no_grad():
                 if start_views is not None:
                     # grad of (mu/2)||y - y_0||^2 is mu (y - y_0) (FedProx, Li et al. 2020, eq. 2)
                     torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
                 torch._foreach_add_(params, grads, alpha=-lr)
 
-    def _minibatches(self, n: int, gen: torch.Generator):
-        """A client's minibatch indices, drawn lazily (the task may draw augmentation from the same
-        generator between batches): reshuffled every epoch, the last batch of an epoch may be short."""
-        perm, pos = torch.randperm(n, generator=gen), 0
-        for _ in range(self.local.num_steps(n)):
-            if pos >= n:  # next epoch: reshuffle
-                perm, pos = torch.randperm(n, generator=gen), 0
-            yield perm[pos : pos + self.local.batch_size]
-            pos += self.local.batch_size
+    def _train_batched(self, starts: torch.Tensor, clients: list[int], seeds: list[int], plan: MinibatchPlan) -> torch.Tensor:
+        """All trips step together. Trips are sorted by step count, longest first, so at step t the
+        trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
+        last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact."""
+        from torch.func import functional_call, vmap
 
-    def _views(self, vector: torch.Tensor) -> list[torch.Tensor]:
-        out, offset = [], 0
-        for p in self.params:
-            out.append(vector[offset : offset + p.numel()].view_as(p))
-            offset += p.numel()
-        return out
-
-    def _minibatch_plan(self, clients: list[int], seeds: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rows of every client's minibatches, [b, steps, B], and their validity mask; the same
-        generator calls as the sequential loop, so both paths see the same minibatches."""
-        bsz = self.local.batch_size
-        sizes = [int(self.data.sizes[c]) for c in clients]
-        steps = max(self.local.num_steps(n) for n in sizes)
-        rows = torch.zeros(len(clients), steps, bsz, dtype=torch.long)
-        mask = torch.zeros(len(clients), steps, bsz, dtype=torch.bool)
-        for r, (client, seed, n) in enumerate(zip(clients, seeds, sizes)):
-            first = int(self.data.offsets[client])
-            for step, chunk in enumerate(self._minibatches(n, torch.Generator().manual_seed(seed))):
-                rows[r, step, : len(chunk)] = chunk + first
-                mask[r, step, : len(chunk)] = True
-        return rows.to(self.device), mask.to(self.device)
-
-    def _train_vmap(self, start: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
-        from torch.func import functional_call, grad, vmap
-
-        local, task, b = self.local, self.task, len(clients)
-        rows, mask = self._minibatch_plan(clients, seeds)
-        weight_decay = task.weight_decay
-
-        def loss(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-            # The mean over the real examples of the batch, as F.cross_entropy takes it in task.loss.
-            ce = torch.nn.functional.cross_entropy(functional_call(task.model, params, (x,)), y, reduction="none")
-            value = (ce * m).sum() / m.sum().clamp(min=1)
-            if weight_decay:
-                value = value + 0.5 * weight_decay * sum(p.pow(2).sum() for p in params.values())
-            return value
-
-        client_grads = vmap(grad(loss), randomness="different")
-        start_views = self._views(start)
-        params = {n: v.unsqueeze(0).repeat(b, *[1] * v.dim()) for n, v in zip(self.names, start_views)}
-        gen = torch.Generator().manual_seed(seeds[0])  # augmentation only (sequential draws differ)
-        for step in range(rows.shape[1]):
-            idx, m = rows[:, step], mask[:, step]
-            x = task.inputs(self.data.x[idx.reshape(-1)], True, gen)
-            x = x.view(b, -1, *x.shape[1:])
-            y = self.data.y[idx]
-            grads = client_grads(params, x, y, m.float())
-            count = m.sum(1).float()
-            # LR-norm scales by n/B; a client whose epoch is over (n = 0) does not move.
-            lr = local.lr * (count / local.batch_size if local.lr_norm else (count > 0).float())
+        local, task, data = self.local, self.task, self.data
+        order = np.argsort(-plan.steps, kind="stable")
+        active_at = (plan.steps[order][None, :] > np.arange(int(plan.steps.max()))[:, None]).sum(1)
+        order_t = torch.as_tensor(order, device=self.device)
+        first = torch.as_tensor(data.offsets[np.asarray(clients)[order]], device=self.device)
+        rows = plan.rows.to(self.device)[order_t] + first[:, None, None]
+        mask = plan.mask.to(self.device)[order_t]
+        counts = mask.sum(-1)  # [b, S] examples per step
+        weights = mask / counts.clamp(min=1)[..., None]  # per-trip mean over its real examples
+        lrs = local.lr * counts / local.batch_size if local.lr_norm else torch.full(counts.shape, local.lr, device=self.device)
+        origin = starts[order_t]
+        stacked = origin.clone()  # [b, P]; the parameter views below write into it
+        stacked_params = views(stacked, self.shapes)
+        origin_params = views(origin, self.shapes)
+        forward = vmap(lambda p, x: functional_call(task.model, p, (x,)), randomness="different")
+        gen = torch.Generator().manual_seed(int(seeds[0]))  # augmentation draws (differ from the sequential path)
+        for step, active in enumerate(active_at.tolist()):
+            idx = rows[:active, step]
+            x = task.inputs(data.x[idx.reshape(-1)], True, gen)
+            x = x.view(active, -1, *x.shape[1:])
+            leaves = [p[:active].detach().requires_grad_() for p in stacked_params]
+            logits = forward(dict(zip(self.names, leaves)), x)
+            # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
+            loss = task.objective(logits, data.y[idx], leaves, weights[:active, step])
+            grads = torch.autograd.grad(loss, leaves)
+            lr = lrs[:active, step]
             with torch.no_grad():
-                for name, start_view in zip(self.names, start_views):
-                    g = grads[name]
+                for p, g, p0 in zip(stacked_params, grads, origin_params):
+                    p, p0 = p[:active], p0[:active]
                     if local.prox_mu:
-                        g = g + local.prox_mu * (params[name] - start_view)
-                    params[name] = params[name] - lr.view(-1, *[1] * start_view.dim()) * g
-        flat = torch.cat([params[n].reshape(b, -1) for n in self.names], dim=1)
-        return start.unsqueeze(0) - flat
+                        g = g + local.prox_mu * (p - p0)  # FedProx proximal gradient, as above
+                    p.sub_(lr.view(-1, *[1] * (p.dim() - 1)) * g)
+        deltas = torch.empty_like(stacked)
+        deltas[order_t] = origin - stacked
+        return deltas
+
+    def _check_vmappable(self) -> None:
+        """Fail at start-up, in one line, for a model torch.func.vmap cannot batch (e.g. cuDNN RNNs)."""
+        from torch.func import functional_call, vmap
+
+        x = self.task.inputs(self.data.x[:2], True).unsqueeze(0)
+        params = {n: p.detach().unsqueeze(0) for n, p in zip(self.names, self.params)}
+        try:
+            vmap(lambda p, x: functional_call(self.task.model, p, (x,)), randomness="different")(params, x)
+        except RuntimeError as err:
+            raise ConfigError(
+                f"vmap_clients=true cannot batch model {type(self.task.model).__name__}: "
+                f"{str(err).splitlines()[0]}; use vmap_clients=false"
+            ) from None

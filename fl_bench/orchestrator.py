@@ -7,11 +7,12 @@ Synchronous mode (FedAvg family): a round starts ``ceil((1 + over_selection) * c
 on the same model version, keeps the fastest ``cohort`` uploads, then the server steps; every
 started trip counts.
 
-Local training is lazy and batched: the clients that start between two server steps all download
-the same version, so they are trained together (one ``trainer.train`` call) the first time one of
-their uploads is needed or just before the model moves. Memory stays O(concurrency): a heap of
-in-flight finish events, one preallocated upload slot per in-flight trip, and an array-backed idle
-pool (no Python object per idle client).
+Local training is lazy and batched: a trip is trained only when a server step needs its upload,
+and then together with every other trip started so far (one ``trainer.train`` call), each from
+the model version it downloaded (older versions are kept as snapshots until then). This is the
+largest batching the dependencies allow, and trips in flight when the run stops are never trained.
+Memory stays O(concurrency): a heap of in-flight finish events, one preallocated upload slot per
+in-flight or buffered trip, and an array-backed idle pool (no Python object per idle client).
 """
 
 from __future__ import annotations
@@ -141,10 +142,10 @@ class Orchestrator:
         self._next_eval = 0
 
     # ------------------------------------------------------------------ shared
-    def _train(self, clients: list[int], seeds: list[int]) -> torch.Tensor:
-        uploads = self.trainer.train(self.server.params, clients, seeds)
+    def _train(self, starts: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
+        uploads = self.trainer.train(starts, clients, seeds)
         if self.server.upload == "model":  # y_Q = y_0 - Delta
-            uploads = torch.sub(self.server.params, uploads)
+            uploads = torch.sub(starts, uploads)
         return uploads
 
     def _evaluate_if_due(self, force: bool = False) -> bool:
@@ -163,12 +164,14 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ asynchronous
     def _run_async(self) -> bool:
-        m = self.concurrency
-        uploads = None  # [m, P] one slot per in-flight trip, allocated at the first training
-        free_slots = list(range(m - 1, -1, -1))
-        slot_trip: list[tuple[int, int, float] | None] = [None] * m  # (client, version, start)
-        slot_pending = [False] * m
-        pending: list[tuple[int, int, int]] = []  # (slot, client, seed) started on the current version
+        m, k = self.concurrency, self.server.buffer_size
+        uploads = None  # one row per trip in flight or waiting in the buffer; allocated at the first training
+        free_slots = list(range(m + k - 1, -1, -1))
+        slot_trip: list[tuple[int, int, float] | None] = [None] * (m + k)  # (client, version, start)
+        slot_pending = [False] * (m + k)
+        pending: list[tuple[int, int, int]] = []  # (slot, client, seed): started, not trained yet
+        snapshots: dict[int, torch.Tensor] = {}  # older model versions that pending trips downloaded
+        arrived: list[int] = []  # slots whose uploads make up the next server step
         heap: list[tuple[float, int, int]] = []  # (end time, trip id, slot)
         next_arrival = 0.0
 
@@ -184,17 +187,32 @@ class Orchestrator:
             heapq.heappush(heap, (end, trip_id, slot))
 
         def flush() -> None:
+            """Train every pending trip in one batch, each from the version it downloaded."""
             nonlocal uploads
-            if not pending:
-                return
             slots = [p[0] for p in pending]
-            batch = self._train([p[1] for p in pending], [p[2] for p in pending])
+            starts = torch.stack([snapshots.get(slot_trip[s][1], self.server.params) for s in slots])
+            batch = self._train(starts, [p[1] for p in pending], [p[2] for p in pending])
             if uploads is None:
-                uploads = torch.empty(m, batch.shape[1], dtype=batch.dtype, device=batch.device)
+                uploads = torch.empty(m + k, batch.shape[1], dtype=batch.dtype, device=batch.device)
             uploads[slots] = batch
             for s in slots:
                 slot_pending[s] = False
             pending.clear()
+            snapshots.clear()
+
+        def server_step() -> None:
+            # Training is deferred to the last moment an upload is needed, so each batch holds as
+            # many trips as the dependencies allow (trips are trained only if their upload is used).
+            if any(slot_pending[s] for s in arrived):
+                flush()
+            for s in arrived:
+                client, version, _ = slot_trip[s]
+                self.server.add(uploads[s], int(self.sizes[client]), self.server.version - version)
+                free_slots.append(s)
+            arrived.clear()
+            if pending and slot_trip[pending[-1][0]][1] == self.server.version:
+                snapshots[self.server.version] = self.server.params.clone()  # it is about to move
+            self.server.step()
 
         while self.trips < self.max_trips:
             if len(heap) < m and (not heap or next_arrival <= heap[0][0]):
@@ -204,19 +222,14 @@ class Orchestrator:
                 continue
             end, _, slot = heapq.heappop(heap)
             self.now = end
-            if slot_pending[slot]:
-                flush()
             client, version, started_at = slot_trip[slot]
-            staleness = self.server.version - version
             num_examples = int(self.sizes[client])
-            self.server.add(uploads[slot], num_examples, staleness)
-            self.log.append(client, num_examples, version, started_at, end, staleness, 1)
+            self.log.append(client, num_examples, version, started_at, end, self.server.version - version, 1)
             self.idle.put(client)
-            free_slots.append(slot)
+            arrived.append(slot)
             self.trips += 1
-            if self.server.ready():
-                flush()  # clients that downloaded the current version train before it moves
-                self.server.step()
+            if len(arrived) == k:
+                server_step()
             if self._evaluate_if_due():
                 return True
             start()  # a new client takes the finished one's place
@@ -233,7 +246,8 @@ class Orchestrator:
             first_trip = self.started
             self.started += len(clients)
             seeds = [self._seed_base + first_trip + k for k in kept]
-            batch = self._train([clients[k] for k in kept], seeds)
+            starts = self.server.params.expand(len(kept), -1)
+            batch = self._train(starts, [clients[k] for k in kept], seeds)
             round_end = self.now + durations[kept[-1]]
             version = self.server.version
             for row, k in enumerate(kept):  # in finishing order

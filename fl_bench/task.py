@@ -41,10 +41,19 @@ class ClassificationTask(L.LightningModule):
         return self.model(self.inputs(x, train=False))
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        loss = F.cross_entropy(self.model(self.inputs(x, True, generator)), y)
+        return self.objective(self.model(self.inputs(x, True, generator)), y, self.model.parameters())
+
+    def objective(self, logits, y, params, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """The local objective: cross-entropy averaged over the batch (or weighted per example by
+        ``weights``, e.g. a batch of clients each averaging its own examples) plus the L2
+        regulariser (weight_decay / 2) * ||w||^2 (HFL's logistic regression)."""
+        if weights is None:
+            loss = F.cross_entropy(logits, y)
+        else:
+            ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+            loss = (ce * weights.reshape(-1)).sum()
         if self.weight_decay:
-            # L2 regulariser (weight_decay / 2) * ||w||^2, part of the objective (HFL's logistic regression).
-            loss = loss + 0.5 * self.weight_decay * sum(p.pow(2).sum() for p in self.model.parameters())
+            loss = loss + 0.5 * self.weight_decay * sum(p.pow(2).sum() for p in params)
         return loss
 
     @torch.no_grad()

@@ -21,13 +21,12 @@ def test_staleness_scale():
 def test_fedbuff_k2_weighted_sum():
     # Dbar = (1/K) sum s(tau_i) D_i = (1/2)(1*[1,0] + (1/2)*[0,2]) = [0.5, 0.5]; w = [1,2] - 0.5*Dbar
     server = fedbuff([1.0, 2.0], reduction="sum", server_lr=0.5, staleness_exponent=0.5)
+    assert server.buffer_size == 2
     server.add(torch.tensor([1.0, 0.0]), num_examples=7, staleness=0)
-    assert not server.ready()
     server.add(torch.tensor([0.0, 2.0]), num_examples=9, staleness=3)
-    assert server.ready()
     server.step()
     assert torch.allclose(server.params, torch.tensor([0.75, 1.75]))
-    assert server.version == 1 and not server.ready()
+    assert server.version == 1
 
 
 def test_fedbuff_k2_weighted_mean():
@@ -86,8 +85,7 @@ def test_fedasync_mixing():
     cfg = FedAsyncConfig(server_lr=0.5, staleness_exponent=0.5)
     server = FedAsync(cfg, torch.zeros(2))
     assert server.upload == "model"
+    assert server.buffer_size == 1  # every upload is a server step
     server.add(torch.tensor([1.0, 2.0]), 5, 3)
-    assert server.ready()
     server.step()
     assert torch.allclose(server.params, torch.tensor([0.25, 0.5]))
-    assert not server.ready()

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from fl_bench.client import ClientTrainer, LocalTraining
+from fl_bench.client import ClientTrainer, LocalTraining, minibatch_plan
 from fl_bench.data.federated import FederatedData
 from fl_bench.task import ClassificationTask
 
@@ -39,7 +39,7 @@ def test_fedprox_proximal_gradient_two_full_batch_steps():
     trainer = trainer_for(data, LocalTraining(lr=0.5, batch_size=40, steps=2, prox_mu=0.7))
     start = trainer.flat.clone()
     w0, b0 = trainer.params[0].detach().clone(), trainer.params[1].detach().clone()
-    delta = trainer.train(start, [0], [123])[0]
+    delta = trainer.train(start[None], [0], [123])[0]
     expected = manual_steps(data, w0, b0, [(0.5, full), (0.5, full)], mu=0.7)
     assert torch.allclose(delta, expected, atol=1e-6)
     # and the proximal term really matters: without it the update differs
@@ -52,20 +52,21 @@ def test_lr_norm_scales_the_short_last_batch():
     trainer = trainer_for(data, LocalTraining(lr=0.2, batch_size=32, lr_norm=True))
     start = trainer.flat.clone()
     w0, b0 = trainer.params[0].detach().clone(), trainer.params[1].detach().clone()
-    delta = trainer.train(start, [0], [5])[0]
-    perm = torch.randperm(40, generator=torch.Generator().manual_seed(5))
-    expected = manual_steps(data, w0, b0, [(0.2, perm[:32]), (0.2 * 8 / 32, perm[32:])])
+    delta = trainer.train(start[None], [0], [5])[0]
+    plan = minibatch_plan(np.array([40]), [5], trainer.local)
+    first, last = plan.rows[0, 0], plan.rows[0, 1, :8]
+    expected = manual_steps(data, w0, b0, [(0.2, first), (0.2 * 8 / 32, last)])
     assert torch.allclose(delta, expected, atol=1e-6)
-    plain = trainer_for(data, LocalTraining(lr=0.2, batch_size=32, lr_norm=False)).train(start, [0], [5])[0]
-    assert torch.allclose(plain, manual_steps(data, w0, b0, [(0.2, perm[:32]), (0.2, perm[32:])]), atol=1e-6)
+    plain = trainer_for(data, LocalTraining(lr=0.2, batch_size=32, lr_norm=False)).train(start[None], [0], [5])[0]
+    assert torch.allclose(plain, manual_steps(data, w0, b0, [(0.2, first), (0.2, last)]), atol=1e-6)
 
 
 def test_training_is_seeded_and_leaves_start_untouched():
     data = one_client_data()
     trainer = trainer_for(data, LocalTraining(lr=0.1, batch_size=8, epochs=2))
     start = trainer.flat.clone()
-    a = trainer.train(start, [0, 0], [1, 2])
-    b = trainer.train(start, [0, 0], [1, 2])
+    a = trainer.train(start.expand(2, -1), [0, 0], [1, 2])
+    b = trainer.train(start.expand(2, -1), [0, 0], [1, 2])
     assert torch.equal(a, b) and not torch.equal(a[0], a[1])
     assert torch.equal(start, trainer_for(data, LocalTraining(lr=0.1, batch_size=8)).flat)
 
@@ -91,9 +92,31 @@ def test_vmap_batched_training_gives_the_sequential_deltas():
             torch.manual_seed(0)
             model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
             trainers.append(ClientTrainer(ClassificationTask(model, 4, weight_decay=0.01), data, local, vmap=vmap))
-        start = trainers[0].flat.clone() + 0.1
         clients, seeds = [0, 1, 2, 3, 4, 2], [10, 11, 12, 13, 14, 99]
+        # every trip starts from its own model version
+        start = trainers[0].flat + 0.1 * torch.randn(len(clients), trainers[0].flat.numel(), generator=torch.Generator().manual_seed(1))
         expected = trainers[0].train(start, clients, seeds)
         got = trainers[1].train(start, clients, seeds)
         assert (expected.norm(dim=1) > 0).all() and not torch.allclose(expected[2], expected[5])  # seeds matter
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_minibatch_plan_epochs_are_permutations_and_trips_are_independent():
+    local = LocalTraining(lr=0.1, batch_size=4, epochs=2)
+    sizes = np.array([10, 3, 1])
+    plan = minibatch_plan(sizes, [7, 8, 9], local)
+    assert list(plan.steps) == [6, 2, 2]  # 2 epochs of ceil(n / 4) batches
+    counts = plan.mask.sum(-1)
+    assert counts[0].tolist() == [4, 4, 2, 4, 4, 2] and counts[1].tolist() == [3, 3, 0, 0, 0, 0]
+    for epoch in range(2):  # each epoch visits every example once, in a fresh order
+        seen = plan.rows[0, 3 * epoch : 3 * epoch + 3][plan.mask[0, 3 * epoch : 3 * epoch + 3]]
+        assert sorted(seen.tolist()) == list(range(10))
+    assert not torch.equal(plan.rows[0, 0:3], plan.rows[0, 3:6])
+    # a trip's minibatches depend on its seed only, not on the other trips of its batch
+    alone = minibatch_plan(sizes[:1], [7], local)
+    assert torch.equal(alone.rows[0], plan.rows[0]) and torch.equal(alone.mask[0], plan.mask[0])
+    assert not torch.equal(minibatch_plan(sizes[:1], [70], local).rows[0], plan.rows[0])
+    # fixed Q steps cycle through as many epochs as they need
+    q = minibatch_plan(np.array([3]), [1], LocalTraining(lr=0.1, batch_size=2, steps=5))
+    assert q.mask[0].sum(-1).tolist() == [2, 1, 2, 1, 2]
+    assert sorted(q.rows[0, 2:4][q.mask[0, 2:4]].tolist()) == [0, 1, 2]

@@ -32,27 +32,22 @@ class RecordingTrainer:
     def __init__(self):
         self.batches = []
 
-    def train(self, start, clients, seeds):
-        self.batches.append((start.clone(), list(clients), list(seeds)))
-        return torch.tensor(clients, dtype=torch.float32)[:, None].repeat(1, start.numel())
+    def train(self, starts, clients, seeds):
+        self.batches.append((starts[:, 0].tolist(), list(clients), list(seeds)))
+        return torch.tensor(clients, dtype=torch.float32)[:, None].repeat(1, starts.shape[1])
 
 
 class RecordingServer(ServerAlgorithm):
     def __init__(self, buffer_size=1, synchronous=False):
-        super().__init__(FedBuffConfig(), torch.zeros(1))
-        self.buffer_size, self.synchronous = buffer_size, synchronous
-        self.received, self.buffer = [], 0
+        super().__init__(FedBuffConfig(), torch.zeros(1), buffer_size)
+        self.synchronous = synchronous
+        self.received = []
 
     def add(self, update, num_examples, staleness):
         self.received.append((int(update[0]), staleness))
-        self.buffer += 1
-
-    def ready(self):
-        return self.buffer >= self.buffer_size
 
     def _step(self):
         self.params += 1  # the model version is readable from the params
-        self.buffer = 0
 
 
 def orchestrate(server, durations, *, concurrency, num_clients=10, max_trips, arrival_rate=1.0, over_selection=0.0):
@@ -79,10 +74,15 @@ def test_async_schedule_order_staleness_and_batching():
     assert [s for _, s in server.received] == list(cols["staleness"])
     # uploads reach the server from the right client
     assert [c for c, _ in server.received] == list(cols["client"])
-    # trips 0 and 1 both downloaded version 0 and are trained as one batch from that model
-    first_start, first_clients, _ = orch.trainer.batches[0]
-    assert first_start.item() == 0 and len(first_clients) == 2
-    assert all(batch[0].item() == v for batch, v in zip(orch.trainer.batches[1:], [1, 2, 3, 4]))
+    # Training is deferred until a step needs an upload, then every started trip trains, each from
+    # the version it downloaded (the params equal the version here): t=2 needs trip 1, so trips 0
+    # and 1 train from v0; trips 2 and 3 alone; at t=5 trip 0's upload is ready, trip 4 (v3) waits
+    # while v3 is snapshotted, then trains with trip 5 (v4) when its own upload is needed.
+    assert [(starts, len(clients)) for starts, clients, _ in orch.trainer.batches] == [
+        ([0, 0], 2), ([1], 1), ([2], 1), ([3, 4], 2)
+    ]
+    by_start = cols["client"][np.argsort(cols["start_time"], kind="stable")]
+    assert [c for _, clients, _ in orch.trainer.batches for c in clients] == list(by_start)
     assert [e.trips for e in evals] == [0, 2, 4, 6]
 
 
