@@ -20,6 +20,7 @@ import torch
 from fl_bench.config import AlgorithmConfig
 from fl_bench.data import FederatedData
 from fl_bench.errors import ConfigError
+from fl_bench.models import unrolled_rnns
 from fl_bench.task import ClassificationTask
 
 _LOW32 = 0xFFFFFFFF
@@ -197,22 +198,23 @@ class ClientTrainer:
         origin_params = views(origin, self.shapes)
         forward = vmap(lambda p, x: functional_call(task.model, p, (x,)), randomness="different")
         gen = torch.Generator().manual_seed(int(seeds[0]))  # augmentation draws (differ from the sequential path)
-        for step, active in enumerate(active_at.tolist()):
-            idx = rows[:active, step]
-            x = task.inputs(data.x[idx.reshape(-1)], True, gen)
-            x = x.view(active, -1, *x.shape[1:])
-            leaves = [p[:active].detach().requires_grad_() for p in stacked_params]
-            logits = forward(dict(zip(self.names, leaves)), x)
-            # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
-            loss = task.objective(logits, data.y[idx], leaves, weights[:active, step])
-            grads = torch.autograd.grad(loss, leaves)
-            lr = lrs[:active, step]
-            with torch.no_grad():
-                for p, g, p0 in zip(stacked_params, grads, origin_params):
-                    p, p0 = p[:active], p0[:active]
-                    if local.prox_mu:
-                        g = g + local.prox_mu * (p - p0)  # FedProx proximal gradient, as above
-                    p.sub_(lr.view(-1, *[1] * (p.dim() - 1)) * g)
+        with unrolled_rnns(task.model):  # vmap-able RNN loops
+            for step, active in enumerate(active_at.tolist()):
+                idx = rows[:active, step]
+                x = task.inputs(data.x[idx.reshape(-1)], True, gen)
+                x = x.view(active, -1, *x.shape[1:])
+                leaves = [p[:active].detach().requires_grad_() for p in stacked_params]
+                logits = forward(dict(zip(self.names, leaves)), x)
+                # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
+                loss = task.objective(logits, data.y[idx], leaves, weights[:active, step])
+                grads = torch.autograd.grad(loss, leaves)
+                lr = lrs[:active, step]
+                with torch.no_grad():
+                    for p, g, p0 in zip(stacked_params, grads, origin_params):
+                        p, p0 = p[:active], p0[:active]
+                        if local.prox_mu:
+                            g = g + local.prox_mu * (p - p0)  # FedProx proximal gradient, as above
+                        p.sub_(lr.view(-1, *[1] * (p.dim() - 1)) * g)
         deltas = torch.empty_like(stacked)
         deltas[order_t] = origin - stacked
         return deltas
@@ -224,7 +226,8 @@ class ClientTrainer:
         x = self.task.inputs(self.data.x[:2], True).unsqueeze(0)
         params = {n: p.detach().unsqueeze(0) for n, p in zip(self.names, self.params)}
         try:
-            vmap(lambda p, x: functional_call(self.task.model, p, (x,)), randomness="different")(params, x)
+            with unrolled_rnns(self.task.model):
+                vmap(lambda p, x: functional_call(self.task.model, p, (x,)), randomness="different")(params, x)
         except RuntimeError as err:
             raise ConfigError(
                 f"vmap_clients=true cannot batch model {type(self.task.model).__name__}: "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from typing import Callable
 
 import numpy as np
@@ -148,6 +149,64 @@ class ConvPoolCNN(nn.Module):
 
 
 # ----------------------------------------------------------------------------- sequence models
+class _UnrollableRNN:
+    """An nn.LSTM / nn.GRU that can also run as explicit per-time-step cell math, a loop of
+    linear ops that ``torch.func.vmap`` can batch (aten::lstm / aten::gru have no batching rule).
+    The fused kernel stays the default; ``unrolled_rnns`` switches to the loop while fl_bench.client
+    trains a batch of clients with vmap. Same parameters, same gate equations (torch.nn docs)."""
+
+    unrolled = False
+
+    def forward(self, x, hx=None):
+        if not self.unrolled:
+            return super().forward(x, hx)
+        if hx is not None or not self.batch_first or self.bidirectional or self.proj_size:
+            raise NotImplementedError("unrolled RNN: batch_first, one direction, zero initial state only")
+        for layer in range(self.num_layers):
+            w_ih, w_hh, b_ih, b_hh = (getattr(self, f"{n}_l{layer}") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+            inputs = F.linear(x, w_ih, b_ih)  # [B, T, gates * H], all time steps at once
+            h = inputs.new_zeros(x.shape[0], self.hidden_size)
+            c = torch.zeros_like(h)
+            outputs = []
+            for t in range(x.shape[1]):
+                h, c = self._cell(inputs[:, t], F.linear(h, w_hh, b_hh), h, c)
+                outputs.append(h)
+            x = torch.stack(outputs, dim=1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, training=True)
+        return x, None
+
+
+class UnrollableLSTM(_UnrollableRNN, nn.LSTM):
+    @staticmethod
+    def _cell(gi, gh, h, c):
+        i, f, g, o = (gi + gh).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class UnrollableGRU(_UnrollableRNN, nn.GRU):
+    @staticmethod
+    def _cell(gi, gh, h, c):
+        (ir, iz, inew), (hr, hz, hnew) = gi.chunk(3, dim=-1), gh.chunk(3, dim=-1)
+        r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+        n = torch.tanh(inew + r * hnew)
+        return (1 - z) * n + z * h, c
+
+
+@contextmanager
+def unrolled_rnns(model: nn.Module):
+    """Run the model's RNNs as explicit cell loops (vmap-able) inside the block."""
+    rnns = [m for m in model.modules() if isinstance(m, _UnrollableRNN)]
+    for m in rnns:
+        m.unrolled = True
+    try:
+        yield
+    finally:
+        for m in rnns:
+            m.unrolled = False
+
+
 class CharRNN(nn.Module):
     """Next-character prediction (Shakespeare): embedding - stacked GRU/LSTM - linear over the
     alphabet, from the last time step. FedGBO Sec. 5: embedding 8, 2 x GRU 128; LEAF's
@@ -158,7 +217,7 @@ class CharRNN(nn.Module):
         super().__init__()
         _token_input(cfg.name, input_shape)
         self.embedding = nn.Embedding(num_classes, cfg.embed_dim)
-        rnn = nn.GRU if cfg.cell == "gru" else nn.LSTM
+        rnn = UnrollableGRU if cfg.cell == "gru" else UnrollableLSTM
         self.rnn = rnn(cfg.embed_dim, cfg.hidden, num_layers=cfg.layers, batch_first=True)
         self.out = nn.Linear(cfg.hidden, num_classes)
 
@@ -232,7 +291,7 @@ class Sent140LSTM(nn.Module):
         else:
             self.embedding = nn.Embedding(self.num_ids, cfg.embed_dim, padding_idx=PAD_ID)
             self.lookup = None
-        self.lstm = nn.LSTM(
+        self.lstm = UnrollableLSTM(
             cfg.embed_dim, cfg.hidden, num_layers=cfg.layers, batch_first=True,
             dropout=cfg.dropout if cfg.layers > 1 else 0.0,
         )

@@ -1,11 +1,14 @@
 """Client local training: FedProx's proximal gradient, LR-norm, determinism, Delta = y_0 - y_Q."""
 
 import numpy as np
+import pytest
 import torch
 from torch.nn import functional as F
 
 from fl_bench.client import ClientTrainer, LocalTraining, minibatch_plan
+from fl_bench.config import CharRNNConfig
 from fl_bench.data.federated import FederatedData
+from fl_bench.models import CharRNN
 from fl_bench.task import ClassificationTask
 
 
@@ -120,3 +123,23 @@ def test_minibatch_plan_epochs_are_permutations_and_trips_are_independent():
     q = minibatch_plan(np.array([3]), [1], LocalTraining(lr=0.1, batch_size=2, steps=5))
     assert q.mask[0].sum(-1).tolist() == [2, 1, 2, 1, 2]
     assert sorted(q.rows[0, 2:4][q.mask[0, 2:4]].tolist()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_vmap_trains_recurrent_models_like_the_sequential_loop(cell):
+    """torch.func.vmap cannot batch the fused RNN kernels; the batched path runs them unrolled."""
+    g = torch.Generator().manual_seed(0)
+    sizes, length, classes = (3, 9, 5), 6, 7
+    x = torch.randint(0, classes, (sum(sizes), length), generator=g)
+    y = torch.randint(0, classes, (sum(sizes),), generator=g)
+    data = FederatedData("chars", x, y, np.concatenate([[0], np.cumsum(sizes)]), x[:2], y[:2], classes)
+    local = LocalTraining(lr=0.5, batch_size=4, epochs=2, lr_norm=True)
+    trainers = []
+    for vmap in (False, True):
+        torch.manual_seed(0)
+        model = CharRNN(CharRNNConfig(cell=cell, embed_dim=4, hidden=8), (length,), classes)
+        trainers.append(ClientTrainer(ClassificationTask(model, classes), data, local, vmap=vmap))
+    start = trainers[0].flat.clone().expand(3, -1)
+    expected = trainers[0].train(start, [0, 1, 2], [1, 2, 3])
+    assert (expected.norm(dim=1) > 0).all()
+    torch.testing.assert_close(trainers[1].train(start, [0, 1, 2], [1, 2, 3]), expected, rtol=1e-4, atol=1e-6)

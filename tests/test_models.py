@@ -27,7 +27,15 @@ from fl_bench.config import (
     register_configs,
 )
 from fl_bench.errors import ConfigError, DataMissingError
-from fl_bench.models import BagOfWordsLinear, Sent140LSTM, build_model, count_parameters
+from fl_bench.models import (
+    BagOfWordsLinear,
+    Sent140LSTM,
+    UnrollableGRU,
+    UnrollableLSTM,
+    build_model,
+    count_parameters,
+    unrolled_rnns,
+)
 from fl_bench.task import ClassificationTask
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "conf" / "model"
@@ -324,3 +332,18 @@ def test_unknown_model_lists_the_choices():
 def test_config_validation(make):
     with pytest.raises(ConfigError):
         make()
+
+
+@pytest.mark.parametrize("rnn_class", [UnrollableLSTM, UnrollableGRU])
+def test_unrolled_rnns_match_the_fused_kernels(rnn_class):
+    torch.manual_seed(0)
+    rnn = rnn_class(5, 7, num_layers=2, batch_first=True)
+    x = torch.randn(3, 4, 5)
+    fused, _ = rnn(x)
+    with unrolled_rnns(rnn):
+        unrolled, _ = rnn(x)
+    assert not rnn.unrolled  # switched back after the block
+    torch.testing.assert_close(unrolled, fused, rtol=1e-5, atol=1e-6)
+    grads = [torch.autograd.grad(out.pow(2).sum(), list(rnn.parameters())) for out in (fused, unrolled)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
