@@ -90,20 +90,24 @@ def minibatch_plan(sizes: np.ndarray, seeds: list[int], local: LocalTraining) ->
     bsz = local.batch_size
     per_epoch = -(-n // bsz)
     steps = torch.as_tensor(local.num_steps(np.asarray(sizes, dtype=np.int64)))
-    epochs, longest = int((-(-steps // per_epoch)).max()), int(n.max())
+    epochs = int((-(-steps // per_epoch)).max())
     seed = torch.tensor(seeds, dtype=torch.int64)
     trip_key = _hash32(_hash32(seed & _LOW32) ^ ((seed >> 32) & _LOW32))  # [b]
     epoch_key = _hash32((trip_key[:, None] + torch.arange(epochs)) & _LOW32)  # [b, E]
-    example = torch.arange(longest)
-    keys = _hash32(example ^ epoch_key[..., None])  # [b, E, longest]; < 2^32, no ties within a row
-    keys = keys.masked_fill(example >= n[:, None, None], 1 << 32)  # padding sorts last
-    order = keys.argsort(dim=-1)
+    # One segment per (trip, epoch) holding that client's example ids 0..n-1, segments laid end to
+    # end; a single sort by (segment, key) shuffles every segment at once, with no padding.
+    segment_len = n.repeat_interleave(epochs)  # [b * E]
+    segment_start = torch.cumsum(segment_len, 0) - segment_len
+    segment = torch.arange(len(segment_len)).repeat_interleave(segment_len)
+    example = torch.arange(len(segment)) - segment_start[segment]
+    keys = _hash32(example ^ epoch_key.view(-1)[segment])  # < 2^32, distinct within a segment
+    shuffled = example[((segment << 32) | keys).argsort()]
     t = torch.arange(int(steps.max()))[None, :]
     epoch, batch = t // per_epoch[:, None], t % per_epoch[:, None]  # [b, S]
     pos = batch[..., None] * bsz + torch.arange(bsz)  # [b, S, B] position within the epoch's order
     mask = (pos < n[:, None, None]) & (t < steps[:, None])[..., None]
-    flat = (torch.arange(len(n))[:, None, None] * epochs + epoch.clamp(max=epochs - 1)[..., None]) * longest
-    rows = order.view(-1)[flat + pos.clamp(max=longest - 1)].masked_fill(~mask, 0)
+    first = segment_start.view(-1, epochs).gather(1, epoch.clamp(max=epochs - 1))  # [b, S]
+    rows = shuffled[(first[..., None] + pos).masked_fill_(~mask, 0)].masked_fill_(~mask, 0)
     return MinibatchPlan(rows, mask, steps.numpy())
 
 
@@ -162,6 +166,8 @@ class ClientTrainer:
         return deltas
 
     def _local_sgd(self, client: int, seed: int, start: torch.Tensor, rows: torch.Tensor, counts: np.ndarray) -> None:
+        """Local steps on the loaded model: step t uses example rows ``rows[t, :counts[t]]``;
+        ``start`` is y_0, the model the trip downloaded (FedProx's anchor)."""
         local, params = self.local, self.params
         x, y = self.data.client(client)
         gen = torch.Generator().manual_seed(seed)  # augmentation draws
@@ -179,7 +185,8 @@ class ClientTrainer:
     def _train_batched(self, starts: torch.Tensor, clients: list[int], seeds: list[int], plan: MinibatchPlan) -> torch.Tensor:
         """All trips step together. Trips are sorted by step count, longest first, so at step t the
         trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
-        last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact."""
+        last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
+        longest trip's steps after all others finished run in the sequential loop."""
         from torch.func import functional_call, vmap
 
         local, task, data = self.local, self.task, self.data
@@ -198,8 +205,9 @@ class ClientTrainer:
         origin_params = views(origin, self.shapes)
         forward = vmap(lambda p, x: functional_call(task.model, p, (x,)), randomness="different")
         gen = torch.Generator().manual_seed(int(seeds[0]))  # augmentation draws (differ from the sequential path)
+        together = int((active_at >= 2).sum())  # once one trip is left, the plain loop steps it faster
         with unrolled_rnns(task.model):  # vmap-able RNN loops
-            for step, active in enumerate(active_at.tolist()):
+            for step, active in enumerate(active_at[:together].tolist()):
                 idx = rows[:active, step]
                 x = task.inputs(data.x[idx.reshape(-1)], True, gen)
                 x = x.view(active, -1, *x.shape[1:])
@@ -215,6 +223,13 @@ class ClientTrainer:
                         if local.prox_mu:
                             g = g + local.prox_mu * (p - p0)  # FedProx proximal gradient, as above
                         p.sub_(lr.view(-1, *[1] * (p.dim() - 1)) * g)
+        longest = order[0]
+        if plan.steps[longest] > together:
+            self.load(stacked[0])
+            counts_left = plan.mask[longest, together : plan.steps[longest]].sum(-1).numpy()
+            rows_left = plan.rows[longest, together:].to(self.device)
+            self._local_sgd(clients[longest], seeds[longest], origin[0], rows_left, counts_left)
+            stacked[0] = self.flat
         deltas = torch.empty_like(stacked)
         deltas[order_t] = origin - stacked
         return deltas
