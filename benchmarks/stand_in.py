@@ -25,6 +25,12 @@ def heavy_tailed_sizes(users: int, examples: int, rng: np.random.Generator) -> n
     return sizes
 
 
+def lognormal_sizes(users: int, mean: float, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Client sizes >= 1 with a log-normal spread around ``mean`` (as LEAF's FEMNIST writers)."""
+    raw = rng.lognormal(0.0, sigma, users)
+    return np.maximum(1, np.round(raw / raw.mean() * mean)).astype(np.int64)
+
+
 def write_stand_in(
     dataset: RealDatasetConfig,
     sizes: np.ndarray,

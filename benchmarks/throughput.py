@@ -9,7 +9,8 @@ each in its own process, so the peak resident memory (VmHWM) is the cell's own.
 
 Workloads: ``logreg`` is the default synthetic dataset with logistic regression (60 features, 10
 classes, about 109 examples per client); ``cnn`` is a FEMNIST-shaped stand-in (28x28 grey images,
-62 classes, heavy-tailed clients, no download) with FEMNIST's CNN (``cnn_fedgbo``).
+62 classes, log-normal client sizes around 24 examples, no download) with FEMNIST's CNN
+(``cnn_fedgbo``, 870k parameters).
 
     python benchmarks/throughput.py                       # the matrix; --markdown FILE writes it
     python benchmarks/throughput.py --workloads logreg --concurrency 100 --algorithms fedbuff
@@ -33,7 +34,7 @@ import pandas as pd
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from stand_in import heavy_tailed_sizes, rss_mb, write_stand_in
+from stand_in import lognormal_sizes, rss_mb, write_stand_in
 
 from fl_bench.cli import CONFIG_DIR
 from fl_bench.data import build_dataset
@@ -45,7 +46,8 @@ WORKLOADS = {
     "logreg": ["model=logreg"],
     "cnn": ["dataset=femnist", "dataset.max_users=null"],  # femnist's default model: cnn_fedgbo
 }
-CNN_USERS, CNN_EXAMPLES = 3000, 60_000  # about 20 examples per client: CPU-sized trips
+# FEMNIST's 3,000 writers, but about 24 examples each (FEMNIST has ~226) so CPU trips stay short.
+CNN_USERS, CNN_MEAN_EXAMPLES, CNN_TEST_EXAMPLES = 3000, 24, 256
 
 
 def compose_config(workload: str, root: str, overrides: list[str]):
@@ -109,7 +111,8 @@ def prepare_stand_ins(root: str, workloads: list[str]) -> None:
     if "cnn" in workloads:
         cfg = compose_config("cnn", root, [])
         rng = np.random.default_rng(0)
-        write_stand_in(cfg.dataset, heavy_tailed_sizes(CNN_USERS, CNN_EXAMPLES, rng), (1, 28, 28), 62, rng)
+        sizes = lognormal_sizes(CNN_USERS, CNN_MEAN_EXAMPLES, 0.5, rng)
+        write_stand_in(cfg.dataset, sizes, (1, 28, 28), 62, rng, test_examples=CNN_TEST_EXAMPLES)
 
 
 def machine() -> str:

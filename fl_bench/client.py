@@ -136,11 +136,14 @@ def views(vector: torch.Tensor, shapes: list[torch.Size]) -> list[torch.Tensor]:
 class ClientTrainer:
     """Local training of a batch of client trips, each from its own starting model."""
 
-    def __init__(self, task: ClassificationTask, data: FederatedData, local: LocalTraining, vmap: bool = False):
+    def __init__(
+        self, task: ClassificationTask, data: FederatedData, local: LocalTraining, vmap: bool = False, chunk: int = 256
+    ):
         self.task = task
         self.data = data
         self.local = local
         self.vmap = vmap
+        self.chunk = chunk  # most trips per vmap pass
         self.flat, self.params = flatten_parameters(task)
         self.device = self.flat.device
         self.names = [name for name, p in task.model.named_parameters() if p.requires_grad]
@@ -154,9 +157,13 @@ class ClientTrainer:
     def train(self, starts: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
         """One local training per trip from ``starts[i]`` ([len(clients), P]; an expanded view is
         fine); returns the deltas, [len(clients), P]."""
-        plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
         if self.vmap:
-            return self._train_batched(starts, clients, seeds, plan)
+            c = self.chunk
+            return torch.cat([
+                self._train_batched(starts[s : s + c], clients[s : s + c], seeds[s : s + c])
+                for s in range(0, len(clients), c)
+            ])
+        plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
         deltas = torch.empty(len(clients), self.flat.numel(), device=self.device)
         rows, counts = plan.rows.to(self.device), plan.mask.sum(-1).numpy()
         for i, (client, seed) in enumerate(zip(clients, seeds)):
@@ -182,7 +189,7 @@ class ClientTrainer:
                     torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
                 torch._foreach_add_(params, grads, alpha=-lr)
 
-    def _train_batched(self, starts: torch.Tensor, clients: list[int], seeds: list[int], plan: MinibatchPlan) -> torch.Tensor:
+    def _train_batched(self, starts: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
         """All trips step together. Trips are sorted by step count, longest first, so at step t the
         trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
         last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
@@ -190,6 +197,7 @@ class ClientTrainer:
         from torch.func import functional_call, vmap
 
         local, task, data = self.local, self.task, self.data
+        plan = minibatch_plan(data.sizes[clients], seeds, local)
         order = np.argsort(-plan.steps, kind="stable")
         active_at = (plan.steps[order][None, :] > np.arange(int(plan.steps.max()))[:, None]).sum(1)
         order_t = torch.as_tensor(order, device=self.device)

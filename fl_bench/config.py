@@ -588,9 +588,11 @@ class Config:
     target_accuracy: float = 0.7
     stop_at_target: bool = False
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    # Train the clients that start from one model version in one torch.func.vmap pass (same deltas
-    # as the sequential loop on the same seeds; augmentation draws differ).
+    # Train a batch of client trips together, one torch.func.vmap pass per local step over stacked
+    # per-trip parameters (same deltas as the sequential loop on the same seeds; augmentation draws
+    # differ). Pays off for small models (logistic regression, MLP) and on GPUs; see results/benchmarks.md.
     vmap_clients: bool = False
+    vmap_chunk: int = 256  # at most this many trips per vmap pass: bounds activation memory
     threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
     data_root: str = "~/.cache/fl_bench"
     logger: str = "csv"
@@ -608,6 +610,7 @@ class Config:
             "device", self.device, "choose auto, cpu, cuda or cuda:N",
         )
         _require(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1 or null")
+        _require(self.vmap_chunk >= 1, "vmap_chunk", self.vmap_chunk, "must be >= 1")
         _choice("logger", self.logger, LOGGERS)
 
 

@@ -40,7 +40,7 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
     data = build_dataset(cfg.dataset, cfg.partition).to(device)
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     task = ClassificationTask(model, data.num_classes, cfg.model.weight_decay, transform=data.transform).to(device)
-    trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm), vmap=cfg.vmap_clients)
+    trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm), vmap=cfg.vmap_clients, chunk=cfg.vmap_chunk)
     over_selection = cfg.algorithm.over_selection if isinstance(cfg.algorithm, SyncConfig) else 0.0
     cohort = (cfg.algorithm.cohort or cfg.concurrency) if isinstance(cfg.algorithm, SyncConfig) else cfg.concurrency
     server = build_algorithm(cfg.algorithm, trainer.flat.clone(), cohort)

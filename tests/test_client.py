@@ -94,7 +94,8 @@ def test_vmap_batched_training_gives_the_sequential_deltas():
         for vmap in (False, True):  # each trainer owns its model's flat parameter vector
             torch.manual_seed(0)
             model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
-            trainers.append(ClientTrainer(ClassificationTask(model, 4, weight_decay=0.01), data, local, vmap=vmap))
+            # chunk=4: the six trips go through two vmap passes
+            trainers.append(ClientTrainer(ClassificationTask(model, 4, weight_decay=0.01), data, local, vmap=vmap, chunk=4))
         clients, seeds = [0, 1, 2, 3, 4, 2], [10, 11, 12, 13, 14, 99]
         # every trip starts from its own model version
         start = trainers[0].flat + 0.1 * torch.randn(len(clients), trainers[0].flat.numel(), generator=torch.Generator().manual_seed(1))
