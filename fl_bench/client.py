@@ -12,6 +12,7 @@ the same Delta to float tolerance. No Lightning ``Trainer`` per trip.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,9 +155,9 @@ class ClientTrainer:
     def load(self, params: torch.Tensor) -> None:
         self.flat.copy_(params)
 
-    def train(self, starts: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
-        """One local training per trip from ``starts[i]`` ([len(clients), P]; an expanded view is
-        fine); returns the deltas, [len(clients), P]."""
+    def train(self, starts: Sequence[torch.Tensor], clients: list[int], seeds: list[int]) -> torch.Tensor:
+        """One local training per trip from ``starts[i]``, its downloaded model (a flat vector; a
+        list of shared references or a [len(clients), P] tensor); returns the deltas, [len(clients), P]."""
         if self.vmap:
             c = self.chunk
             return torch.cat([
@@ -189,7 +190,7 @@ class ClientTrainer:
                     torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
                 torch._foreach_add_(params, grads, alpha=-lr)
 
-    def _train_batched(self, starts: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
+    def _train_batched(self, starts: Sequence[torch.Tensor], clients: list[int], seeds: list[int]) -> torch.Tensor:
         """All trips step together. Trips are sorted by step count, longest first, so at step t the
         trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
         last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
@@ -207,7 +208,7 @@ class ClientTrainer:
         counts = mask.sum(-1)  # [b, S] examples per step
         weights = mask / counts.clamp(min=1)[..., None]  # per-trip mean over its real examples
         lrs = local.lr * counts / local.batch_size if local.lr_norm else torch.full(counts.shape, local.lr, device=self.device)
-        origin = starts[order_t]
+        origin = torch.stack([starts[i] for i in order])
         stacked = origin.clone()  # [b, P]; the parameter views below write into it
         stacked_params = views(stacked, self.shapes)
         origin_params = views(origin, self.shapes)

@@ -142,10 +142,10 @@ class Orchestrator:
         self._next_eval = 0
 
     # ------------------------------------------------------------------ shared
-    def _train(self, starts: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor:
+    def _train(self, starts: list[torch.Tensor], clients: list[int], seeds: list[int]) -> torch.Tensor:
         uploads = self.trainer.train(starts, clients, seeds)
         if self.server.upload == "model":  # y_Q = y_0 - Delta
-            uploads = torch.sub(starts, uploads)
+            uploads = torch.stack(starts) - uploads
         return uploads
 
     def _evaluate_if_due(self, force: bool = False) -> bool:
@@ -165,10 +165,9 @@ class Orchestrator:
     # ------------------------------------------------------------------ asynchronous
     def _run_async(self) -> bool:
         m, k = self.concurrency, self.server.buffer_size
-        uploads = None  # one row per trip in flight or waiting in the buffer; allocated at the first training
-        free_slots = list(range(m + k - 1, -1, -1))
+        free_slots = list(range(m + k - 1, -1, -1))  # one slot per trip in flight or in the buffer
         slot_trip: list[tuple[int, int, float] | None] = [None] * (m + k)  # (client, version, start)
-        slot_pending = [False] * (m + k)
+        uploads: list[torch.Tensor | None] = [None] * (m + k)  # a row of its training batch, once trained
         pending: list[tuple[int, int, int]] = []  # (slot, client, seed): started, not trained yet
         snapshots: dict[int, torch.Tensor] = {}  # older model versions that pending trips downloaded
         arrived: list[int] = []  # slots whose uploads make up the next server step
@@ -181,33 +180,29 @@ class Orchestrator:
             trip_id = self.started
             self.started += 1
             slot_trip[slot] = (client, self.server.version, self.now)
-            slot_pending[slot] = True
             pending.append((slot, client, self._seed_base + trip_id))
             end = self.now + self.delay.sample(self.rng, int(self.sizes[client]))
             heapq.heappush(heap, (end, trip_id, slot))
 
         def flush() -> None:
             """Train every pending trip in one batch, each from the version it downloaded."""
-            nonlocal uploads
             slots = [p[0] for p in pending]
-            starts = torch.stack([snapshots.get(slot_trip[s][1], self.server.params) for s in slots])
+            starts = [snapshots.get(slot_trip[s][1], self.server.params) for s in slots]
             batch = self._train(starts, [p[1] for p in pending], [p[2] for p in pending])
-            if uploads is None:
-                uploads = torch.empty(m + k, batch.shape[1], dtype=batch.dtype, device=batch.device)
-            uploads[slots] = batch
-            for s in slots:
-                slot_pending[s] = False
+            for row, s in enumerate(slots):
+                uploads[s] = batch[row]  # a view: the batch is freed once all its rows are used
             pending.clear()
             snapshots.clear()
 
         def server_step() -> None:
             # Training is deferred to the last moment an upload is needed, so each batch holds as
             # many trips as the dependencies allow (trips are trained only if their upload is used).
-            if any(slot_pending[s] for s in arrived):
+            if any(uploads[s] is None for s in arrived):
                 flush()
             for s in arrived:
                 client, version, _ = slot_trip[s]
                 self.server.add(uploads[s], int(self.sizes[client]), self.server.version - version)
+                uploads[s] = None
                 free_slots.append(s)
             arrived.clear()
             if pending and slot_trip[pending[-1][0]][1] == self.server.version:
@@ -246,7 +241,7 @@ class Orchestrator:
             first_trip = self.started
             self.started += len(clients)
             seeds = [self._seed_base + first_trip + k for k in kept]
-            starts = self.server.params.expand(len(kept), -1)
+            starts = [self.server.params] * len(kept)
             batch = self._train(starts, [clients[k] for k in kept], seeds)
             round_end = self.now + durations[kept[-1]]
             version = self.server.version

@@ -33,8 +33,8 @@ class RecordingTrainer:
         self.batches = []
 
     def train(self, starts, clients, seeds):
-        self.batches.append((starts[:, 0].tolist(), list(clients), list(seeds)))
-        return torch.tensor(clients, dtype=torch.float32)[:, None].repeat(1, starts.shape[1])
+        self.batches.append(([float(s[0]) for s in starts], list(clients), list(seeds)))
+        return torch.tensor(clients, dtype=torch.float32)[:, None].repeat(1, starts[0].numel())
 
 
 class RecordingServer(ServerAlgorithm):
