@@ -145,6 +145,7 @@ class ClientTrainer:
         self.local = local
         self.vmap = vmap
         self.chunk = chunk  # most trips per vmap pass
+        self._buffers: torch.Tensor | None = None
         self.flat, self.params = flatten_parameters(task)
         self.device = self.flat.device
         self.names = [name for name, p in task.model.named_parameters() if p.requires_grad]
@@ -155,23 +156,27 @@ class ClientTrainer:
     def load(self, params: torch.Tensor) -> None:
         self.flat.copy_(params)
 
-    def train(self, starts: Sequence[torch.Tensor], clients: list[int], seeds: list[int]) -> torch.Tensor:
-        """One local training per trip from ``starts[i]``, its downloaded model (a flat vector; a
-        list of shared references or a [len(clients), P] tensor); returns the deltas, [len(clients), P]."""
+    def train(
+        self, starts: Sequence[torch.Tensor], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor] | None = None
+    ) -> Sequence[torch.Tensor]:
+        """One local training per trip from ``starts[i]``, the model it downloaded (flat vectors: a
+        list of shared references or a [b, P] tensor). Writes trip i's Delta into ``out[i]`` (e.g.
+        rows of a reused upload buffer: fresh multi-MB buffers cost page faults on every trip) or,
+        without ``out``, into a new [b, P] tensor; returns ``out``."""
+        if out is None:
+            out = torch.empty(len(clients), self.flat.numel(), device=self.device)
         if self.vmap:
-            c = self.chunk
-            return torch.cat([
-                self._train_batched(starts[s : s + c], clients[s : s + c], seeds[s : s + c])
-                for s in range(0, len(clients), c)
-            ])
+            for s in range(0, len(clients), self.chunk):
+                part = slice(s, s + self.chunk)
+                self._train_batched(starts[part], clients[part], seeds[part], out[part])
+            return out
         plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
-        deltas = torch.empty(len(clients), self.flat.numel(), device=self.device)
         rows, counts = plan.rows.to(self.device), plan.mask.sum(-1).numpy()
         for i, (client, seed) in enumerate(zip(clients, seeds)):
             self.load(starts[i])
             self._local_sgd(client, seed, starts[i], rows[i], counts[i, : plan.steps[i]])
-            torch.sub(starts[i], self.flat, out=deltas[i])
-        return deltas
+            torch.sub(starts[i], self.flat, out=out[i])
+        return out
 
     def _local_sgd(self, client: int, seed: int, start: torch.Tensor, rows: torch.Tensor, counts: np.ndarray) -> None:
         """Local steps on the loaded model: step t uses example rows ``rows[t, :counts[t]]``;
@@ -190,7 +195,9 @@ class ClientTrainer:
                     torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
                 torch._foreach_add_(params, grads, alpha=-lr)
 
-    def _train_batched(self, starts: Sequence[torch.Tensor], clients: list[int], seeds: list[int]) -> torch.Tensor:
+    def _train_batched(
+        self, starts: Sequence[torch.Tensor], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]
+    ) -> None:
         """All trips step together. Trips are sorted by step count, longest first, so at step t the
         trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
         last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
@@ -208,8 +215,9 @@ class ClientTrainer:
         counts = mask.sum(-1)  # [b, S] examples per step
         weights = mask / counts.clamp(min=1)[..., None]  # per-trip mean over its real examples
         lrs = local.lr * counts / local.batch_size if local.lr_norm else torch.full(counts.shape, local.lr, device=self.device)
-        origin = torch.stack([starts[i] for i in order])
-        stacked = origin.clone()  # [b, P]; the parameter views below write into it
+        origin, stacked = self._workspace(len(clients))  # [b, P] each, reused across calls
+        torch.stack([starts[i] for i in order], out=origin)
+        stacked.copy_(origin)  # the parameter views below write into it
         stacked_params = views(stacked, self.shapes)
         origin_params = views(origin, self.shapes)
         forward = vmap(lambda p, x: functional_call(task.model, p, (x,)), randomness="different")
@@ -239,9 +247,14 @@ class ClientTrainer:
             rows_left = plan.rows[longest, together:].to(self.device)
             self._local_sgd(clients[longest], seeds[longest], origin[0], rows_left, counts_left)
             stacked[0] = self.flat
-        deltas = torch.empty_like(stacked)
-        deltas[order_t] = origin - stacked
-        return deltas
+        for row, i in enumerate(order):
+            torch.sub(origin[row], stacked[row], out=out[i])
+
+    def _workspace(self, b: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two [b, P] buffers for the batched path, grown as needed and kept: see ``train``."""
+        if self._buffers is None or self._buffers.shape[1] < b:
+            self._buffers = torch.empty(2, b, self.flat.numel(), device=self.device)
+        return self._buffers[0, :b], self._buffers[1, :b]
 
     def _check_vmappable(self) -> None:
         """Fail at start-up, in one line, for a model torch.func.vmap cannot batch (e.g. cuDNN RNNs)."""

@@ -32,7 +32,7 @@ from fl_bench.errors import ConfigError
 
 
 class Trainer(Protocol):
-    def train(self, start: torch.Tensor, clients: list[int], seeds: list[int]) -> torch.Tensor: ...
+    def train(self, starts: list[torch.Tensor], clients: list[int], seeds: list[int], out: list[torch.Tensor]) -> None: ...
 
 
 class IdlePool:
@@ -142,11 +142,16 @@ class Orchestrator:
         self._next_eval = 0
 
     # ------------------------------------------------------------------ shared
-    def _train(self, starts: list[torch.Tensor], clients: list[int], seeds: list[int]) -> torch.Tensor:
-        uploads = self.trainer.train(starts, clients, seeds)
+    def _upload_buffer(self, rows: int) -> torch.Tensor:
+        """[rows, P] upload rows, allocated once and reused (fresh buffers page-fault every time)."""
+        params = self.server.params
+        return torch.empty(rows, params.numel(), dtype=params.dtype, device=params.device)
+
+    def _train(self, starts: list[torch.Tensor], clients: list[int], seeds: list[int], out: list[torch.Tensor]) -> None:
+        self.trainer.train(starts, clients, seeds, out)
         if self.server.upload == "model":  # y_Q = y_0 - Delta
-            uploads = torch.stack(starts) - uploads
-        return uploads
+            for start, row in zip(starts, out):
+                torch.sub(start, row, out=row)
 
     def _evaluate_if_due(self, force: bool = False) -> bool:
         """Evaluate each time trips cross a multiple of eval_every; True means stop."""
@@ -167,7 +172,8 @@ class Orchestrator:
         m, k = self.concurrency, self.server.buffer_size
         free_slots = list(range(m + k - 1, -1, -1))  # one slot per trip in flight or in the buffer
         slot_trip: list[tuple[int, int, float] | None] = [None] * (m + k)  # (client, version, start)
-        uploads: list[torch.Tensor | None] = [None] * (m + k)  # a row of its training batch, once trained
+        slot_pending = [False] * (m + k)  # started, not trained yet
+        uploads = self._upload_buffer(m + k)
         pending: list[tuple[int, int, int]] = []  # (slot, client, seed): started, not trained yet
         snapshots: dict[int, torch.Tensor] = {}  # older model versions that pending trips downloaded
         arrived: list[int] = []  # slots whose uploads make up the next server step
@@ -180,6 +186,7 @@ class Orchestrator:
             trip_id = self.started
             self.started += 1
             slot_trip[slot] = (client, self.server.version, self.now)
+            slot_pending[slot] = True
             pending.append((slot, client, self._seed_base + trip_id))
             end = self.now + self.delay.sample(self.rng, int(self.sizes[client]))
             heapq.heappush(heap, (end, trip_id, slot))
@@ -188,21 +195,20 @@ class Orchestrator:
             """Train every pending trip in one batch, each from the version it downloaded."""
             slots = [p[0] for p in pending]
             starts = [snapshots.get(slot_trip[s][1], self.server.params) for s in slots]
-            batch = self._train(starts, [p[1] for p in pending], [p[2] for p in pending])
-            for row, s in enumerate(slots):
-                uploads[s] = batch[row]  # a view: the batch is freed once all its rows are used
+            self._train(starts, [p[1] for p in pending], [p[2] for p in pending], [uploads[s] for s in slots])
+            for s in slots:
+                slot_pending[s] = False
             pending.clear()
             snapshots.clear()
 
         def server_step() -> None:
             # Training is deferred to the last moment an upload is needed, so each batch holds as
             # many trips as the dependencies allow (trips are trained only if their upload is used).
-            if any(uploads[s] is None for s in arrived):
+            if any(slot_pending[s] for s in arrived):
                 flush()
             for s in arrived:
                 client, version, _ = slot_trip[s]
                 self.server.add(uploads[s], int(self.sizes[client]), self.server.version - version)
-                uploads[s] = None
                 free_slots.append(s)
             arrived.clear()
             if pending and slot_trip[pending[-1][0]][1] == self.server.version:
@@ -233,6 +239,7 @@ class Orchestrator:
     # ------------------------------------------------------------------ synchronous
     def _run_sync(self) -> bool:
         cohort = self.concurrency
+        uploads = self._upload_buffer(cohort)
         while self.trips < self.max_trips:
             clients = [self.idle.take() for _ in range(self._round_size)]
             durations = [self.delay.sample(self.rng, int(self.sizes[c])) for c in clients]
@@ -241,8 +248,8 @@ class Orchestrator:
             first_trip = self.started
             self.started += len(clients)
             seeds = [self._seed_base + first_trip + k for k in kept]
-            starts = [self.server.params] * len(kept)
-            batch = self._train(starts, [clients[k] for k in kept], seeds)
+            batch = uploads[: len(kept)]
+            self._train([self.server.params] * len(kept), [clients[k] for k in kept], seeds, batch)
             round_end = self.now + durations[kept[-1]]
             version = self.server.version
             for row, k in enumerate(kept):  # in finishing order

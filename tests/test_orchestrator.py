@@ -32,9 +32,10 @@ class RecordingTrainer:
     def __init__(self):
         self.batches = []
 
-    def train(self, starts, clients, seeds):
+    def train(self, starts, clients, seeds, out):
         self.batches.append(([float(s[0]) for s in starts], list(clients), list(seeds)))
-        return torch.tensor(clients, dtype=torch.float32)[:, None].repeat(1, starts[0].numel())
+        for row, client in zip(out, clients):
+            row.fill_(client)
 
 
 class RecordingServer(ServerAlgorithm):
