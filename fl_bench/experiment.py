@@ -95,6 +95,7 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         "final_val_accuracy": final["val_accuracy"],
         "final_val_loss": final["val_loss"],
         "client_trips": orchestrator.trips,
+        "trips_trained": orchestrator.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": server.version,
         "target_accuracy": cfg.target_accuracy,
         "trips_to_target": reached.get("trips"),

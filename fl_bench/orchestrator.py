@@ -125,6 +125,7 @@ class Orchestrator:
         self.on_eval = on_eval
         self.over_selection = over_selection
         self.started = self.trips = 0
+        self.trained = 0  # trips whose local training ran (lazy: a trip unused when the run stops is not trained)
         self.now = 0.0
         self.log = TripLog()
         self._seed_base = seed << 32  # per-trip shuffling seeds: distinct across trips and runs
@@ -196,6 +197,7 @@ class Orchestrator:
             slots = [p[0] for p in pending]
             starts = [snapshots.get(slot_trip[s][1], self.server.params) for s in slots]
             self._train(starts, [p[1] for p in pending], [p[2] for p in pending], [uploads[s] for s in slots])
+            self.trained += len(slots)
             for s in slots:
                 slot_pending[s] = False
             pending.clear()
@@ -250,6 +252,7 @@ class Orchestrator:
             seeds = [self._seed_base + first_trip + k for k in kept]
             batch = uploads[: len(kept)]
             self._train([self.server.params] * len(kept), [clients[k] for k in kept], seeds, batch)
+            self.trained += len(kept)
             round_end = self.now + durations[kept[-1]]
             version = self.server.version
             for row, k in enumerate(kept):  # in finishing order

@@ -82,6 +82,7 @@ def test_async_schedule_order_staleness_and_batching():
     assert [(starts, len(clients)) for starts, clients, _ in orch.trainer.batches] == [
         ([0, 0], 2), ([1], 1), ([2], 1), ([3, 4], 2)
     ]
+    assert orch.trained == 6  # trip 6, in flight when the budget is reached, is never trained
     by_start = cols["client"][np.argsort(cols["start_time"], kind="stable")]
     assert [c for _, clients, _ in orch.trainer.batches for c in clients] == list(by_start)
     assert [e.trips for e in evals] == [0, 2, 4, 6]
