@@ -7,18 +7,20 @@ Synchronous mode (FedAvg family): a round starts ``ceil((1 + over_selection) * c
 on the same model version, keeps the fastest ``cohort`` uploads, then the server steps; every
 started trip counts.
 
-Local training is lazy and batched: a trip is trained only when a server step needs its upload,
-and then together with every other trip started so far (one ``trainer.train`` call), each from
-the model version it downloaded (older versions are kept as snapshots until then). This is the
-largest batching the dependencies allow, and trips in flight when the run stops are never trained.
-Memory stays O(concurrency): a heap of in-flight finish events, one preallocated upload slot per
-in-flight or buffered trip, and an array-backed idle pool (no Python object per idle client).
+Local training is lazy: a trip is trained only when a server step needs its upload, from the
+model version it downloaded (older versions are kept as snapshots while a pending trip needs
+them), and trips in flight when the run stops are never trained. With the batching (vmap)
+trainer every trip started so far trains in that one ``trainer.train`` call, the largest batch
+the dependencies allow. Memory stays O(concurrency): a heap of in-flight finish events, the
+snapshots (one per model version still awaited), reused upload rows (K, or one per in-flight
+trip when batching), and an array-backed idle pool (no Python object per idle client).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from array import array
 from dataclasses import dataclass
 from typing import Callable, Protocol
@@ -171,12 +173,16 @@ class Orchestrator:
     # ------------------------------------------------------------------ asynchronous
     def _run_async(self) -> bool:
         m, k = self.concurrency, self.server.buffer_size
+        batch_all = getattr(self.trainer, "vmap", False)  # batching pays only for the vmap trainer
         free_slots = list(range(m + k - 1, -1, -1))  # one slot per trip in flight or in the buffer
         slot_trip: list[tuple[int, int, float] | None] = [None] * (m + k)  # (client, version, start)
-        slot_pending = [False] * (m + k)  # started, not trained yet
-        uploads = self._upload_buffer(m + k)
-        pending: list[tuple[int, int, int]] = []  # (slot, client, seed): started, not trained yet
-        snapshots: dict[int, torch.Tensor] = {}  # older model versions that pending trips downloaded
+        pending: dict[int, tuple[int, int]] = {}  # slot -> (client, seed): started, not trained yet
+        # Older model versions that pending trips downloaded, with how many still need each.
+        snapshots: dict[int, torch.Tensor] = {}
+        waiting = Counter()
+        # Trained uploads: one row per slot when every pending trip trains at once (m x P);
+        # otherwise only the step's K arrivals are trained, into K rows (memory: snapshots only).
+        uploads = self._upload_buffer(m + k if batch_all else k)
         arrived: list[int] = []  # slots whose uploads make up the next server step
         heap: list[tuple[float, int, int]] = []  # (end time, trip id, slot)
         next_arrival = 0.0
@@ -187,33 +193,42 @@ class Orchestrator:
             trip_id = self.started
             self.started += 1
             slot_trip[slot] = (client, self.server.version, self.now)
-            slot_pending[slot] = True
-            pending.append((slot, client, self._seed_base + trip_id))
+            pending[slot] = (client, self._seed_base + trip_id)
+            waiting[self.server.version] += 1
             end = self.now + self.delay.sample(self.rng, int(self.sizes[client]))
             heapq.heappush(heap, (end, trip_id, slot))
 
-        def flush() -> None:
-            """Train every pending trip in one batch, each from the version it downloaded."""
-            slots = [p[0] for p in pending]
-            starts = [snapshots.get(slot_trip[s][1], self.server.params) for s in slots]
-            self._train(starts, [p[1] for p in pending], [p[2] for p in pending], [uploads[s] for s in slots])
+        def train(slots: list[int], rows: list[torch.Tensor]) -> None:
+            """Train these pending trips in one batch, each from the version it downloaded."""
+            versions = [slot_trip[s][1] for s in slots]
+            starts = [snapshots.get(v, self.server.params) for v in versions]
+            self._train(starts, [pending[s][0] for s in slots], [pending[s][1] for s in slots], rows)
             self.trained += len(slots)
-            for s in slots:
-                slot_pending[s] = False
-            pending.clear()
-            snapshots.clear()
+            for s, v in zip(slots, versions):
+                del pending[s]
+                waiting[v] -= 1
+                if not waiting[v]:
+                    del waiting[v]
+                    snapshots.pop(v, None)
 
         def server_step() -> None:
-            # Training is deferred to the last moment an upload is needed, so each batch holds as
-            # many trips as the dependencies allow (trips are trained only if their upload is used).
-            if any(slot_pending[s] for s in arrived):
-                flush()
-            for s in arrived:
+            # Training is deferred to the last moment an upload is needed (trips unused when the
+            # run stops are never trained). The vmap trainer then takes every trip started so far:
+            # the largest batch the dependencies allow.
+            if batch_all:
+                if any(s in pending for s in arrived):
+                    slots = list(pending)
+                    train(slots, [uploads[s] for s in slots])
+                vectors = [uploads[s] for s in arrived]
+            else:
+                vectors = list(uploads[: len(arrived)])
+                train(arrived, vectors)
+            for s, vector in zip(arrived, vectors):
                 client, version, _ = slot_trip[s]
-                self.server.add(uploads[s], int(self.sizes[client]), self.server.version - version)
+                self.server.add(vector, int(self.sizes[client]), self.server.version - version)
                 free_slots.append(s)
             arrived.clear()
-            if pending and slot_trip[pending[-1][0]][1] == self.server.version:
+            if waiting[self.server.version]:
                 snapshots[self.server.version] = self.server.params.clone()  # it is about to move
             self.server.step()
 

@@ -29,7 +29,8 @@ class ScriptedDelay(Delay):
 class RecordingTrainer:
     """Delta = client id (so uploads can be traced); records each batch it is handed."""
 
-    def __init__(self):
+    def __init__(self, vmap=True):
+        self.vmap = vmap  # a batching trainer: the orchestrator hands it every pending trip
         self.batches = []
 
     def train(self, starts, clients, seeds, out):
@@ -51,10 +52,11 @@ class RecordingServer(ServerAlgorithm):
         self.params += 1  # the model version is readable from the params
 
 
-def orchestrate(server, durations, *, concurrency, num_clients=10, max_trips, arrival_rate=1.0, over_selection=0.0):
+def orchestrate(server, durations, *, concurrency, num_clients=10, max_trips, arrival_rate=1.0, over_selection=0.0,
+                vmap=True):
     evals = []
     orch = Orchestrator(
-        server=server, trainer=RecordingTrainer(), client_sizes=np.full(num_clients, 5), delay=ScriptedDelay(durations),
+        server=server, trainer=RecordingTrainer(vmap), client_sizes=np.full(num_clients, 5), delay=ScriptedDelay(durations),
         concurrency=concurrency, rng=np.random.default_rng(0), max_trips=max_trips, eval_every=2,
         on_eval=lambda p: evals.append(p) and False, arrival_rate=arrival_rate, over_selection=over_selection,
     )
@@ -86,6 +88,17 @@ def test_async_schedule_order_staleness_and_batching():
     by_start = cols["client"][np.argsort(cols["start_time"], kind="stable")]
     assert [c for _, clients, _ in orch.trainer.batches for c in clients] == list(by_start)
     assert [e.trips for e in evals] == [0, 2, 4, 6]
+
+
+def test_sequential_trainer_trains_only_the_uploads_a_step_needs():
+    # The schedule above without batching: each step trains its own arrival, from the version
+    # it downloaded; v0 stays snapshotted until trip 0 (started at v0) is used at t=5.
+    server = RecordingServer(buffer_size=1)
+    orch, log, _ = orchestrate(server, [5] + [1] * 20, concurrency=2, max_trips=6, vmap=False)
+    assert [(starts, clients) for starts, clients, _ in orch.trainer.batches] == [
+        ([v], [c]) for v, c in zip([0, 1, 2, 0, 3, 4], log.columns()["client"])
+    ]
+    assert orch.trained == 6
 
 
 def test_async_concurrency_never_exceeded_and_clients_never_overlap():
