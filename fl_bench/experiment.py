@@ -98,6 +98,7 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         "trips_trained": orchestrator.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": server.version,
         "target_accuracy": cfg.target_accuracy,
+        "max_trips": cfg.max_trips,  # the budget: a run that misses the target scores this
         "trips_to_target": reached.get("trips"),
         "sim_time_to_target": reached.get("sim_time"),
         "sim_time": orchestrator.now,

@@ -1,0 +1,148 @@
+"""Tables and plots from finished runs, in the layout of FedBuff Table 1.
+
+    python -m fl_bench.report multirun/2026-11-22/10-00-00 [more dirs] --name fedbuff_table1_smoke \
+        [--reference fedavg] [--by algorithm] [--out results]
+
+Reads every run directory below the given paths (``summary.json``, ``metrics.csv``,
+``trips.csv``, ``.hydra/config.yaml``) and writes into ``--out``:
+  <name>.md / <name>.csv   client trips to the target accuracy, mean over seeds, speedup against
+                           the reference method; ">budget" where some seed missed the target;
+  <name>_curves.png        validation accuracy against client trips and against simulated time,
+                           one line per method, a band from the lowest to the highest seed;
+  <name>_staleness.png     histogram of staleness over all trips, per method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+
+def load_runs(paths: list[Path], by: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(runs, metrics, trips): one row per run / evaluation / trip, each with a ``method`` column
+    made of the ``by`` config keys and a ``run`` id."""
+    runs, metrics, trips = [], [], []
+    summaries = sorted({s for p in paths for s in ([p] if p.name == "summary.json" else p.rglob("summary.json"))})
+    if not summaries:
+        raise FileNotFoundError(f"no finished runs (summary.json) under {', '.join(map(str, paths))}")
+    for run_id, summary_path in enumerate(summaries):
+        run_dir = summary_path.parent
+        summary = json.loads(summary_path.read_text())
+        config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+        method = " ".join(str(OmegaConf.select(config, key)) for key in by)
+        runs.append({"run": run_id, "method": method, "run_dir": str(run_dir), **summary})
+        m = pd.read_csv(run_dir / "metrics.csv").assign(run=run_id, method=method, seed=summary["seed"])
+        metrics.append(m)
+        t = pd.read_csv(run_dir / "trips.csv", usecols=["staleness", "used"]).assign(run=run_id, method=method)
+        trips.append(t)
+    return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True), pd.concat(trips, ignore_index=True)
+
+
+def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """Per method: seeds, mean client trips to target (NaN if a seed missed it), speedup."""
+    rows = []
+    for method, group in runs.groupby("method", sort=False):
+        reached = group["trips_to_target"].notna().all()
+        rows.append({
+            "method": method,
+            "seeds": len(group),
+            "target_accuracy": group["target_accuracy"].iloc[0],
+            "budget": int(group["max_trips"].max()),
+            "trips_to_target": group["trips_to_target"].mean() if reached else float("nan"),
+            "final_val_accuracy": group["final_val_accuracy"].mean(),
+        })
+    table = pd.DataFrame(rows)
+    if reference is not None:
+        if reference not in set(table["method"]):
+            raise ValueError(f"reference method {reference!r} is not among the runs: {', '.join(table['method'])}")
+        base = table.loc[table["method"] == reference, "trips_to_target"].iloc[0]
+        table["speedup"] = base / table["trips_to_target"]
+    return table
+
+
+def markdown(table: pd.DataFrame) -> str:
+    shown = table.copy()
+    shown["trips_to_target"] = [
+        f"{v:,.0f}" if pd.notna(v) else f">{b:,}" for v, b in zip(table["trips_to_target"], table["budget"])
+    ]
+    if "speedup" in shown:
+        shown["speedup"] = [f"{v:.2f}×" if pd.notna(v) else "–" for v in table["speedup"]]
+    shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
+    return shown.drop(columns=["budget"]).to_markdown(index=False)
+
+
+def plot_curves(metrics: pd.DataFrame, target: float, path: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, x in zip(axes, ["trips", "sim_time"]):
+        for method, group in metrics.groupby("method", sort=False):
+            # Evaluations happen at the same trip counts in every seed; simulated time differs, so
+            # it is averaged at each evaluation.
+            stats = group.groupby("trips").agg(x=(x, "mean"), mean=("val_accuracy", "mean"),
+                                               low=("val_accuracy", "min"), high=("val_accuracy", "max"))
+            line = ax.plot(stats["x"], stats["mean"], label=method)[0]
+            ax.fill_between(stats["x"], stats["low"], stats["high"], color=line.get_color(), alpha=0.2)
+        ax.axhline(target, color="grey", linestyle=":", linewidth=1)
+        ax.set_xlabel("client trips" if x == "trips" else "simulated time")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("validation accuracy")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_staleness(trips: pd.DataFrame, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    used = trips[trips["used"] == 1]
+    bins = range(0, int(used["staleness"].max()) + 2)
+    for method, group in used.groupby("method", sort=False):
+        ax.hist(group["staleness"], bins=bins, alpha=0.5, density=True, label=method)
+    ax.set_xlabel("staleness (server steps between download and use)")
+    ax.set_ylabel("fraction of trips")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(paths: list[Path], name: str, out: Path, by: list[str], reference: str | None) -> pd.DataFrame:
+    runs, metrics, trips = load_runs(paths, by)
+    table = trips_to_target_table(runs, reference)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / f"{name}.csv", index=False)
+    (out / f"{name}.md").write_text(
+        f"# {name}\n\nClient trips to {table['target_accuracy'].iloc[0]:.0%} validation accuracy, mean over seeds "
+        f"(\">budget\": some seed did not reach it){'; speedup against ' + reference if reference else ''}.\n\n"
+        f"{markdown(table)}\n\n![curves]({name}_curves.png)\n\n![staleness]({name}_staleness.png)\n"
+    )
+    plot_curves(metrics, float(table["target_accuracy"].iloc[0]), out / f"{name}_curves.png")
+    plot_staleness(trips, out / f"{name}_staleness.png")
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.report", description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
+    parser.add_argument("--name", default="report", help="file name stem of the outputs")
+    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--by", nargs="+", default=["algorithm.name"], help="config keys that name a method")
+    parser.add_argument("--reference", help="method the speedup is measured against")
+    args = parser.parse_args(argv)
+    try:
+        table = write_report(args.paths, args.name, args.out, args.by, args.reference)
+    except (FileNotFoundError, ValueError) as error:
+        parser.exit(2, f"fl_bench.report: error: {error}\n")
+    print(markdown(table))
+    print(f"written to {args.out}/{args.name}.md, .csv, _curves.png, _staleness.png")
+
+
+if __name__ == "__main__":
+    main()
