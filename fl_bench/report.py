@@ -5,8 +5,9 @@
 
 Reads every run directory below the given paths (``summary.json``, ``metrics.csv``,
 ``trips.csv``, ``.hydra/config.yaml``) and writes into ``--out``:
-  <name>.md / <name>.csv   client trips to the target accuracy, mean over seeds, speedup against
-                           the reference method; ">budget" where some seed missed the target;
+  <name>.md / <name>.csv   client trips to the target accuracy, mean over seeds, and the ratio to
+                           the reference method's (FedBuff Table 1: "FedAvgM needs 1.7x");
+                           ">budget" where some seed missed the target;
   <name>_curves.png        validation accuracy against client trips and against simulated time,
                            one line per method, a band from the lowest to the highest seed;
   <name>_staleness.png     histogram of staleness over all trips, per method.
@@ -47,7 +48,7 @@ def load_runs(paths: list[Path], by: list[str]) -> tuple[pd.DataFrame, pd.DataFr
 
 
 def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
-    """Per method: seeds, mean client trips to target (NaN if a seed missed it), speedup."""
+    """Per method: seeds, mean client trips to target (NaN if a seed missed it), ratio to the reference."""
     rows = []
     for method, group in runs.groupby("method", sort=False):
         reached = group["trips_to_target"].notna().all()
@@ -64,7 +65,7 @@ def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataF
         if reference not in set(table["method"]):
             raise ValueError(f"reference method {reference!r} is not among the runs: {', '.join(table['method'])}")
         base = table.loc[table["method"] == reference, "trips_to_target"].iloc[0]
-        table["speedup"] = base / table["trips_to_target"]
+        table["vs_reference"] = table["trips_to_target"] / base  # FedBuff Table 1: "FedAvgM needs 1.7x"
     return table
 
 
@@ -73,8 +74,8 @@ def markdown(table: pd.DataFrame) -> str:
     shown["trips_to_target"] = [
         f"{v:,.0f}" if pd.notna(v) else f">{b:,}" for v, b in zip(table["trips_to_target"], table["budget"])
     ]
-    if "speedup" in shown:
-        shown["speedup"] = [f"{v:.2f}×" if pd.notna(v) else "–" for v in table["speedup"]]
+    if "vs_reference" in shown:
+        shown["vs_reference"] = [f"{v:.2f}×" if pd.notna(v) else "–" for v in table["vs_reference"]]
     shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
     return shown.drop(columns=["budget"]).to_markdown(index=False)
 
@@ -120,7 +121,7 @@ def write_report(paths: list[Path], name: str, out: Path, by: list[str], referen
     table.to_csv(out / f"{name}.csv", index=False)
     (out / f"{name}.md").write_text(
         f"# {name}\n\nClient trips to {table['target_accuracy'].iloc[0]:.0%} validation accuracy, mean over seeds "
-        f"(\">budget\": some seed did not reach it){'; speedup against ' + reference if reference else ''}.\n\n"
+        f"(\">budget\": some seed did not reach it){'; vs_reference: trips needed relative to ' + reference if reference else ''}.\n\n"
         f"{markdown(table)}\n\n![curves]({name}_curves.png)\n\n![staleness]({name}_staleness.png)\n"
     )
     plot_curves(metrics, float(table["target_accuracy"].iloc[0]), out / f"{name}_curves.png")
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="report", help="file name stem of the outputs")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--by", nargs="+", default=["algorithm.name"], help="config keys that name a method")
-    parser.add_argument("--reference", help="method the speedup is measured against")
+    parser.add_argument("--reference", help="method the others' trips are divided by")
     args = parser.parse_args(argv)
     try:
         table = write_report(args.paths, args.name, args.out, args.by, args.reference)
