@@ -98,7 +98,9 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         "trips_trained": orchestrator.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": server.version,
         "target_accuracy": cfg.target_accuracy,
-        "max_trips": cfg.max_trips,  # the budget: a run that misses the target scores this
+        "max_trips": cfg.max_trips,
+        # Search objective (Optuna, W&B sweeps): trips to target, or the whole budget when missed.
+        "trips_to_target_or_budget": reached.get("trips", cfg.max_trips),
         "trips_to_target": reached.get("trips"),
         "sim_time_to_target": reached.get("sim_time"),
         "sim_time": orchestrator.now,

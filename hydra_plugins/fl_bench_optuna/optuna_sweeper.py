@@ -1,0 +1,110 @@
+"""A Hydra sweeper that runs an Optuna study (current Optuna; hydra-optuna-sweeper pins Optuna 2.10,
+whose SQLite storage breaks under SQLAlchemy 2).
+
+Select it with ``override /hydra/sweeper: fl_bench_optuna`` (see conf/hparams_search/). Each
+trial is one Hydra job launched through the configured launcher; its objective is what the task
+returns: client trips to the target accuracy, or the run's budget (``max_trips``) when the
+target was missed. With ``storage: sqlite:///file.db`` several invocations, on several machines
+sharing the file, add trials to one study (``load_if_exists``).
+
+Search space: ``hydra.sweeper.params`` maps a config key to Hydra's sweep syntax:
+``interval(a, b)`` (float; ``tag(log, interval(a, b))`` log scale; ``tag(int, interval(a, b))``
+integers), ``choice(x, y, ...)``, ``range(a, b[, step])``; a plain value is fixed.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import optuna
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OptunaSweeperConfig:
+    _target_: str = "hydra_plugins.fl_bench_optuna.optuna_sweeper.OptunaSweeper"
+    study_name: str = "fl_bench"
+    storage: Optional[str] = None  # e.g. sqlite:///multirun/optuna.db; null: in memory
+    direction: str = "minimize"
+    n_trials: int = 20  # trials this invocation adds
+    seed: Optional[int] = None  # TPE sampler seed
+    params: Dict[str, str] = field(default_factory=dict)
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="fl_bench_optuna", node=OptunaSweeperConfig, provider="fl_bench")
+
+
+def search_space(params: Dict[str, Any]) -> Dict[str, Any]:
+    """Config key -> Hydra sweep object (or a fixed value)."""
+    parser = OverridesParser.create()
+    return {key: parser.parse_override(f"{key}={value}").value() for key, value in params.items()}
+
+
+def suggest(trial: optuna.Trial, key: str, space: Any) -> Any:
+    if isinstance(space, IntervalSweep):
+        if "int" in space.tags:
+            return trial.suggest_int(key, int(space.start), int(space.end), log="log" in space.tags)
+        return trial.suggest_float(key, float(space.start), float(space.end), log="log" in space.tags)
+    if isinstance(space, ChoiceSweep):
+        return trial.suggest_categorical(key, list(space.list))
+    if isinstance(space, RangeSweep):
+        return trial.suggest_categorical(key, list(range(int(space.start), int(space.stop), int(space.step))))
+    return space  # fixed
+
+
+class OptunaSweeper(Sweeper):
+    def __init__(self, study_name, storage, direction, n_trials, seed, params):
+        self.study_name, self.storage, self.direction = study_name, storage, direction
+        self.n_trials, self.seed = n_trials, seed
+        self.space = search_space(dict(params or {}))
+
+    def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: List[str]) -> optuna.Study:
+        parser = OverridesParser.create()
+        fixed = parser.parse_overrides(arguments)
+        swept = [o.input_line for o in fixed if o.is_sweep_override()]
+        if swept:
+            raise ValueError(f"command-line sweeps {swept} are not supported with the Optuna sweeper: "
+                             "put ranges in hydra.sweeper.params")
+        fixed_lines = [o.input_line for o in fixed]
+        if self.storage and self.storage.startswith("sqlite:///"):
+            Path(self.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        study = optuna.create_study(
+            study_name=self.study_name, storage=self.storage, direction=self.direction,
+            sampler=optuna.samplers.TPESampler(seed=self.seed), load_if_exists=True,
+        )
+        for _ in range(self.n_trials):
+            trial = study.ask()
+            values = {key: suggest(trial, key, space) for key, space in self.space.items()}
+            overrides = [*fixed_lines, *(f"{key}={value}" for key, value in values.items())]
+            [result] = self.launcher.launch([overrides], initial_job_idx=trial.number)
+            if result.status != JobStatus.COMPLETED:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                log.warning(f"trial {trial.number} failed: {result._return_value!r}")
+                continue
+            # Trips to target; a run that missed the target scores its whole budget.
+            value = result.return_value if result.return_value is not None else float(result.cfg.max_trips)
+            study.tell(trial, value)
+            log.info(f"trial {trial.number}: {value} with {values}")
+        best = study.best_trial
+        summary = {"study_name": self.study_name, "storage": self.storage, "trials": len(study.trials),
+                   "best_value": best.value, "best_trial": best.number, "best_params": best.params}
+        out = Path(self.config.hydra.sweep.dir)
+        out.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(summary), out / "optimization_results.yaml")
+        log.info(f"best trial {best.number}: {best.value} with {best.params}")
+        return study

@@ -1,0 +1,34 @@
+"""Optuna search through Hydra's multirun: trials end to end, one SQLite study shared by two runs."""
+
+import optuna
+from omegaconf import OmegaConf
+
+from hydra_plugins.fl_bench_optuna.optuna_sweeper import search_space, suggest
+from tests.test_cli import fl_bench
+
+
+def test_two_invocations_share_one_sqlite_study_and_record_the_best_trial(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    common = ["-m", "hparams_search=fedbuff_synthetic", f"hydra.sweeper.storage={storage}", "max_trips=300",
+              "eval_every=100", "concurrency=20", "target_accuracy=0.12", "progress=false"]
+    for trials, sweep_dir in [(2, tmp_path / "first"), (1, tmp_path / "second")]:
+        result = fl_bench(*common, f"hydra.sweeper.n_trials={trials}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    study = optuna.load_study(study_name="fedbuff_synthetic", storage=storage)
+    assert len(study.trials) == 3 and all(t.state.name == "COMPLETE" for t in study.trials)
+    assert {t.number for t in study.trials} == {0, 1, 2}  # the second invocation continued the study
+    recorded = OmegaConf.load(tmp_path / "second" / "optimization_results.yaml")
+    assert recorded.trials == 3 and recorded.best_value == min(t.value for t in study.trials)
+    assert set(recorded.best_params) == {"algorithm.client_lr", "algorithm.server_lr", "algorithm.server_momentum"}
+    # every trial's objective is its trips to target, or the 300-trip budget when it missed
+    assert all(0 <= t.value <= 300 for t in study.trials)
+
+
+def test_search_space_syntax_maps_to_optuna_distributions():
+    space = search_space({"a": "tag(log, interval(1e-8, 1e4))", "b": "choice(0.0, 0.9)", "c": "tag(int, interval(1, 8))",
+                          "d": "range(1, 4)", "e": "3"})
+    trial = optuna.create_study().ask()
+    values = {key: suggest(trial, key, s) for key, s in space.items()}
+    assert 1e-8 <= values["a"] <= 1e4 and values["b"] in (0.0, 0.9) and values["d"] in (1, 2, 3) and values["e"] == 3
+    assert isinstance(values["c"], int) and 1 <= values["c"] <= 8
+    assert trial.distributions["a"].log and isinstance(trial.distributions["b"], optuna.distributions.CategoricalDistribution)
