@@ -1,10 +1,11 @@
 """Tables and plots from finished runs, in the layout of FedBuff Table 1.
 
     python -m fl_bench.report multirun/2026-11-22/10-00-00 [more dirs] --name fedbuff_table1_smoke \
-        [--reference fedavg] [--by algorithm] [--out results]
+        [--reference fedbuff] [--by algorithm.name] [--out results]
+    python -m fl_bench.report --wandb entity/project --name ...      # runs logged with logger=wandb
 
 Reads every run directory below the given paths (``summary.json``, ``metrics.csv``,
-``trips.csv``, ``.hydra/config.yaml``) and writes into ``--out``:
+``trips.csv``, ``.hydra/config.yaml``), or the same from the W&B API, and writes into ``--out``:
   <name>.md / <name>.csv   client trips to the target accuracy, mean over seeds, and the ratio to
                            the reference method's (FedBuff Table 1: "FedAvgM needs 1.7x");
                            ">budget" where some seed missed the target;
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -26,25 +29,62 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from fl_bench.run_log import METRIC_COLUMNS  # noqa: E402
 
-def load_runs(paths: list[Path], by: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(runs, metrics, trips): one row per run / evaluation / trip, each with a ``method`` column
-    made of the ``by`` config keys and a ``run`` id."""
+
+Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+
+
+def _frames(records: list[tuple[Any, dict, pd.DataFrame, pd.DataFrame, str]], by: list[str]) -> Frames:
+    """(runs, metrics, trips) from (config, summary, metrics, trips, where) per run; ``method`` is
+    made of the ``by`` config keys."""
     runs, metrics, trips = [], [], []
+    for run_id, (config, summary, m, t, where) in enumerate(records):
+        method = " ".join(str(OmegaConf.select(config, key)) for key in by)
+        runs.append({"run": run_id, "method": method, "source": where, **summary})
+        metrics.append(m.assign(run=run_id, method=method, seed=summary["seed"]))
+        trips.append(t[["staleness", "used"]].assign(run=run_id, method=method))
+    return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True), pd.concat(trips, ignore_index=True)
+
+
+def load_runs(paths: list[Path], by: list[str]) -> Frames:
+    """Every finished run directory (summary.json) below ``paths``."""
     summaries = sorted({s for p in paths for s in ([p] if p.name == "summary.json" else p.rglob("summary.json"))})
     if not summaries:
         raise FileNotFoundError(f"no finished runs (summary.json) under {', '.join(map(str, paths))}")
-    for run_id, summary_path in enumerate(summaries):
+    records = []
+    for summary_path in summaries:
         run_dir = summary_path.parent
-        summary = json.loads(summary_path.read_text())
-        config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-        method = " ".join(str(OmegaConf.select(config, key)) for key in by)
-        runs.append({"run": run_id, "method": method, "run_dir": str(run_dir), **summary})
-        m = pd.read_csv(run_dir / "metrics.csv").assign(run=run_id, method=method, seed=summary["seed"])
-        metrics.append(m)
-        t = pd.read_csv(run_dir / "trips.csv", usecols=["staleness", "used"]).assign(run=run_id, method=method)
-        trips.append(t)
-    return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True), pd.concat(trips, ignore_index=True)
+        records.append((
+            OmegaConf.load(run_dir / ".hydra" / "config.yaml"), json.loads(summary_path.read_text()),
+            pd.read_csv(run_dir / "metrics.csv"), pd.read_csv(run_dir / "trips.csv"), str(run_dir),
+        ))
+    return _frames(records, by)
+
+
+def load_wandb_runs(project: str, by: list[str], api: Any = None) -> Frames:
+    """The same from the W&B API: finished runs of ``entity/project`` logged with logger=wandb
+    (config, summary, metric history, and the per-trip table)."""
+    if api is None:
+        import wandb
+
+        api = wandb.Api()
+    records = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in api.runs(project):
+            if run.state != "finished":
+                continue
+            summary = dict(run.summary)
+            table = json.loads(Path(run.file(summary["trips_table"]["path"]).download(root=tmp, replace=True).name)
+                               .read_text())
+            records.append((
+                OmegaConf.create(dict(run.config)), summary,
+                run.history(keys=list(METRIC_COLUMNS), samples=100_000, pandas=True),
+                pd.DataFrame(table["data"], columns=table["columns"]), f"wandb:{project}/{run.id}",
+            ))
+    if not records:
+        raise FileNotFoundError(f"no finished runs in W&B project {project}")
+    return _frames(records, by)
 
 
 def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
@@ -114,8 +154,8 @@ def plot_staleness(trips: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(paths: list[Path], name: str, out: Path, by: list[str], reference: str | None) -> pd.DataFrame:
-    runs, metrics, trips = load_runs(paths, by)
+def write_report(frames: Frames, name: str, out: Path, reference: str | None) -> pd.DataFrame:
+    runs, metrics, trips = frames
     table = trips_to_target_table(runs, reference)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
@@ -131,14 +171,18 @@ def write_report(paths: list[Path], name: str, out: Path, by: list[str], referen
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m fl_bench.report", description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
+    parser.add_argument("paths", nargs="*", type=Path, help="run or multirun directories")
+    parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B instead")
     parser.add_argument("--name", default="report", help="file name stem of the outputs")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--by", nargs="+", default=["algorithm.name"], help="config keys that name a method")
     parser.add_argument("--reference", help="method the others' trips are divided by")
     args = parser.parse_args(argv)
     try:
-        table = write_report(args.paths, args.name, args.out, args.by, args.reference)
+        if bool(args.paths) == bool(args.wandb):
+            raise ValueError("give run directories or --wandb ENTITY/PROJECT (one of the two)")
+        frames = load_wandb_runs(args.wandb, args.by) if args.wandb else load_runs(args.paths, args.by)
+        table = write_report(frames, args.name, args.out, args.reference)
     except (FileNotFoundError, ValueError) as error:
         parser.exit(2, f"fl_bench.report: error: {error}\n")
     print(markdown(table))

@@ -1,11 +1,15 @@
 """The report on a tiny multirun: its table must equal what the metrics CSVs say."""
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from omegaconf import OmegaConf
 
+from fl_bench.report import load_runs, load_wandb_runs, write_report
 from fl_bench.report import main as report_main
 from tests.test_cli import fl_bench
 
@@ -49,3 +53,48 @@ def test_unknown_reference_and_empty_directory_fail_in_one_line(multirun, tmp_pa
     assert bad.returncode == 2 and "reference method 'fedx' is not among the runs: fedbuff, fedavgm" in bad.stderr
     empty = subprocess.run([sys.executable, "-m", "fl_bench.report", str(tmp_path)], capture_output=True, text=True)
     assert empty.returncode == 2 and "no finished runs" in empty.stderr and "Traceback" not in empty.stderr
+
+
+class StubRun:
+    """The parts of wandb.apis.public.Run the report reads, filled from a local run directory the
+    way run_log puts them into W&B (nested config, summary, metric history, per-trip table file)."""
+
+    def __init__(self, run_dir, number):
+        self.id, self.state, self._dir = f"run{number}", "finished", run_dir
+        self.config = OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra" / "config.yaml"))
+        self.summary = {**json.loads((run_dir / "summary.json").read_text()),
+                        "trips_table": {"_type": "table-file", "path": "media/table/trips_table.table.json"}}
+
+    def history(self, keys, samples, pandas):
+        assert pandas
+        return pd.read_csv(self._dir / "metrics.csv")[keys].assign(_step=lambda d: d.trips)
+
+    def file(self, path):
+        run_dir = self._dir
+
+        class File:
+            def download(self, root, replace):
+                trips = pd.read_csv(run_dir / "trips.csv")
+                target = Path(root) / run_dir.name / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(json.dumps({"columns": list(trips.columns), "data": trips.values.tolist()}))
+                return open(target)
+
+        return File()
+
+
+class StubApi:
+    def __init__(self, runs):
+        self._runs = runs
+
+    def runs(self, path):
+        assert path == "me/fl_bench"
+        return self._runs
+
+
+def test_wandb_source_gives_the_same_report_as_the_run_directories(multirun, tmp_path):
+    local = write_report(load_runs([multirun], ["algorithm.name"]), "local", tmp_path, "fedavgm")
+    api = StubApi([StubRun(d, i) for i, d in enumerate(sorted(p.parent for p in multirun.rglob("summary.json")))])
+    remote = write_report(load_wandb_runs("me/fl_bench", ["algorithm.name"], api=api), "remote", tmp_path, "fedavgm")
+    pd.testing.assert_frame_equal(local, remote)
+    assert (tmp_path / "remote_staleness.png").stat().st_size > 0
