@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -41,6 +39,7 @@ from fl_bench.cli import CONFIG_DIR
 from fl_bench.data import build_dataset
 from fl_bench.experiment import resolve_device, run_experiment
 from fl_bench.models import build_model
+from fl_bench.report import machine
 from fl_bench.task import ClassificationTask
 
 WORKLOADS = {
@@ -116,13 +115,6 @@ def prepare_stand_ins(root: str, workloads: list[str]) -> None:
         rng = np.random.default_rng(0)
         sizes = lognormal_sizes(CNN_USERS, CNN_MEAN_EXAMPLES, 0.5, rng)
         write_stand_in(cfg.dataset, sizes, (1, 28, 28), 62, rng, test_examples=CNN_TEST_EXAMPLES)
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ", no GPU"
-    return f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, torch {torch.__version__}"
 
 
 def main() -> None:

@@ -7,7 +7,8 @@
 Reads every run directory below the given paths (``summary.json``, ``metrics.csv``,
 ``trips.csv``, ``.hydra/config.yaml``), or the same from the W&B API, and writes into ``--out``:
   <name>.md / <name>.csv   client trips to the target accuracy, mean over seeds, and the ratio to
-                           the reference method's (FedBuff Table 1: "FedAvgM needs 1.7x");
+                           the reference method's (FedBuff Table 1: "FedAvgM needs 1.7x"),
+                           simulated time to the target;
                            ">budget" where some seed missed the target;
   <name>_curves.png        validation accuracy against client trips and against simulated time,
                            one line per method, a band from the lowest to the highest seed;
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -98,6 +101,7 @@ def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataF
             "target_accuracy": group["target_accuracy"].iloc[0],
             "budget": int(group["max_trips"].max()),
             "trips_to_target": group["trips_to_target"].mean() if reached else float("nan"),
+            "sim_time_to_target": group["sim_time_to_target"].mean() if reached else float("nan"),
             "final_val_accuracy": group["final_val_accuracy"].mean(),
         })
     table = pd.DataFrame(rows)
@@ -116,6 +120,7 @@ def markdown(table: pd.DataFrame) -> str:
     ]
     if "vs_reference" in shown:
         shown["vs_reference"] = [f"{v:.2f}×" if pd.notna(v) else "–" for v in table["vs_reference"]]
+    shown["sim_time_to_target"] = [f"{v:,.1f}" if pd.notna(v) else "–" for v in table["sim_time_to_target"]]
     shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
     return shown.drop(columns=["budget"]).to_markdown(index=False)
 
@@ -154,6 +159,18 @@ def plot_staleness(trips: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+    import torch
+
+    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ", no GPU"
+    return f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, torch {torch.__version__}"
+
+
 def write_report(frames: Frames, name: str, out: Path, reference: str | None) -> pd.DataFrame:
     runs, metrics, trips = frames
     table = trips_to_target_table(runs, reference)
@@ -162,7 +179,9 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None) ->
     (out / f"{name}.md").write_text(
         f"# {name}\n\nClient trips to {table['target_accuracy'].iloc[0]:.0%} validation accuracy, mean over seeds "
         f"(\">budget\": some seed did not reach it){'; vs_reference: trips needed relative to ' + reference if reference else ''}.\n\n"
-        f"{markdown(table)}\n\n![curves]({name}_curves.png)\n\n![staleness]({name}_staleness.png)\n"
+        f"{markdown(table)}\n\n{len(runs)} runs, {runs['wall_seconds'].sum():,.0f} s of run wall time in all "
+        f"(largest {runs['wall_seconds'].max():,.0f} s); report written on {machine()}.\n\n"
+        f"![curves]({name}_curves.png)\n\n![staleness]({name}_staleness.png)\n"
     )
     plot_curves(metrics, float(table["target_accuracy"].iloc[0]), out / f"{name}_curves.png")
     plot_staleness(trips, out / f"{name}_staleness.png")
