@@ -94,6 +94,7 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         "concurrency": cfg.concurrency,
         "final_val_accuracy": final["val_accuracy"],
         "final_val_loss": final["val_loss"],
+        "best_val_accuracy": max(row["val_accuracy"] for row in log.rows),  # FedGBO Table IV's max accuracy
         "client_trips": orchestrator.trips,
         "trips_trained": orchestrator.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": server.version,

@@ -32,3 +32,18 @@ def test_search_space_syntax_maps_to_optuna_distributions():
     assert 1e-8 <= values["a"] <= 1e4 and values["b"] in (0.0, 0.9) and values["d"] in (1, 2, 3) and values["e"] == 3
     assert isinstance(values["c"], int) and 1 <= values["c"] <= 8
     assert trial.distributions["a"].log and isinstance(trial.distributions["b"], optuna.distributions.CategoricalDistribution)
+
+
+def test_every_search_space_composes_and_parses():
+    from hydra import compose, initialize_config_dir
+
+    from fl_bench.cli import CONFIG_DIR
+
+    for name in ["fedbuff_synthetic", "fedbuff_sent140", "fedgbo_grid_femnist"]:
+        with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+            cfg = compose("config", overrides=[f"hparams_search={name}"], return_hydra_config=True)
+        sweeper = cfg.hydra.sweeper
+        assert sweeper._target_.endswith("OptunaSweeper") and sweeper.study_name == name
+        space = search_space(dict(sweeper.params))
+        assert space and all(OmegaConf.select(cfg, key) is not None for key in space)  # keys exist in the config
+    assert len(space["algorithm.client_lr"].list) == 61  # FedGBO: 10^[-5, 1] in 0.1 steps of the exponent

@@ -2,9 +2,9 @@
 whose SQLite storage breaks under SQLAlchemy 2).
 
 Select it with ``override /hydra/sweeper: fl_bench_optuna`` (see conf/hparams_search/). Each
-trial is one Hydra job launched through the configured launcher; its objective is what the task
-returns: client trips to the target accuracy, or the run's budget (``max_trips``) when the
-target was missed. With ``storage: sqlite:///file.db`` several invocations, on several machines
+trial is one Hydra job launched through the configured launcher; its objective is a key of the
+run's summary.json, by default ``trips_to_target_or_budget``: client trips to the target
+accuracy, or the run's budget (``max_trips``) when the target was missed. With ``storage: sqlite:///file.db`` several invocations, on several machines
 sharing the file, add trials to one study (``load_if_exists``).
 
 Search space: ``hydra.sweeper.params`` maps a config key to Hydra's sweep syntax:
@@ -12,6 +12,7 @@ Search space: ``hydra.sweeper.params`` maps a config key to Hydra's sweep syntax
 integers), ``choice(x, y, ...)``, ``range(a, b[, step])``; a plain value is fixed.
 """
 
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,8 @@ class OptunaSweeperConfig:
     _target_: str = "hydra_plugins.fl_bench_optuna.optuna_sweeper.OptunaSweeper"
     study_name: str = "fl_bench"
     storage: Optional[str] = None  # e.g. sqlite:///multirun/optuna.db; null: in memory
-    direction: str = "minimize"
+    objective: str = "trips_to_target_or_budget"  # a key of the run's summary.json
+    direction: str = "minimize"  # maximize for e.g. best_val_accuracy (FedGBO's grid)
     n_trials: int = 20  # trials this invocation adds
     seed: Optional[int] = None  # TPE sampler seed
     params: Dict[str, str] = field(default_factory=dict)
@@ -62,8 +64,8 @@ def suggest(trial: optuna.Trial, key: str, space: Any) -> Any:
 
 
 class OptunaSweeper(Sweeper):
-    def __init__(self, study_name, storage, direction, n_trials, seed, params):
-        self.study_name, self.storage, self.direction = study_name, storage, direction
+    def __init__(self, study_name, storage, objective, direction, n_trials, seed, params):
+        self.study_name, self.storage, self.objective, self.direction = study_name, storage, objective, direction
         self.n_trials, self.seed = n_trials, seed
         self.space = search_space(dict(params or {}))
 
@@ -96,8 +98,9 @@ class OptunaSweeper(Sweeper):
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 log.warning(f"trial {trial.number} failed: {result._return_value!r}")
                 continue
-            # Trips to target; a run that missed the target scores its whole budget.
-            value = result.return_value if result.return_value is not None else float(result.cfg.max_trips)
+            run_dir = Path(result.hydra_cfg.hydra.runtime.output_dir)
+            summary = json.loads((run_dir / "summary.json").read_text())
+            value = float(summary[self.objective])
             study.tell(trial, value)
             log.info(f"trial {trial.number}: {value} with {values}")
         best = study.best_trial
