@@ -7,6 +7,7 @@ from torch.nn import functional as F
 
 from fl_bench.client import ClientTrainer, LocalTraining, minibatch_plan
 from fl_bench.config import CharRNNConfig
+from fl_bench.errors import ConfigError
 from fl_bench.data.federated import FederatedData
 from fl_bench.models import CharRNN
 from fl_bench.task import ClassificationTask
@@ -144,3 +145,12 @@ def test_vmap_trains_recurrent_models_like_the_sequential_loop(cell):
     expected = trainers[0].train(start, [0, 1, 2], [1, 2, 3])
     assert (expected.norm(dim=1) > 0).all()
     torch.testing.assert_close(trainers[1].train(start, [0, 1, 2], [1, 2, 3]), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_vmap_rejects_a_model_it_cannot_batch_in_one_line():
+    """BatchNorm updates shared running statistics in place: vmap cannot batch it, and the error
+    says so at start-up instead of failing mid-run."""
+    data = one_client_data()
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    with pytest.raises(ConfigError, match=r"^vmap_clients=true cannot batch model Sequential: .*use vmap_clients=false$"):
+        ClientTrainer(ClassificationTask(model, 2), data, LocalTraining(lr=0.1, batch_size=8), vmap=True)
