@@ -15,6 +15,7 @@ from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
@@ -60,7 +61,9 @@ def _main(dict_cfg: DictConfig) -> float | None:
         cfg = OmegaConf.to_object(dict_cfg)  # runs the schemas' range checks
         summary = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
     except FLBenchError as error:
-        if os.environ.get("FL_BENCH_TRACEBACK"):
+        # In a sweep the job fails alone (a diverged trial must not end the study): Hydra records
+        # the error in the job's result and the sweeper goes on.
+        if os.environ.get("FL_BENCH_TRACEBACK") or HydraConfig.get().mode == RunMode.MULTIRUN:
             raise
         # Exit from inside the job: Hydra would otherwise add its own "Error executing job" line.
         exit_with_error(error)

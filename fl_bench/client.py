@@ -268,5 +268,5 @@ class ClientTrainer:
         except RuntimeError as err:
             raise ConfigError(
                 f"vmap_clients=true cannot batch model {type(self.task.model).__name__}: "
-                f"{str(err).splitlines()[0]}; use vmap_clients=false"
+                f"{str(err).splitlines()[0].rstrip('.')}; use vmap_clients=false"
             ) from None

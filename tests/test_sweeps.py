@@ -39,11 +39,25 @@ def test_every_search_space_composes_and_parses():
 
     from fl_bench.cli import CONFIG_DIR
 
-    for name in ["fedbuff_synthetic", "fedbuff_sent140", "fedgbo_grid_femnist"]:
+    spaces = {}
+    for name in ["fedbuff_synthetic", "fedbuff_sent140", "fedgbo_grid_femnist", "synthetic_lr", "synthetic_lr_fedasync"]:
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
             cfg = compose("config", overrides=[f"hparams_search={name}"], return_hydra_config=True)
         sweeper = cfg.hydra.sweeper
-        assert sweeper._target_.endswith("OptunaSweeper") and sweeper.study_name == name
-        space = search_space(dict(sweeper.params))
-        assert space and all(OmegaConf.select(cfg, key) is not None for key in space)  # keys exist in the config
-    assert len(space["algorithm.client_lr"].list) == 61  # FedGBO: 10^[-5, 1] in 0.1 steps of the exponent
+        assert sweeper._target_.endswith("OptunaSweeper") and sweeper.study_name.startswith(name)
+        spaces[name] = search_space(dict(sweeper.params))
+        assert spaces[name] and all(OmegaConf.select(cfg, key) is not None for key in spaces[name])  # keys exist
+    assert len(spaces["fedgbo_grid_femnist"]["algorithm.client_lr"].list) == 61  # 10^[-5, 1] by 0.1 of the exponent
+
+
+def test_a_failing_trial_is_recorded_and_the_study_goes_on(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    # FedAsync's mixing weight must be in (0, 1]: every trial fails at start-up, none ends the sweep
+    result = fl_bench("-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness_exponent=-1",
+                      f"hydra.sweeper.storage={storage}", f"hydra.sweep.dir={tmp_path / 'sweep'}", "progress=false",
+                      cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    study = optuna.load_study(study_name="synthetic_lr_fedasync", storage=storage)
+    assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
+    recorded = OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")
+    assert recorded.failed_trials == 2 and recorded.best_value is None

@@ -96,18 +96,24 @@ class OptunaSweeper(Sweeper):
             [result] = self.launcher.launch([overrides], initial_job_idx=trial.number)
             if result.status != JobStatus.COMPLETED:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                log.warning(f"trial {trial.number} failed: {result._return_value!r}")
+                log.warning(f"trial {trial.number} failed: {result._return_value}")
                 continue
             run_dir = Path(result.hydra_cfg.hydra.runtime.output_dir)
             summary = json.loads((run_dir / "summary.json").read_text())
             value = float(summary[self.objective])
             study.tell(trial, value)
             log.info(f"trial {trial.number}: {value} with {values}")
-        best = study.best_trial
+        done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        best = study.best_trial if done else None  # every trial may have failed (e.g. diverged)
         summary = {"study_name": self.study_name, "storage": self.storage, "trials": len(study.trials),
-                   "best_value": best.value, "best_trial": best.number, "best_params": best.params}
+                   "failed_trials": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
+                   "best_value": best.value if best else None, "best_trial": best.number if best else None,
+                   "best_params": best.params if best else None}
         out = Path(self.config.hydra.sweep.dir)
         out.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(summary), out / "optimization_results.yaml")
-        log.info(f"best trial {best.number}: {best.value} with {best.params}")
+        if best is not None:
+            log.info(f"best trial {best.number}: {best.value} with {best.params}")
+        else:
+            log.warning(f"no trial of study {self.study_name} completed")
         return study
