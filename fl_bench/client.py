@@ -116,11 +116,8 @@ def flatten_parameters(module: torch.nn.Module) -> tuple[torch.Tensor, list[torc
     """Make every trainable parameter a view into one flat vector; return (vector, parameters)."""
     params = [p for p in module.parameters() if p.requires_grad]
     flat = torch.cat([p.detach().reshape(-1) for p in params])
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.data = flat[offset : offset + n].view_as(p)
-        offset += n
+    for p, view in zip(params, views(flat, [p.shape for p in params])):
+        p.data = view
     return flat, params
 
 
@@ -151,6 +148,10 @@ class ClientTrainer:
         self.names = [name for name, p in task.model.named_parameters() if p.requires_grad]
         self.shapes = [p.shape for p in self.params]
         if vmap:
+            from torch.func import functional_call, vmap as batched
+
+            # One forward over stacked per-trip parameters: p[name] is [b, *shape], x is [b, B, ...].
+            self._forward = batched(lambda p, x: functional_call(task.model, p, (x,)), randomness="different")
             self._check_vmappable()
 
     def load(self, params: torch.Tensor) -> None:
@@ -202,8 +203,6 @@ class ClientTrainer:
         trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
         last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
         longest trip's steps after all others finished run in the sequential loop."""
-        from torch.func import functional_call, vmap
-
         local, task, data = self.local, self.task, self.data
         plan = minibatch_plan(data.sizes[clients], seeds, local)
         order = np.argsort(-plan.steps, kind="stable")
@@ -220,7 +219,6 @@ class ClientTrainer:
         stacked.copy_(origin)  # the parameter views below write into it
         stacked_params = views(stacked, self.shapes)
         origin_params = views(origin, self.shapes)
-        forward = vmap(lambda p, x: functional_call(task.model, p, (x,)), randomness="different")
         gen = torch.Generator().manual_seed(int(seeds[0]))  # augmentation draws (differ from the sequential path)
         together = int((active_at >= 2).sum())  # once one trip is left, the plain loop steps it faster
         with unrolled_rnns(task.model):  # vmap-able RNN loops
@@ -229,7 +227,7 @@ class ClientTrainer:
                 x = task.inputs(data.x[idx.reshape(-1)], True, gen)
                 x = x.view(active, -1, *x.shape[1:])
                 leaves = [p[:active].detach().requires_grad_() for p in stacked_params]
-                logits = forward(dict(zip(self.names, leaves)), x)
+                logits = self._forward(dict(zip(self.names, leaves)), x)
                 # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
                 loss = task.objective(logits, data.y[idx], leaves, weights[:active, step])
                 grads = torch.autograd.grad(loss, leaves)
@@ -258,13 +256,11 @@ class ClientTrainer:
 
     def _check_vmappable(self) -> None:
         """Fail at start-up, in one line, for a model torch.func.vmap cannot batch (e.g. cuDNN RNNs)."""
-        from torch.func import functional_call, vmap
-
         x = self.task.inputs(self.data.x[:2], True).unsqueeze(0)
         params = {n: p.detach().unsqueeze(0) for n, p in zip(self.names, self.params)}
         try:
             with unrolled_rnns(self.task.model):
-                vmap(lambda p, x: functional_call(self.task.model, p, (x,)), randomness="different")(params, x)
+                self._forward(params, x)
         except RuntimeError as err:
             raise ConfigError(
                 f"vmap_clients=true cannot batch model {type(self.task.model).__name__}: "

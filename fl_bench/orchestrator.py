@@ -34,6 +34,8 @@ from fl_bench.errors import ConfigError
 
 
 class Trainer(Protocol):
+    vmap: bool  # a batching trainer: every pending trip is handed over at once
+
     def train(self, starts: list[torch.Tensor], clients: list[int], seeds: list[int], out: list[torch.Tensor]) -> None: ...
 
 
@@ -152,6 +154,7 @@ class Orchestrator:
 
     def _train(self, starts: list[torch.Tensor], clients: list[int], seeds: list[int], out: list[torch.Tensor]) -> None:
         self.trainer.train(starts, clients, seeds, out)
+        self.trained += len(clients)
         if self.server.upload == "model":  # y_Q = y_0 - Delta
             for start, row in zip(starts, out):
                 torch.sub(start, row, out=row)
@@ -173,7 +176,7 @@ class Orchestrator:
     # ------------------------------------------------------------------ asynchronous
     def _run_async(self) -> bool:
         m, k = self.concurrency, self.server.buffer_size
-        batch_all = getattr(self.trainer, "vmap", False)  # batching pays only for the vmap trainer
+        batch_all = self.trainer.vmap  # batching pays only for the vmap trainer
         free_slots = list(range(m + k - 1, -1, -1))  # one slot per trip in flight or in the buffer
         slot_trip: list[tuple[int, int, float] | None] = [None] * (m + k)  # (client, version, start)
         pending: dict[int, tuple[int, int]] = {}  # slot -> (client, seed): started, not trained yet
@@ -203,7 +206,6 @@ class Orchestrator:
             versions = [slot_trip[s][1] for s in slots]
             starts = [snapshots.get(v, self.server.params) for v in versions]
             self._train(starts, [pending[s][0] for s in slots], [pending[s][1] for s in slots], rows)
-            self.trained += len(slots)
             for s, v in zip(slots, versions):
                 del pending[s]
                 waiting[v] -= 1
@@ -265,14 +267,12 @@ class Orchestrator:
             first_trip = self.started
             self.started += len(clients)
             seeds = [self._seed_base + first_trip + k for k in kept]
-            batch = uploads[: len(kept)]
-            self._train([self.server.params] * len(kept), [clients[k] for k in kept], seeds, batch)
-            self.trained += len(kept)
+            self._train([self.server.params] * cohort, [clients[k] for k in kept], seeds, uploads)
             round_end = self.now + durations[kept[-1]]
             version = self.server.version
             for row, k in enumerate(kept):  # in finishing order
                 n = int(self.sizes[clients[k]])
-                self.server.add(batch[row], n, 0)
+                self.server.add(uploads[row], n, 0)
                 self.log.append(clients[k], n, version, self.now, self.now + durations[k], 0, 1)
             for k in dropped:  # over-selected stragglers: aborted when the round closes, still counted
                 self.log.append(clients[k], int(self.sizes[clients[k]]), version, self.now, round_end, 0, 0)
