@@ -28,6 +28,14 @@ def _choice(key: str, value: str, choices: tuple[str, ...]) -> None:
     _require(value in choices, key, value, "choose one of " + ", ".join(choices))
 
 
+def build(cfg: Any, *args: Any, **kwargs: Any) -> Any:
+    """The one way objects are built from config: call what the config's ``_target_`` names
+    (Hydra's convention; a class or a function, by import path) with the config first."""
+    from hydra.utils import get_object
+
+    return get_object(cfg._target_)(cfg, *args, **kwargs)
+
+
 # ----------------------------------------------------------------------------- dataset
 @dataclass
 class DatasetConfig:
