@@ -5,7 +5,8 @@ The orchestrator hands over a batch of client trips, each with its own starting 
 it downloaded). ``vmap=False`` trains them one after the other in a plain torch loop whose
 parameters are views of one flat vector; ``vmap=True`` trains them together, one forward and
 backward pass per local step over stacked per-client parameters (``torch.func.vmap`` of
-``functional_call``). Both follow one minibatch plan built from each trip's seed, so they give
+``functional_call``). Both follow one minibatch plan built from each trip's seed, and both step
+with one :class:`LocalUpdate` rule, written once for lists of parameter-shaped tensors, so they give
 the same Delta to float tolerance. No Lightning ``Trainer`` per trip.
 """
 
@@ -20,6 +21,7 @@ import torch
 
 from fl_bench.config import AlgorithmConfig
 from fl_bench.data import FederatedData
+from fl_bench.engine.messages import Broadcast
 from fl_bench.errors import ConfigError
 from fl_bench.models import unrolled_rnns
 from fl_bench.task import ClassificationTask
@@ -53,6 +55,60 @@ class LocalTraining:
         if self.steps is not None:
             return np.full_like(num_examples, self.steps)
         return self.epochs * -(-num_examples // self.batch_size)
+
+    def step_lr(self, count):
+        """The lr of a local step on ``count`` examples (an integer, or a tensor of counts per trip):
+        ``lr``, or with LR-norm (FedBuff Sec. 5) ``lr * count / B``, so a short batch moves less."""
+        return self.lr * count / self.batch_size if self.lr_norm else self.lr
+
+
+def _per_trip(lr: torch.Tensor, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """A [b] lr as one view per [b, *shape] tensor that broadcasts over its trailing dims."""
+    by_dim = {d: lr.view(-1, *[1] * (d - 1)) for d in {t.dim() for t in tensors}}
+    return [by_dim[t.dim()] for t in tensors]
+
+
+class LocalUpdate:
+    """The client's local step rule, written once for both training paths: plain SGD with
+    FedProx's proximal term, ``y <- y - lr * (g + mu (y - y_0))`` (Li et al. 2020, eq. 2: the
+    gradient of (mu/2) ||y - y_0||^2 is mu (y - y_0); ``mu = 0`` is FedAvg / FedBuff SGD).
+
+    ``step`` updates ``params`` in place from ``grads`` (which it may overwrite). Every argument is
+    a list of parameter-shaped tensors, for one trip (``[*shape]``, ``lr`` a float) or for a batch
+    of trips (``[b, *shape]``, ``lr`` a ``[b]`` tensor, one per trip): ``anchors`` is y_0, the model
+    the trip downloaded, and ``state`` holds the broadcast's server state named in ``state_keys``,
+    split the same way and held fixed (e.g. FedGBO's statistics s in ``y <- y - U(eta, g, s)``).
+    ``lr`` already includes LR-norm (:meth:`LocalTraining.step_lr`, FedBuff Sec. 5). A rule that
+    uses elementwise / foreach ops and :meth:`descend` for the lr multiply runs unchanged on both
+    shapes, so a subclass overriding ``step`` is batched by the vmap path for free. The tensors in
+    ``anchors`` and ``state`` are the trips' downloads: read them, never write them.
+    """
+
+    state_keys: tuple[str, ...] = ()  # the Broadcast.state entries ``step`` reads
+
+    def __init__(self, prox_mu: float = 0.0):
+        self.prox_mu = prox_mu
+
+    def step(
+        self,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        anchors: list[torch.Tensor] | None,
+        lr: float | torch.Tensor,
+        state: dict[str, list[torch.Tensor]],
+    ) -> None:
+        if self.prox_mu and anchors is not None:
+            torch._foreach_add_(grads, torch._foreach_sub(params, anchors), alpha=self.prox_mu)
+        self.descend(params, grads, lr)
+
+    @staticmethod
+    def descend(params: list[torch.Tensor], directions: list[torch.Tensor], lr: float | torch.Tensor) -> None:
+        """``params <- params - lr * directions`` in place, with ``lr`` a float or a [b] tensor of
+        per-trip lrs (``directions`` are left as they are)."""
+        if isinstance(lr, torch.Tensor):
+            torch._foreach_sub_(params, torch._foreach_mul(directions, _per_trip(lr, directions)))
+        else:
+            torch._foreach_add_(params, directions, alpha=-lr)
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
@@ -132,14 +188,22 @@ def views(vector: torch.Tensor, shapes: list[torch.Size]) -> list[torch.Tensor]:
 
 
 class ClientTrainer:
-    """Local training of a batch of client trips, each from its own starting model."""
+    """Local training of a batch of client trips, each from its own starting model, stepping with
+    ``update`` (default: SGD with ``local``'s FedProx term)."""
 
     def __init__(
-        self, task: ClassificationTask, data: FederatedData, local: LocalTraining, vmap: bool = False, chunk: int = 256
+        self,
+        task: ClassificationTask,
+        data: FederatedData,
+        local: LocalTraining,
+        vmap: bool = False,
+        chunk: int = 256,
+        update: LocalUpdate | None = None,
     ):
         self.task = task
         self.data = data
         self.local = local
+        self.update = update if update is not None else LocalUpdate(local.prox_mu)
         self.vmap = vmap
         self.chunk = chunk  # most trips per vmap pass
         self._buffers: torch.Tensor | None = None
@@ -158,12 +222,13 @@ class ClientTrainer:
         self.flat.copy_(params)
 
     def train(
-        self, starts: Sequence[torch.Tensor], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor] | None = None
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor] | None = None
     ) -> Sequence[torch.Tensor]:
-        """One local training per trip from ``starts[i]``, the model it downloaded (flat vectors: a
-        list of shared references or a [b, P] tensor). Writes trip i's Delta into ``out[i]`` (e.g.
-        rows of a reused upload buffer: fresh multi-MB buffers cost page faults on every trip) or,
-        without ``out``, into a new [b, P] tensor; returns ``out``."""
+        """One local training per trip from ``starts[i]``, the Broadcast it downloaded (often shared
+        between trips; its flat ``params`` is y_0 and its ``state`` what the update rule reads; both
+        are left untouched). Writes trip i's Delta into ``out[i]`` (e.g. rows of a reused upload
+        buffer: fresh multi-MB buffers cost page faults on every trip) or, without ``out``, into a
+        new [b, P] tensor; returns ``out``."""
         if out is None:
             out = torch.empty(len(clients), self.flat.numel(), device=self.device)
         if self.vmap:
@@ -174,36 +239,38 @@ class ClientTrainer:
         plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
         rows, counts = plan.rows.to(self.device), plan.mask.sum(-1).numpy()
         for i, (client, seed) in enumerate(zip(clients, seeds)):
-            self.load(starts[i])
-            self._local_sgd(client, seed, starts[i], rows[i], counts[i, : plan.steps[i]])
-            torch.sub(starts[i], self.flat, out=out[i])
+            start = starts[i]
+            self.load(start.params)
+            state = {k: start.state[k] for k in self.update.state_keys}
+            self._local_sgd(client, seed, start.params, state, rows[i], counts[i, : plan.steps[i]])
+            torch.sub(start.params, self.flat, out=out[i])
         return out
 
-    def _local_sgd(self, client: int, seed: int, start: torch.Tensor, rows: torch.Tensor, counts: np.ndarray) -> None:
+    def _local_sgd(
+        self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor], rows: torch.Tensor, counts: np.ndarray
+    ) -> None:
         """Local steps on the loaded model: step t uses example rows ``rows[t, :counts[t]]``;
-        ``start`` is y_0, the model the trip downloaded (FedProx's anchor)."""
-        local, params = self.local, self.params
+        ``start`` is y_0, the model the trip downloaded, and ``state`` the flat server state the
+        update rule reads (neither is written)."""
+        local, params, update = self.local, self.params, self.update
         x, y = self.data.client(client)
         gen = torch.Generator().manual_seed(seed)  # augmentation draws
-        start_views = views(start, self.shapes) if local.prox_mu else None
+        anchors = views(start, self.shapes)
+        state_views = {k: views(v, self.shapes) for k, v in state.items()}
         for step, count in enumerate(counts):
             idx = rows[step, :count]
-            grads = torch.autograd.grad(self.task.loss(x[idx], y[idx], gen), params)
-            lr = local.lr * count / local.batch_size if local.lr_norm else local.lr
+            grads = list(torch.autograd.grad(self.task.loss(x[idx], y[idx], gen), params))
             with torch.no_grad():
-                if start_views is not None:
-                    # grad of (mu/2)||y - y_0||^2 is mu (y - y_0) (FedProx, Li et al. 2020, eq. 2)
-                    torch._foreach_add_(grads, torch._foreach_sub(params, start_views), alpha=local.prox_mu)
-                torch._foreach_add_(params, grads, alpha=-lr)
+                update.step(params, grads, anchors, local.step_lr(count), state_views)
 
     def _train_batched(
-        self, starts: Sequence[torch.Tensor], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]
     ) -> None:
         """All trips step together. Trips are sorted by step count, longest first, so at step t the
         trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
         last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
         longest trip's steps after all others finished run in the sequential loop."""
-        local, task, data = self.local, self.task, self.data
+        local, task, data, update = self.local, self.task, self.data, self.update
         plan = minibatch_plan(data.sizes[clients], seeds, local)
         order = np.argsort(-plan.steps, kind="stable")
         active_at = (plan.steps[order][None, :] > np.arange(int(plan.steps.max()))[:, None]).sum(1)
@@ -213,12 +280,16 @@ class ClientTrainer:
         mask = plan.mask.to(self.device)[order_t]
         counts = mask.sum(-1)  # [b, S] examples per step
         weights = mask / counts.clamp(min=1)[..., None]  # per-trip mean over its real examples
-        lrs = local.lr * counts / local.batch_size if local.lr_norm else torch.full(counts.shape, local.lr, device=self.device)
-        origin, stacked = self._workspace(len(clients))  # [b, P] each, reused across calls
-        torch.stack([starts[i] for i in order], out=origin)
+        lrs = local.step_lr(counts)  # [b, S] per trip and step under LR-norm, else one float
+        origin, stacked, *flat_state = self._workspace(len(clients))  # [b, P] each, reused across calls
+        torch.stack([starts[i].params for i in order], out=origin)
+        for key, buffer in zip(update.state_keys, flat_state):
+            torch.stack([starts[i].state[key] for i in order], out=buffer)
         stacked.copy_(origin)  # the parameter views below write into it
         stacked_params = views(stacked, self.shapes)
         origin_params = views(origin, self.shapes)
+        state_params = {key: views(buffer, self.shapes) for key, buffer in zip(update.state_keys, flat_state)}
+        sliced_for = None
         gen = torch.Generator().manual_seed(int(seeds[0]))  # augmentation draws (differ from the sequential path)
         together = int((active_at >= 2).sum())  # once one trip is left, the plain loop steps it faster
         with unrolled_rnns(task.model):  # vmap-able RNN loops
@@ -230,29 +301,32 @@ class ClientTrainer:
                 logits = self._forward(dict(zip(self.names, leaves)), x)
                 # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
                 loss = task.objective(logits, data.y[idx], leaves, weights[:active, step])
-                grads = torch.autograd.grad(loss, leaves)
-                lr = lrs[:active, step]
+                grads = list(torch.autograd.grad(loss, leaves))
+                if sliced_for != active:  # the active trips' rows, re-sliced only when a trip finishes
+                    sliced_for = active
+                    params, anchors = [p[:active] for p in stacked_params], [p[:active] for p in origin_params]
+                    state = {key: [p[:active] for p in v] for key, v in state_params.items()}
+                lr = lrs[:active, step] if isinstance(lrs, torch.Tensor) else lrs
                 with torch.no_grad():
-                    for p, g, p0 in zip(stacked_params, grads, origin_params):
-                        p, p0 = p[:active], p0[:active]
-                        if local.prox_mu:
-                            g = g + local.prox_mu * (p - p0)  # FedProx proximal gradient, as above
-                        p.sub_(lr.view(-1, *[1] * (p.dim() - 1)) * g)
+                    update.step(params, grads, anchors, lr, state)
         longest = order[0]
         if plan.steps[longest] > together:
             self.load(stacked[0])
             counts_left = plan.mask[longest, together : plan.steps[longest]].sum(-1).numpy()
             rows_left = plan.rows[longest, together:].to(self.device)
-            self._local_sgd(clients[longest], seeds[longest], origin[0], rows_left, counts_left)
+            state_left = {key: buffer[0] for key, buffer in zip(update.state_keys, flat_state)}
+            self._local_sgd(clients[longest], seeds[longest], origin[0], state_left, rows_left, counts_left)
             stacked[0] = self.flat
         for row, i in enumerate(order):
             torch.sub(origin[row], stacked[row], out=out[i])
 
-    def _workspace(self, b: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two [b, P] buffers for the batched path, grown as needed and kept: see ``train``."""
-        if self._buffers is None or self._buffers.shape[1] < b:
-            self._buffers = torch.empty(2, b, self.flat.numel(), device=self.device)
-        return self._buffers[0, :b], self._buffers[1, :b]
+    def _workspace(self, b: int) -> list[torch.Tensor]:
+        """[b, P] buffers for the batched path (start, trained, one per state key the update rule
+        reads), grown as needed and kept: see ``train``."""
+        n = 2 + len(self.update.state_keys)
+        if self._buffers is None or self._buffers.shape[1] < b or self._buffers.shape[0] < n:
+            self._buffers = torch.empty(n, b, self.flat.numel(), device=self.device)
+        return list(self._buffers[:n, :b])
 
     def _check_vmappable(self) -> None:
         """Fail at start-up, in one line, for a model torch.func.vmap cannot batch (e.g. cuDNN RNNs)."""

@@ -138,6 +138,8 @@ class PartitionConfig:
 
     name: str = MISSING
     seed: int = 0
+    # fl_bench.data.partition function (cfg, pool, num_classes) -> (order, sizes); see build()
+    _target_: str = MISSING
 
 
 @dataclass
@@ -145,6 +147,7 @@ class NaturalPartitionConfig(PartitionConfig):
     """One client per natural owner: a LEAF user, or a generated Synthetic(gamma, xi) device."""
 
     name: str = "natural"
+    _target_: str = "fl_bench.data.partition.natural_partition"
 
 
 @dataclass
@@ -160,6 +163,7 @@ class IIDPartitionConfig(_CountedPartitionConfig):
     """Shuffle, then deal the examples into num_clients near-equal shares."""
 
     name: str = "iid"
+    _target_: str = "fl_bench.data.partition.iid_partition"
 
 
 @dataclass
@@ -167,6 +171,7 @@ class DirichletPartitionConfig(_CountedPartitionConfig):
     """Hsu et al. (2019): equal-size clients whose label mix is drawn from Dirichlet(alpha)."""
 
     name: str = "dirichlet"
+    _target_: str = "fl_bench.data.partition.dirichlet_partition"
     num_clients: int = 5000
     alpha: float = 0.1
 
@@ -180,6 +185,7 @@ class OneClassPartitionConfig(_CountedPartitionConfig):
     """FedLaAvg: every client holds one class; sizes within a class ~ Normal(mean, size_std * mean)."""
 
     name: str = "one_class"
+    _target_: str = "fl_bench.data.partition.one_class_partition"
     num_clients: int = 1000
     size_std: float = 0.3
 
@@ -193,6 +199,7 @@ class TwoLabelsPartitionConfig(_CountedPartitionConfig):
     """HFL / FedProx's MNIST: labels_per_client labels per device, power-law (Pareto) device sizes."""
 
     name: str = "two_labels"
+    _target_: str = "fl_bench.data.partition.two_labels_partition"
     labels_per_client: int = 2
     power_law_shape: float = 1.5  # Pareto tail index a of the size weights
 
@@ -208,6 +215,7 @@ class LabelGroupsPartitionConfig(PartitionConfig):
     IID over its clients; clients are numbered group by group."""
 
     name: str = "label_groups"
+    _target_: str = "fl_bench.data.partition.label_groups_partition"
     groups: list[list[int]] = field(default_factory=lambda: [[4, 5, 6, 7, 8, 9], [0, 1, 2, 3]])
     clients_per_group: list[int] = field(default_factory=lambda: [10, 5])
 
@@ -227,6 +235,7 @@ class PachinkoPartitionConfig(_CountedPartitionConfig):
     Dirichlet(alpha) over coarse labels and Dirichlet(beta) over each coarse label's fine labels."""
 
     name: str = "pachinko"
+    _target_: str = "fl_bench.data.partition.pachinko_partition"
     num_clients: int = 500
     alpha: float = 0.1
     beta: float = 10.0
@@ -241,6 +250,8 @@ class PachinkoPartitionConfig(_CountedPartitionConfig):
 @dataclass
 class ModelConfig:
     name: str = MISSING
+    # fl_bench.models class or function (cfg, input_shape, num_classes, vocab) -> nn.Module; see build()
+    _target_: str = MISSING
     # L2 regularisation (weight_decay / 2) * ||w||^2 added to the loss (HFL: eps ||w||^2, eps = 1e-4).
     weight_decay: float = 0.0
 
@@ -251,11 +262,13 @@ class ModelConfig:
 @dataclass
 class LogRegConfig(ModelConfig):
     name: str = "logreg"
+    _target_: str = "fl_bench.models.logreg"
 
 
 @dataclass
 class MLPConfig(ModelConfig):
     name: str = "mlp"
+    _target_: str = "fl_bench.models.mlp"
     hidden: int = 64
 
     def __post_init__(self) -> None:
@@ -268,6 +281,7 @@ class CNN4Config(ModelConfig):
     BatchNorm; 4 x [conv kxk stride 1 - GroupNorm - ReLU - maxpool 2], dropout, linear."""
 
     name: str = "cnn4"
+    _target_: str = "fl_bench.models.CNN4"
     channels: int = 32
     kernel_size: int = 3
     padding: int = 2
@@ -295,6 +309,7 @@ class TutorialCNNConfig(ModelConfig):
     """FedLaAvg: the PyTorch CIFAR-10 tutorial CNN (2 conv + 2 FC + linear)."""
 
     name: str = "tutorial_cnn"
+    _target_: str = "fl_bench.models.TutorialCNN"
 
 
 @dataclass
@@ -302,6 +317,7 @@ class ConvPoolCNNConfig(ModelConfig):
     """FedGBO CIFAR-100 / FEMNIST: conv3x3x32 - pool - conv3x3x64 - pool - FC512 - output."""
 
     name: str = "cnn_fedgbo"
+    _target_: str = "fl_bench.models.ConvPoolCNN"
     channels: list[int] = field(default_factory=lambda: [32, 64])
     hidden: int = 512
     padding: int = 0  # FedGBO's code (JedMills/FedGBO models.py): Conv2d(c_in, c_out, 3, 1), no padding
@@ -321,6 +337,7 @@ class CharRNNConfig(ModelConfig):
     """Next-character model (Shakespeare): embedding, stacked GRU/LSTM, linear over the vocabulary."""
 
     name: str = "char_rnn"
+    _target_: str = "fl_bench.models.CharRNN"
     cell: str = "gru"  # gru (FedGBO) | lstm (LEAF / HFL)
     embed_dim: int = 8
     hidden: int = 128
@@ -342,6 +359,7 @@ class Sent140LSTMConfig(ModelConfig):
     """FedBuff App. B.1 Sent140: frozen GloVe 300-d (top 10k words), 2-layer LSTM 100, FC 128, 2 outputs."""
 
     name: str = "sent140_lstm"
+    _target_: str = "fl_bench.models.Sent140LSTM"
     # glove: frozen pretrained vectors, vocabulary = GloVe's vocab_size most frequent words;
     # random: a trainable embedding over the data's vocab_size most frequent training words.
     embedding: str = "glove"
@@ -372,6 +390,7 @@ class BagOfWordsConfig(ModelConfig):
     frequent training tokens."""
 
     name: str = "bow_linear"
+    _target_: str = "fl_bench.models.BagOfWordsLinear"
     vocab_size: int = 5000
     # presence: 1 per distinct top-vocab_size token in the text (FedGBO Sec. 5 text); counts: token
     # counts (FedGBO's gen_sent140_vecs.py). Either way the vector is divided by its sum (L1).
@@ -394,6 +413,8 @@ class AlgorithmConfig:
     """Client training and server optimizer knobs shared by every algorithm (FedBuff Table 4)."""
 
     name: str = MISSING
+    # The ServerAlgorithm class (fl_bench.algorithms); a new algorithm names its own.
+    _target_: str = MISSING
     # --- client: minibatch SGD, one epoch by default (FedBuff App. B.2)
     client_lr: float = 0.1
     batch_size: int = 32
@@ -425,37 +446,63 @@ class AlgorithmConfig:
         _require(0 <= self.server_momentum < 1, a + "server_momentum", self.server_momentum, "must be in [0, 1)")
 
 
+LATE_UPLOADS = ("drop", "deliver")
+
+
+@dataclass
+class AsyncConfig(AlgorithmConfig):
+    """Buffered asynchronous protocol: up to `concurrency` trips in flight, a new client starts as
+    soon as one finishes, and the server steps every `buffer_size` uploads."""
+
+    buffer_size: int = 1  # K: uploads per server step
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.buffer_size >= 1, "algorithm.buffer_size", self.buffer_size, "must be a positive integer")
+
+
 @dataclass
 class SyncConfig(AlgorithmConfig):
-    """Synchronous rounds: the FedAvg family."""
+    """Synchronous rounds: the FedAvg family. A round starts its clients on one model version and
+    closes when `cohort` of its uploads are in, all of its trips are over, or its deadline passes."""
 
     # Clients whose updates close a round; null means the run's concurrency.
     cohort: Optional[int] = None
     # Over-selection (Bonawitz et al. 2019): start ceil((1 + over_selection) * cohort) clients,
     # keep the fastest `cohort`; the dropped trips still count as client trips.
     over_selection: float = 0.0
+    # Close the round this long (virtual time) after it started, whatever is in (null: no deadline).
+    deadline: Optional[float] = None
+    # A trip still running when its round closes: drop (aborted then, a wasted trip) or deliver (it
+    # finishes and its upload joins the round open when it arrives, with its staleness: HFL).
+    late_uploads: str = "drop"
     weighting: str = "examples"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _require(self.cohort is None or self.cohort >= 1, "algorithm.cohort", self.cohort, "must be >= 1 or null")
         _require(self.over_selection >= 0, "algorithm.over_selection", self.over_selection, "must be >= 0")
+        _require(self.deadline is None or self.deadline > 0, "algorithm.deadline", self.deadline, "must be > 0 or null")
+        _choice("algorithm.late_uploads", self.late_uploads, LATE_UPLOADS)
 
 
 @dataclass
 class FedAvgConfig(SyncConfig):
     name: str = "fedavg"
+    _target_: str = "fl_bench.algorithms.synchronous.FedAvg"
 
 
 @dataclass
 class FedAvgMConfig(SyncConfig):
     name: str = "fedavgm"
+    _target_: str = "fl_bench.algorithms.synchronous.FedAvgM"
     server_momentum: float = 0.9
 
 
 @dataclass
 class FedProxConfig(SyncConfig):
     name: str = "fedprox"
+    _target_: str = "fl_bench.algorithms.synchronous.FedProx"
     prox_mu: float = 0.01
 
     def __post_init__(self) -> None:
@@ -464,32 +511,34 @@ class FedProxConfig(SyncConfig):
 
 
 @dataclass
-class FedBuffConfig(AlgorithmConfig):
+class FedBuffConfig(AsyncConfig):
     name: str = "fedbuff"
+    _target_: str = "fl_bench.algorithms.buffered.FedBuff"
     buffer_size: int = 10  # K
     reduction: str = "sum"  # FedBuff App. B.2: weighted sum of the buffered updates
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _require(self.buffer_size >= 1, "algorithm.buffer_size", self.buffer_size, "must be a positive integer")
-
 
 @dataclass
-class FedAsyncConfig(AlgorithmConfig):
+class FedAsyncConfig(AsyncConfig):
     """FedAsync (Xie et al. 2019): w <- (1 - a_t) w + a_t w_client with a_t = server_lr * s(tau)."""
 
     name: str = "fedasync"
+    _target_: str = "fl_bench.algorithms.buffered.FedAsync"
     weighting: str = "uniform"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _require(self.buffer_size == 1, "algorithm.buffer_size", self.buffer_size, "FedAsync applies every upload: must be 1")
         _require(self.server_lr <= 1, "algorithm.server_lr", self.server_lr, "FedAsync's mixing weight a must be in (0, 1]")
 
 
 # ----------------------------------------------------------------------------- delay
 @dataclass
 class DelayConfig:
+    """A delay law: one trip's duration given the client's example count (fl_bench.engine.delays)."""
+
     name: str = MISSING
+    _target_: str = MISSING
 
 
 @dataclass
@@ -497,6 +546,7 @@ class HalfNormalDelayConfig(DelayConfig):
     """|N(0, sigma^2)|: the production-like default (FedBuff App. C.1, Fig. 5)."""
 
     name: str = "halfnormal"
+    _target_: str = "fl_bench.engine.delays.HalfNormalDelay"
     sigma: float = 1.0
 
     def __post_init__(self) -> None:
@@ -506,6 +556,7 @@ class HalfNormalDelayConfig(DelayConfig):
 @dataclass
 class UniformDelayConfig(DelayConfig):
     name: str = "uniform"
+    _target_: str = "fl_bench.engine.delays.UniformDelay"
     low: float = 0.0
     high: float = 2.0
 
@@ -516,6 +567,7 @@ class UniformDelayConfig(DelayConfig):
 @dataclass
 class ExponentialDelayConfig(DelayConfig):
     name: str = "exponential"
+    _target_: str = "fl_bench.engine.delays.ExponentialDelay"
     mean: float = 1.0
 
     def __post_init__(self) -> None:
@@ -527,6 +579,7 @@ class ExamplesExponentialDelayConfig(DelayConfig):
     """T_i ~ Exp(mean = lam * n_i): time proportional to client size (FedBuff App. C.2)."""
 
     name: str = "exp_examples"
+    _target_: str = "fl_bench.engine.delays.ExamplesExponentialDelay"
     lam: float = 0.01
 
     def __post_init__(self) -> None:
@@ -536,21 +589,151 @@ class ExamplesExponentialDelayConfig(DelayConfig):
 @dataclass
 class ConstantDelayConfig(DelayConfig):
     name: str = "constant"
+    _target_: str = "fl_bench.engine.delays.ConstantDelay"
     value: float = 1.0
 
     def __post_init__(self) -> None:
         _require(self.value > 0, "delay.value", self.value, "must be > 0")
 
 
-# ----------------------------------------------------------------------------- availability, dp
+# ----------------------------------------------------------------------------- availability
+AVAILABILITY_UNITS = ("time", "steps")
+ON_UNAVAILABLE = ("finish", "drop")
+
+
 @dataclass
 class AvailabilityConfig:
+    """When each client can be selected (fl_bench.engine.availability)."""
+
     name: str = MISSING
+    _target_: str = MISSING
+    # The schedule's clock: time (the virtual clock) or steps (server steps = synchronous rounds).
+    unit: str = "time"
+    # A client that becomes unavailable mid-trip: finish (its trip completes) or drop (aborted when
+    # its window closes; a wasted trip; needs unit=time).
+    on_unavailable: str = "finish"
+
+    def __post_init__(self) -> None:
+        _choice("availability.unit", self.unit, AVAILABILITY_UNITS)
+        _choice("availability.on_unavailable", self.on_unavailable, ON_UNAVAILABLE)
 
 
 @dataclass
 class AlwaysAvailableConfig(AvailabilityConfig):
     name: str = "always"
+    _target_: str = "fl_bench.engine.availability.AlwaysAvailable"
+
+
+@dataclass
+class DiurnalAvailabilityConfig(AvailabilityConfig):
+    """FedLaAvg Fig. 1: groups of clients (by main label) take turns; group g is on for
+    period * ratio**g clock units."""
+
+    name: str = "diurnal"
+    _target_: str = "fl_bench.engine.availability.Diurnal"
+    unit: str = "steps"
+    groups: list[list[int]] = field(default_factory=lambda: [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]])
+    period: float = 10.0
+    ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(len(self.groups) >= 1 and all(self.groups), "availability.groups", self.groups, "need >= 1 non-empty label lists")
+        labels = [label for group in self.groups for label in group]
+        _require(len(labels) == len(set(labels)), "availability.groups", self.groups, "label groups must be disjoint")
+        _require(self.period > 0, "availability.period", self.period, "must be > 0")
+        _require(self.ratio > 0, "availability.ratio", self.ratio, "must be > 0")
+
+
+@dataclass
+class TraceAvailabilityConfig(AvailabilityConfig):
+    """Per-client availability windows from a CSV file (client,start,end; [start, end))."""
+
+    name: str = "trace"
+    _target_: str = "fl_bench.engine.availability.Trace"
+    path: str = MISSING
+
+
+# ----------------------------------------------------------------------------- speed, selection, dp
+@dataclass
+class SpeedConfig:
+    """Persistent client speeds on top of the delay law (fl_bench.engine.delays)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@dataclass
+class NoSpeedConfig(SpeedConfig):
+    name: str = "none"
+    _target_: str = "fl_bench.engine.delays.no_speed"
+
+
+@dataclass
+class TwoTierSpeedConfig(SpeedConfig):
+    """A seeded fraction of clients is persistently slow_factor times slower."""
+
+    name: str = "two_tier"
+    _target_: str = "fl_bench.engine.delays.two_tier"
+    slow_fraction: float = 0.1
+    slow_factor: float = 10.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _require(0 <= self.slow_fraction <= 1, "speed.slow_fraction", self.slow_fraction, "must be in [0, 1]")
+        _require(self.slow_factor > 0, "speed.slow_factor", self.slow_factor, "must be > 0")
+
+
+@dataclass
+class ByGroupSpeedConfig(SpeedConfig):
+    """Group g (clients whose main label is in groups[g]) draws its trip durations from delays[g],
+    a delay law written inline ({name: uniform, low: 1, high: 2})."""
+
+    name: str = "by_group"
+    _target_: str = "fl_bench.engine.delays.by_group"
+    groups: list[list[int]] = field(default_factory=lambda: [[4, 5, 6, 7, 8, 9], [0, 1, 2, 3]])
+    delays: list[Any] = field(default_factory=lambda: [
+        {"name": "uniform", "low": 1.0, "high": 2.0}, {"name": "uniform", "low": 8.0, "high": 12.0},
+    ])
+
+
+SELECTION_WEIGHTS = ("examples", "mean_delay")
+
+
+@dataclass
+class SelectionConfig:
+    """Which available idle clients start trips (fl_bench.engine.selection)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@dataclass
+class UniformSelectionConfig(SelectionConfig):
+    name: str = "uniform"
+    _target_: str = "fl_bench.engine.selection.UniformSelection"
+
+
+@dataclass
+class LongestAbsentSelectionConfig(SelectionConfig):
+    name: str = "longest_absent"
+    _target_: str = "fl_bench.engine.selection.LongestAbsentSelection"
+
+
+@dataclass
+class AllAvailableSelectionConfig(SelectionConfig):
+    name: str = "all_available"
+    _target_: str = "fl_bench.engine.selection.AllAvailableSelection"
+
+
+@dataclass
+class WeightedSelectionConfig(SelectionConfig):
+    name: str = "weighted"
+    _target_: str = "fl_bench.engine.selection.WeightedSelection"
+    by: str = "examples"
+
+    def __post_init__(self) -> None:
+        _choice("selection.by", self.by, SELECTION_WEIGHTS)
 
 
 @dataclass
@@ -583,6 +766,8 @@ class Config:
     algorithm: AlgorithmConfig = MISSING
     delay: DelayConfig = MISSING
     availability: AvailabilityConfig = MISSING
+    speed: SpeedConfig = MISSING
+    selection: SelectionConfig = MISSING
     dp: DPConfig = MISSING
     experiment_name: str = "default"
     seed: int = 0
@@ -657,7 +842,14 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "exp_examples": ExamplesExponentialDelayConfig,
         "constant": ConstantDelayConfig,
     },
-    "availability": {"always": AlwaysAvailableConfig},
+    "availability": {"always": AlwaysAvailableConfig, "diurnal": DiurnalAvailabilityConfig, "trace": TraceAvailabilityConfig},
+    "speed": {"none": NoSpeedConfig, "two_tier": TwoTierSpeedConfig, "by_group": ByGroupSpeedConfig},
+    "selection": {
+        "uniform": UniformSelectionConfig,
+        "longest_absent": LongestAbsentSelectionConfig,
+        "all_available": AllAvailableSelectionConfig,
+        "weighted": WeightedSelectionConfig,
+    },
     "dp": {"none": NoDPConfig},
 }
 

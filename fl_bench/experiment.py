@@ -1,10 +1,12 @@
-"""One run: build data, task, client trainer, server algorithm and orchestrator from a Config,
-simulate, evaluate, log, and return the summary."""
+"""One run, in three parts: ``build`` every object from the Config, ``simulate`` on the engine,
+``summarise``. The run log is closed in a ``finally``: a diverged, failed or interrupted run still
+leaves its metrics.csv, trips.csv and summary.json (with its ``status``)."""
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +15,15 @@ import torch
 from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
-from fl_bench.algorithms import build_algorithm
+from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.client import ClientTrainer, LocalTraining
-from fl_bench.config import Config, SyncConfig
-from fl_bench.data import build_dataset
-from fl_bench.delays import build_delay
+from fl_bench.config import Config, build
+from fl_bench.data import FederatedData, build_dataset
+from fl_bench.engine.population import ClientPopulation
+from fl_bench.engine.protocol import build_protocol
+from fl_bench.engine.simulator import Progress, Simulator
 from fl_bench.errors import DivergenceError
 from fl_bench.models import build_model
-from fl_bench.orchestrator import Orchestrator, Progress
 from fl_bench.run_log import RunLog
 from fl_bench.task import ClassificationTask
 
@@ -31,8 +34,18 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
-    started = time.perf_counter()
+@dataclass
+class Experiment:
+    cfg: Config
+    data: FederatedData
+    task: ClassificationTask
+    trainer: ClientTrainer
+    server: ServerAlgorithm
+    simulator: Simulator
+
+
+def build_experiment(cfg: Config, on_eval) -> Experiment:
+    """Every object of a run; bad input fails here, before any output is written."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # model initialisation
@@ -41,15 +54,34 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     task = ClassificationTask(model, data.num_classes, cfg.model.weight_decay, transform=data.transform).to(device)
     trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm), vmap=cfg.vmap_clients, chunk=cfg.vmap_chunk)
-    over_selection = cfg.algorithm.over_selection if isinstance(cfg.algorithm, SyncConfig) else 0.0
-    cohort = (cfg.algorithm.cohort or cfg.concurrency) if isinstance(cfg.algorithm, SyncConfig) else cfg.concurrency
-    server = build_algorithm(cfg.algorithm, trainer.flat.clone(), cohort)
+    server = build(cfg.algorithm, trainer.flat.clone(), data.num_clients)
+    population = ClientPopulation(data.sizes, build(cfg.availability, data))
+    delays = build(cfg.speed, cfg.delay, data)
+    selection = build(cfg.selection, population, delays.client_means())
+    simulator = Simulator(
+        server=server,
+        trainer=trainer,
+        population=population,
+        selection=selection,
+        delays=delays,
+        policy=build_protocol(cfg.algorithm, cfg.concurrency, cfg.arrival_rate, selection.takes_all),
+        rng=np.random.default_rng(cfg.seed),
+        max_trips=cfg.max_trips,
+        eval_every=cfg.eval_every,
+        on_eval=on_eval,
+        seed=cfg.seed,
+        concurrency=cfg.concurrency,
+    )
+    return Experiment(cfg, data, task, trainer, server, simulator)
 
+
+def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
+    started = time.perf_counter()
     reached: dict[str, float] = {}
 
     def on_eval(p: Progress) -> bool:
-        trainer.load(server.params)
-        loss, acc = task.evaluate(data.x_val, data.y_val)
+        exp.trainer.load(exp.server.params)
+        loss, acc = exp.task.evaluate(exp.data.x_val, exp.data.y_val)
         if not (math.isfinite(loss) and math.isfinite(acc)):
             raise DivergenceError(
                 f"training diverged (validation loss {loss}) after {p.trips} trips, server step {p.server_step}: "
@@ -62,53 +94,58 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         bar.set_postfix(acc=f"{acc:.3f}", step=p.server_step)
         return bool(reached) and cfg.stop_at_target
 
-    # Built before the log and the bar: an impossible concurrency fails before any output.
-    orchestrator = Orchestrator(
-        server=server,
-        trainer=trainer,
-        client_sizes=data.sizes,
-        delay=build_delay(cfg.delay),
-        concurrency=cohort,
-        rng=np.random.default_rng(cfg.seed),
-        max_trips=cfg.max_trips,
-        eval_every=cfg.eval_every,
-        on_eval=on_eval,
-        seed=cfg.seed,
-        arrival_rate=cfg.arrival_rate,
-        over_selection=over_selection,
-    )
+    exp = build_experiment(cfg, on_eval)
     run_dir.mkdir(parents=True, exist_ok=True)
     log = RunLog(run_dir, OmegaConf.to_container(OmegaConf.structured(cfg)), cfg.logger, cfg.wandb)
     bar = tqdm(total=cfg.max_trips, unit="trip", disable=not cfg.progress, dynamic_ncols=True)
-    simulate_start = time.perf_counter()
+    status, simulate_start = "failed", time.perf_counter()
     try:
-        trips = orchestrator.run()
+        exp.simulator.run()
+        status = "completed"
+    except DivergenceError:
+        status = "diverged"
+        raise
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
     finally:
         bar.close()
-    simulate_seconds = time.perf_counter() - simulate_start
-    final = log.rows[-1]
-    summary = {
+        timing = dict(wall_seconds=time.perf_counter() - started, simulate_seconds=time.perf_counter() - simulate_start)
+        summary = summarise(exp, log, reached, status, timing, run_dir)
+        log.finish(exp.simulator.log.columns(), summary)
+    return summary
+
+
+def summarise(exp: Experiment, log: RunLog, reached: dict[str, float], status: str, timing: dict[str, float],
+              run_dir: Path) -> dict[str, Any]:
+    cfg, sim, trips = exp.cfg, exp.simulator, exp.simulator.log.columns()
+    final = log.rows[-1] if log.rows else {}
+    return {
+        "status": status,  # completed | diverged | interrupted | failed
         "algorithm": cfg.algorithm.name,
-        "dataset": data.name,
+        "dataset": exp.data.name,
         "seed": cfg.seed,
         "concurrency": cfg.concurrency,
-        "final_val_accuracy": final["val_accuracy"],
-        "final_val_loss": final["val_loss"],
-        "best_val_accuracy": max(row["val_accuracy"] for row in log.rows),  # FedGBO Table IV's max accuracy
-        "client_trips": orchestrator.trips,
-        "trips_trained": orchestrator.trained,  # more than client_trips when trips in flight at the end were trained
-        "server_steps": server.version,
+        "final_val_accuracy": final.get("val_accuracy"),
+        "final_val_loss": final.get("val_loss"),
+        "best_val_accuracy": max((row["val_accuracy"] for row in log.rows), default=None),  # FedGBO Table IV
+        "client_trips": sim.trips,
+        "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
+        "server_steps": exp.server.version,
         "target_accuracy": cfg.target_accuracy,
         "max_trips": cfg.max_trips,
         # Search objective (Optuna, W&B sweeps): trips to target, or the whole budget when missed.
         "trips_to_target_or_budget": reached.get("trips", cfg.max_trips),
         "trips_to_target": reached.get("trips"),
         "sim_time_to_target": reached.get("sim_time"),
-        "sim_time": orchestrator.now,
-        "mean_staleness": float(np.mean(trips.columns()["staleness"])) if len(trips) else 0.0,
-        "wall_seconds": time.perf_counter() - started,
-        "simulate_seconds": simulate_seconds,  # the orchestrator loop: training, aggregation, evaluation
+        "sim_time": sim.now,
+        "mean_staleness": float(np.mean(trips["staleness"])) if len(sim.log) else 0.0,
+        # Communication (FedGBO Table I): bytes every logged trip downloaded and uploaded.
+        "bytes_down": int(trips["bytes_down"].sum()),
+        "bytes_up": int(trips["bytes_up"].sum()),
+        # Memory of per-client state: the server algorithm's store and the engine's population arrays.
+        "client_state_bytes": exp.server.client_state_nbytes(),
+        "population_bytes": sim.population.nbytes,
+        **timing,  # wall_seconds: the whole run; simulate_seconds: the event loop (training, aggregation, evaluation)
         "run_dir": str(run_dir),
     }
-    log.finish(trips.columns(), summary)
-    return summary

@@ -1,7 +1,9 @@
 """Model architectures (plain nn.Modules); fl_bench.task wraps them with loss and metrics.
 
 ``build_model`` turns a model config into an ``nn.Module`` that maps a batch to logits
-``[B, num_classes]``. Input conventions (guaranteed by fl_bench.data):
+``[B, num_classes]``: it calls the class or function the config's ``_target_`` names with
+``(cfg, input_shape, num_classes, vocab)``; ``vocab`` is the Sent140 word list, unused by the
+other models. Input conventions (guaranteed by fl_bench.data):
 
 - images: float32 ``[B, C, H, W]``, already normalised; CNNs size their first linear layer from
   ``input_shape`` with one dummy forward at build time;
@@ -35,6 +37,7 @@ from fl_bench.config import (
     ModelConfig,
     Sent140LSTMConfig,
     TutorialCNNConfig,
+    build,
 )
 from fl_bench.errors import ConfigError, DataMissingError
 
@@ -83,7 +86,9 @@ class CNN4(nn.Module):
     (``shared_norm=True``); by default each conv gets its own, as LEAF has one BatchNorm per conv.
     """
 
-    def __init__(self, cfg: CNN4Config, input_shape: tuple[int, ...], num_classes: int):
+    def __init__(
+        self, cfg: CNN4Config, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+    ):
         super().__init__()
         c_in, ch = _image_shape(cfg.name, input_shape)[0], cfg.channels
         self.convs = nn.ModuleList(
@@ -108,7 +113,9 @@ class TutorialCNN(nn.Module):
     conv5x5x6 - ReLU - pool - conv5x5x16 - ReLU - pool - FC120 - ReLU - FC84 - ReLU - linear.
     62,006 parameters on 3x32x32 with 10 classes."""
 
-    def __init__(self, cfg: TutorialCNNConfig, input_shape: tuple[int, ...], num_classes: int):
+    def __init__(
+        self, cfg: TutorialCNNConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+    ):
         super().__init__()
         c_in = _image_shape(cfg.name, input_shape)[0]
         self.features = nn.Sequential(
@@ -131,7 +138,9 @@ class ConvPoolCNN(nn.Module):
     (32, 64), FC ``hidden`` (512) - ReLU, linear output. Padding 0 as in FedGBO's code
     (JedMills/FedGBO models.py: ``Conv2d(c_in, c_out, 3, 1)``)."""
 
-    def __init__(self, cfg: ConvPoolCNNConfig, input_shape: tuple[int, ...], num_classes: int):
+    def __init__(
+        self, cfg: ConvPoolCNNConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+    ):
         super().__init__()
         c_in = _image_shape(cfg.name, input_shape)[0]
         layers: list[nn.Module] = []
@@ -213,7 +222,9 @@ class CharRNN(nn.Module):
     shakespeare/stacked_lstm.py (HFL's model): embedding 8, 2 x LSTM 256. The input alphabet is
     the output alphabet, so the embedding has ``num_classes`` rows (as in LEAF)."""
 
-    def __init__(self, cfg: CharRNNConfig, input_shape: tuple[int, ...], num_classes: int):
+    def __init__(
+        self, cfg: CharRNNConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+    ):
         super().__init__()
         _token_input(cfg.name, input_shape)
         self.embedding = nn.Embedding(num_classes, cfg.embed_dim)
@@ -272,7 +283,9 @@ class Sent140LSTM(nn.Module):
     ``embedding=random``: a trainable embedding over the data's ``vocab_size`` most frequent
     words (ids >= vocab_size + 2 map to unknown)."""
 
-    def __init__(self, cfg: Sent140LSTMConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None):
+    def __init__(
+        self, cfg: Sent140LSTMConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+    ):
         super().__init__()
         _token_input(cfg.name, input_shape)
         self.max_len = cfg.max_len
@@ -324,7 +337,9 @@ class BagOfWordsLinear(nn.Module):
     such samples from the data). The forward pass gathers the weight columns of the tokens in
     the batch instead of building the dense [B, vocab_size] vector."""
 
-    def __init__(self, cfg: BagOfWordsConfig, input_shape: tuple[int, ...], num_classes: int):
+    def __init__(
+        self, cfg: BagOfWordsConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+    ):
         super().__init__()
         _token_input(cfg.name, input_shape)
         self.vocab_size = cfg.vocab_size
@@ -353,36 +368,25 @@ class BagOfWordsLinear(nn.Module):
         return torch.einsum("bl,blc->bc", w, F.embedding(col, self.linear.weight.t())) + self.linear.bias
 
 
-# ----------------------------------------------------------------------------- registry
-def _logreg(cfg: LogRegConfig, input_shape, num_classes, vocab) -> nn.Module:
-    # Multinomial logistic regression (HFL's convex model): one linear layer, softmax in the loss.
+# ----------------------------------------------------------------------------- linear and MLP
+def logreg(
+    cfg: LogRegConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+) -> nn.Module:
+    """Multinomial logistic regression (HFL's convex model): one linear layer, softmax in the loss."""
     return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
 
 
-def _mlp(cfg: MLPConfig, input_shape, num_classes, vocab) -> nn.Module:
+def mlp(
+    cfg: MLPConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+) -> nn.Module:
     return nn.Sequential(
         nn.Flatten(), nn.Linear(math.prod(input_shape), cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, num_classes)
     )
 
 
-_BUILDERS: dict[type, Callable[..., nn.Module]] = {
-    LogRegConfig: _logreg,
-    MLPConfig: _mlp,
-    CNN4Config: lambda cfg, shape, k, vocab: CNN4(cfg, shape, k),
-    TutorialCNNConfig: lambda cfg, shape, k, vocab: TutorialCNN(cfg, shape, k),
-    ConvPoolCNNConfig: lambda cfg, shape, k, vocab: ConvPoolCNN(cfg, shape, k),
-    CharRNNConfig: lambda cfg, shape, k, vocab: CharRNN(cfg, shape, k),
-    Sent140LSTMConfig: Sent140LSTM,
-    BagOfWordsConfig: lambda cfg, shape, k, vocab: BagOfWordsLinear(cfg, shape, k),
-}
-MODEL_NAMES = ("logreg", "mlp", "cnn4", "tutorial_cnn", "cnn_fedgbo", "char_rnn", "sent140_lstm", "bow_linear")
-
-
+# ----------------------------------------------------------------------------- build
 def build_model(
     cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
 ) -> nn.Module:
     """The model for ``cfg``: a plain nn.Module mapping an input batch to logits [B, num_classes]."""
-    for config_type, builder in _BUILDERS.items():
-        if type(cfg) is config_type:
-            return builder(cfg, tuple(input_shape), num_classes, vocab)
-    raise ConfigError(f"model={getattr(cfg, 'name', cfg)!r} has no builder: choose one of {', '.join(MODEL_NAMES)}")
+    return build(cfg, tuple(input_shape), num_classes, vocab)

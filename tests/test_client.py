@@ -1,14 +1,16 @@
-"""Client local training: FedProx's proximal gradient, LR-norm, determinism, Delta = y_0 - y_Q."""
+"""Client local training: FedProx's proximal gradient, LR-norm, determinism, Delta = y_0 - y_Q, one
+local update rule for the sequential and vmap paths."""
 
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
-from fl_bench.client import ClientTrainer, LocalTraining, minibatch_plan
+from fl_bench.client import ClientTrainer, LocalTraining, LocalUpdate, minibatch_plan
 from fl_bench.config import CharRNNConfig
 from fl_bench.errors import ConfigError
 from fl_bench.data.federated import FederatedData
+from fl_bench.engine.messages import Broadcast
 from fl_bench.models import CharRNN
 from fl_bench.task import ClassificationTask
 
@@ -17,6 +19,11 @@ def one_client_data(n=40, dim=3, classes=2, seed=0):
     g = torch.Generator().manual_seed(seed)
     x, y = torch.randn(n, dim, generator=g), torch.randint(0, classes, (n,), generator=g)
     return FederatedData("toy", x, y, np.array([0, n]), x[:4], y[:4], classes)
+
+
+def broadcasts(rows, **state):
+    """One Broadcast per start row (plus per-row server state tensors, by name)."""
+    return [Broadcast(0, row, {k: v[i] for k, v in state.items()}) for i, row in enumerate(rows)]
 
 
 def trainer_for(data, local):
@@ -43,7 +50,7 @@ def test_fedprox_proximal_gradient_two_full_batch_steps():
     trainer = trainer_for(data, LocalTraining(lr=0.5, batch_size=40, steps=2, prox_mu=0.7))
     start = trainer.flat.clone()
     w0, b0 = trainer.params[0].detach().clone(), trainer.params[1].detach().clone()
-    delta = trainer.train(start[None], [0], [123])[0]
+    delta = trainer.train(broadcasts(start[None]), [0], [123])[0]
     expected = manual_steps(data, w0, b0, [(0.5, full), (0.5, full)], mu=0.7)
     assert torch.allclose(delta, expected, atol=1e-6)
     # and the proximal term really matters: without it the update differs
@@ -56,12 +63,12 @@ def test_lr_norm_scales_the_short_last_batch():
     trainer = trainer_for(data, LocalTraining(lr=0.2, batch_size=32, lr_norm=True))
     start = trainer.flat.clone()
     w0, b0 = trainer.params[0].detach().clone(), trainer.params[1].detach().clone()
-    delta = trainer.train(start[None], [0], [5])[0]
+    delta = trainer.train(broadcasts(start[None]), [0], [5])[0]
     plan = minibatch_plan(np.array([40]), [5], trainer.local)
     first, last = plan.rows[0, 0], plan.rows[0, 1, :8]
     expected = manual_steps(data, w0, b0, [(0.2, first), (0.2 * 8 / 32, last)])
     assert torch.allclose(delta, expected, atol=1e-6)
-    plain = trainer_for(data, LocalTraining(lr=0.2, batch_size=32, lr_norm=False)).train(start[None], [0], [5])[0]
+    plain = trainer_for(data, LocalTraining(lr=0.2, batch_size=32, lr_norm=False)).train(broadcasts(start[None]), [0], [5])[0]
     assert torch.allclose(plain, manual_steps(data, w0, b0, [(0.2, first), (0.2, last)]), atol=1e-6)
 
 
@@ -69,8 +76,8 @@ def test_training_is_seeded_and_leaves_start_untouched():
     data = one_client_data()
     trainer = trainer_for(data, LocalTraining(lr=0.1, batch_size=8, epochs=2))
     start = trainer.flat.clone()
-    a = trainer.train(start.expand(2, -1), [0, 0], [1, 2])
-    b = trainer.train(start.expand(2, -1), [0, 0], [1, 2])
+    a = trainer.train(broadcasts(start.expand(2, -1)), [0, 0], [1, 2])
+    b = trainer.train(broadcasts(start.expand(2, -1)), [0, 0], [1, 2])
     assert torch.equal(a, b) and not torch.equal(a[0], a[1])
     assert torch.equal(start, trainer_for(data, LocalTraining(lr=0.1, batch_size=8)).flat)
 
@@ -100,10 +107,70 @@ def test_vmap_batched_training_gives_the_sequential_deltas():
         clients, seeds = [0, 1, 2, 3, 4, 2], [10, 11, 12, 13, 14, 99]
         # every trip starts from its own model version
         start = trainers[0].flat + 0.1 * torch.randn(len(clients), trainers[0].flat.numel(), generator=torch.Generator().manual_seed(1))
-        expected = trainers[0].train(start, clients, seeds)
-        got = trainers[1].train(start, clients, seeds)
+        expected = trainers[0].train(broadcasts(start), clients, seeds)
+        got = trainers[1].train(broadcasts(start), clients, seeds)
         assert (expected.norm(dim=1) > 0).all() and not torch.allclose(expected[2], expected[5])  # seeds matter
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+class Preconditioned(LocalUpdate):
+    """A client optimizer reading fixed server state: y <- y - lr * (g + mu (y - y_0)) / s, with s
+    a per-coordinate preconditioner from the broadcast (the shape of FedGBO's y <- y - U(eta, g, s))."""
+
+    state_keys = ("s",)
+
+    def step(self, params, grads, anchors, lr, state):
+        if self.prox_mu:
+            torch._foreach_add_(grads, torch._foreach_sub(params, anchors), alpha=self.prox_mu)
+        self.descend(params, torch._foreach_div(grads, state["s"]), lr)
+
+
+def test_one_update_rule_written_once_runs_on_both_paths():
+    """A custom rule plugged into ClientTrainer is batched by the vmap path as written: same Deltas
+    as the sequential loop (LR-norm, FedProx, short last batches), different from plain SGD, and
+    each trip reads its own Broadcast's state, which training leaves untouched."""
+    data = many_clients_data()
+    local = LocalTraining(lr=0.2, batch_size=16, epochs=2, lr_norm=True, prox_mu=0.3)
+    clients, seeds = [0, 1, 2, 3, 4, 2], [10, 11, 12, 13, 14, 99]
+    g = torch.Generator().manual_seed(2)
+    trainers = {}
+    for vmap in (False, True):
+        for rule in (None, Preconditioned(local.prox_mu)):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+            trainers[vmap, rule is None] = ClientTrainer(ClassificationTask(model, 4), data, local, vmap=vmap, chunk=4, update=rule)
+    size = trainers[False, True].flat.numel()
+    start = trainers[False, True].flat + 0.1 * torch.randn(len(clients), size, generator=g)
+    s = 0.5 + torch.rand(len(clients), size, generator=g)  # each trip's version has its own statistics
+    starts = broadcasts(start, s=s)
+    kept = [(b.params.clone(), b.state["s"].clone()) for b in starts]
+    sequential = trainers[False, False].train(starts, clients, seeds)
+    torch.testing.assert_close(trainers[True, False].train(starts, clients, seeds), sequential, rtol=1e-5, atol=1e-6)
+    assert all(torch.equal(b.params, p) and torch.equal(b.state["s"], v) for b, (p, v) in zip(starts, kept))
+    sgd = trainers[False, True].train(starts, clients, seeds)
+    torch.testing.assert_close(trainers[True, True].train(starts, clients, seeds), sgd, rtol=1e-5, atol=1e-6)
+    assert (sequential - sgd).norm(dim=1).min() > 1e-3  # the preconditioner matters on every trip
+    # s = 1 everywhere makes the rule plain SGD again (to float tolerance: a division by one)
+    ones = trainers[False, False].train(broadcasts(start, s=torch.ones_like(s)), clients, seeds)
+    torch.testing.assert_close(ones, sgd, rtol=1e-5, atol=1e-7)
+
+
+def test_the_rule_on_a_batch_of_trips_is_the_rule_on_each_trip():
+    """LocalUpdate.step on [b, *shape] tensors with a [b] lr equals it on each trip with a float lr;
+    SGD ignores broadcast state it is handed."""
+    g = torch.Generator().manual_seed(3)
+    shapes = [(4, 3), (3,), ()]
+    params, grads, anchors = ([torch.randn(2, *shape, generator=g) for shape in shapes] for _ in range(3))
+    lr = torch.tensor([0.3, 0.05])
+    rule = LocalUpdate(prox_mu=0.4)
+    batched = [p.clone() for p in params]
+    rule.step(batched, [x.clone() for x in grads], anchors, lr, {"s": [torch.zeros_like(p) for p in params]})
+    for i in range(2):
+        alone = [p[i].clone() for p in params]
+        rule.step(alone, [x[i].clone() for x in grads], [a[i] for a in anchors], float(lr[i]), {})
+        for b, a, p, x, a0 in zip(batched, alone, params, grads, anchors):
+            torch.testing.assert_close(b[i], a)
+            torch.testing.assert_close(a, p[i] - lr[i] * (x[i] + 0.4 * (p[i] - a0[i])))
 
 
 def test_minibatch_plan_epochs_are_permutations_and_trips_are_independent():
@@ -141,7 +208,7 @@ def test_vmap_trains_recurrent_models_like_the_sequential_loop(cell):
         torch.manual_seed(0)
         model = CharRNN(CharRNNConfig(cell=cell, embed_dim=4, hidden=8), (length,), classes)
         trainers.append(ClientTrainer(ClassificationTask(model, classes), data, local, vmap=vmap))
-    start = trainers[0].flat.clone().expand(3, -1)
+    start = broadcasts(trainers[0].flat.clone().expand(3, -1))
     expected = trainers[0].train(start, [0, 1, 2], [1, 2, 3])
     assert (expected.norm(dim=1) > 0).all()
     torch.testing.assert_close(trainers[1].train(start, [0, 1, 2], [1, 2, 3]), expected, rtol=1e-4, atol=1e-6)

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 from torch import nn
 from torch.nn import functional as F
 
+from fl_bench.cli import CONFIG_DIR, one_line
 from fl_bench.client import flatten_parameters
 from fl_bench.config import (
     BagOfWordsConfig,
@@ -309,13 +311,15 @@ def test_cnn_needs_image_input():
         build_model(CNN4Config(), (60,), 10)
 
 
-def test_unknown_model_lists_the_choices():
-    with pytest.raises(ConfigError) as err:
-        build_model(ModelConfig(name="resnet"), (3, 32, 32), 10)
-    msg = str(err.value)
+def test_unknown_model_is_rejected_at_composition_with_the_choices():
+    register_configs()
+    with pytest.raises(MissingConfigException) as err:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            compose("config", overrides=["model=resnet"])
+    msg = one_line(err.value)
     assert "resnet" in msg and "\n" not in msg
-    for name in ("logreg", "mlp", "cnn4", "tutorial_cnn", "cnn_fedgbo", "char_rnn", "sent140_lstm", "bow_linear"):
-        assert name in msg
+    for path in MODEL_DIR.glob("*.yaml"):
+        assert path.stem in msg
 
 
 @pytest.mark.parametrize(

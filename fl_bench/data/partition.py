@@ -20,6 +20,7 @@ from fl_bench.config import (
     PachinkoPartitionConfig,
     PartitionConfig,
     TwoLabelsPartitionConfig,
+    build,
 )
 from fl_bench.data.federated import Examples
 from fl_bench.errors import ConfigError
@@ -28,27 +29,50 @@ Partition = tuple[np.ndarray, np.ndarray]
 
 
 def partition(cfg: PartitionConfig, pool: Examples, num_classes: int) -> Partition:
-    rng = np.random.default_rng(cfg.seed)
-    if isinstance(cfg, NaturalPartitionConfig):
-        return natural(pool)
-    if isinstance(cfg, LabelGroupsPartitionConfig):
-        return label_groups(pool.y, cfg.groups, cfg.clients_per_group, rng)
+    """Split ``pool`` as ``cfg`` says: calls the ``*_partition`` function its ``_target_`` names."""
+    return build(cfg, pool, num_classes)
+
+
+# ----------------------------------------------------------------------------- config entry points
+# Each takes (cfg, pool, num_classes), seeds its rng from cfg.seed and calls the pure splitter below.
+def natural_partition(cfg: NaturalPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    return natural(pool)
+
+
+def label_groups_partition(cfg: LabelGroupsPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    return label_groups(pool.y, cfg.groups, cfg.clients_per_group, np.random.default_rng(cfg.seed))
+
+
+def iid_partition(cfg: IIDPartitionConfig, pool: Examples, num_classes: int) -> Partition:
     _check_enough(cfg.num_clients, len(pool), cfg.name)
-    if isinstance(cfg, IIDPartitionConfig):
-        return iid(len(pool), cfg.num_clients, rng)
-    if isinstance(cfg, DirichletPartitionConfig):
-        return dirichlet(pool.y, num_classes, cfg.num_clients, cfg.alpha, rng)
-    if isinstance(cfg, OneClassPartitionConfig):
-        return one_class(pool.y, num_classes, cfg.num_clients, cfg.size_std, rng)
-    if isinstance(cfg, TwoLabelsPartitionConfig):
-        return labels_per_client(pool.y, num_classes, cfg.num_clients, cfg.labels_per_client, cfg.power_law_shape, rng)
-    if isinstance(cfg, PachinkoPartitionConfig):
-        if pool.coarse is None:
-            raise ConfigError("partition=pachinko needs coarse labels (CIFAR-100): this dataset has none")
-        return pachinko(pool.y, pool.coarse, cfg.num_clients, cfg.alpha, cfg.beta, rng)
-    raise ConfigError(f"partition={cfg.name!r} has no partitioner")
+    return iid(len(pool), cfg.num_clients, np.random.default_rng(cfg.seed))
 
 
+def dirichlet_partition(cfg: DirichletPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    _check_enough(cfg.num_clients, len(pool), cfg.name)
+    return dirichlet(pool.y, num_classes, cfg.num_clients, cfg.alpha, np.random.default_rng(cfg.seed))
+
+
+def one_class_partition(cfg: OneClassPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    _check_enough(cfg.num_clients, len(pool), cfg.name)
+    return one_class(pool.y, num_classes, cfg.num_clients, cfg.size_std, np.random.default_rng(cfg.seed))
+
+
+def two_labels_partition(cfg: TwoLabelsPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    _check_enough(cfg.num_clients, len(pool), cfg.name)
+    return labels_per_client(
+        pool.y, num_classes, cfg.num_clients, cfg.labels_per_client, cfg.power_law_shape, np.random.default_rng(cfg.seed)
+    )
+
+
+def pachinko_partition(cfg: PachinkoPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    _check_enough(cfg.num_clients, len(pool), cfg.name)
+    if pool.coarse is None:
+        raise ConfigError("partition=pachinko needs coarse labels (CIFAR-100): this dataset has none")
+    return pachinko(pool.y, pool.coarse, cfg.num_clients, cfg.alpha, cfg.beta, np.random.default_rng(cfg.seed))
+
+
+# ----------------------------------------------------------------------------- splitters
 def _check_enough(num_clients: int, num_examples: int, name: str) -> None:
     if num_clients > num_examples:
         raise ConfigError(

@@ -1,0 +1,87 @@
+"""The server algorithm contract (the role of Flower's ``Strategy``)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import torch
+
+from fl_bench.algorithms.client_state import ClientState
+from fl_bench.engine.messages import Broadcast, Upload, tensor_bytes
+
+
+def staleness_scale(staleness: int, exponent: float) -> float:
+    """s(tau) = 1 / (1 + tau)^alpha (FedBuff Sec. 5; polynomial staleness of Xie et al. 2019)."""
+    return (1.0 + staleness) ** -exponent
+
+
+class ServerAlgorithm(ABC):
+    """How uploads become server steps. The engine drives every algorithm the same way:
+
+    1. ``broadcast()`` when a trip starts: what the client downloads. The engine keeps the returned
+       message (cloned) for as long as a pending trip that downloaded this version needs it, so
+       anything the client trains from belongs in it.
+    2. ``add(upload)`` for each upload that makes up the next server step, in arrival order. When
+       the step comes is the step policy's decision (K buffered uploads, a closed round), not the
+       algorithm's. ``upload.staleness`` counts server steps since ``upload.version`` was
+       downloaded; ``upload.client`` identifies the client for per-client state.
+    3. ``step()`` once those uploads are added: update ``params`` in place and advance ``version``.
+
+    ``params`` is the flat global model (the client trainer's layout). ``upload`` says what a client
+    sends: its update Delta = y_0 - y_Q (``"delta"``) or its final model y_Q (``"model"``).
+    Per-client server state lives in :class:`ClientState` attributes so that its memory is reported.
+    """
+
+    upload: ClassVar[str] = "delta"
+
+    def __init__(self, cfg, params: torch.Tensor, num_clients: int):
+        self.cfg = cfg
+        self.params = params
+        self.num_clients = num_clients
+        self.version = 0  # server steps taken so far
+
+    def broadcast(self) -> Broadcast:
+        """The current model version as clients download it (override to send extra state)."""
+        return Broadcast(self.version, self.params)
+
+    def upload_nbytes(self) -> int:
+        """Bytes one upload carries (override when the client sends extra tensors)."""
+        return tensor_bytes([self.params])
+
+    @abstractmethod
+    def add(self, upload: Upload) -> None:
+        """Take one upload of the coming server step."""
+
+    def step(self) -> None:
+        self._step()
+        self.version += 1
+
+    @abstractmethod
+    def _step(self) -> None:
+        """Apply the added uploads to ``params``."""
+
+    def client_state_nbytes(self) -> int:
+        """Memory of the per-client state this algorithm keeps (the run summary states it)."""
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, ClientState))
+
+
+class ServerOptimizerStep:
+    """A torch.optim optimizer stepping ``params`` in place with a pseudo-gradient (FedBuff Alg. 1
+    line 12: server SGD with momentum beta, m <- beta m + Dbar, w <- w - eta_g m, torch's
+    convention; or Adam)."""
+
+    def __init__(self, cfg, params: torch.Tensor):
+        self._param = torch.nn.Parameter(params, requires_grad=False)  # shares storage with params
+        self._param.grad = torch.zeros_like(params)
+        if cfg.server_optimizer == "adam":
+            self._opt = torch.optim.Adam([self._param], lr=cfg.server_lr, betas=(cfg.server_momentum, 0.99))
+        else:
+            self._opt = torch.optim.SGD([self._param], lr=cfg.server_lr, momentum=cfg.server_momentum)
+
+    @property
+    def grad(self) -> torch.Tensor:
+        return self._param.grad
+
+    def step(self) -> None:
+        self._opt.step()

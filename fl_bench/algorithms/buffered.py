@@ -1,0 +1,60 @@
+"""Buffered asynchronous aggregation: FedBuff and FedAsync."""
+
+from __future__ import annotations
+
+import torch
+
+from fl_bench.algorithms.base import ServerAlgorithm, ServerOptimizerStep, staleness_scale
+from fl_bench.engine.messages import Upload
+
+
+class FedBuff(ServerAlgorithm):
+    """FedBuff server (Nguyen et al. 2022, Alg. 1 lines 7-17).
+
+    Buffer K uploads; Dbar = (1/K) sum_i s(tau_i) w_i Delta_i (``reduction=sum``, App. B.2) or
+    the weighted average sum_i s w Delta / sum_i s w (``reduction=mean``); then a server-optimizer
+    step with Dbar as the pseudo-gradient. Weights w_i (Table 7): lrnorm and uniform -> 1 (LR-norm
+    acts on the client), examples -> n_i. The synchronous FedAvg family reuses this aggregation
+    with the round's uploads (zero staleness).
+    """
+
+    def __init__(self, cfg, params: torch.Tensor, num_clients: int):
+        super().__init__(cfg, params, num_clients)
+        self._optimizer = ServerOptimizerStep(cfg, params)
+        self._sum = torch.zeros_like(params)
+        self._weight_sum = 0.0
+        self._count = 0
+
+    def add(self, upload: Upload) -> None:
+        weight = float(upload.num_examples) if self.cfg.weighting == "examples" else 1.0
+        weight *= staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+        self._sum.add_(upload.vector, alpha=weight)
+        self._weight_sum += weight
+        self._count += 1
+
+    def _step(self) -> None:
+        denominator = self._count if self.cfg.reduction == "sum" else self._weight_sum
+        torch.div(self._sum, denominator, out=self._optimizer.grad)
+        self._optimizer.step()
+        self._sum.zero_()
+        self._weight_sum, self._count = 0.0, 0
+
+
+class FedAsync(ServerAlgorithm):
+    """FedAsync (Xie et al. 2019): every upload is applied at once,
+    w <- (1 - a_t) w + a_t y_client with a_t = a * s(tau) (a = ``server_lr``)."""
+
+    upload = "model"
+
+    def __init__(self, cfg, params: torch.Tensor, num_clients: int):
+        super().__init__(cfg, params, num_clients)
+        self._client_model: torch.Tensor | None = None
+        self._mix = 0.0
+
+    def add(self, upload: Upload) -> None:
+        self._client_model = upload.vector
+        self._mix = self.cfg.server_lr * staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+
+    def _step(self) -> None:
+        self.params.lerp_(self._client_model, self._mix)  # w + a_t (y - w)
+        self._client_model = None

@@ -1,0 +1,20 @@
+"""Synchronous rounds: the FedAvg family. The round protocol (cohort, over-selection, deadline)
+is the engine's step policy; the server math is FedBuff's aggregation over the round's uploads."""
+
+from __future__ import annotations
+
+from fl_bench.algorithms.buffered import FedBuff
+
+
+class FedAvg(FedBuff):
+    """FedAvg (McMahan et al. 2017): w <- w - eta_g * sum_i n_i Delta_i / sum_i n_i over a round's
+    uploads (weighting=examples, reduction=mean)."""
+
+
+class FedAvgM(FedAvg):
+    """FedAvgM (Hsu et al. 2019): FedAvg with server momentum m <- beta m + Dbar, w <- w - eta_g m."""
+
+
+class FedProx(FedAvg):
+    """FedProx (Li et al. 2020): FedAvg whose clients minimise F_i(y) + (mu/2)||y - w||^2
+    (the proximal gradient is added in fl_bench.client)."""

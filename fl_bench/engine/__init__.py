@@ -1,0 +1,12 @@
+"""The simulation engine, a module per role:
+
+- ``simulator``: the event loop on the virtual clock (trips, lazy training, server steps, logging);
+- ``protocol``: step policies (buffered asynchronous, synchronous rounds with deadlines and late
+  uploads);
+- ``population``: array-backed client state (idle, available, last selected);
+- ``selection``: selection policies (uniform, longest absent, all available, weighted);
+- ``availability``: availability schedules (always, diurnal, trace);
+- ``delays``: delay laws and persistent client speeds;
+- ``messages``: what crosses the network (Broadcast, Upload);
+- ``trip_log``: the per-trip record.
+"""

@@ -1,0 +1,201 @@
+"""When each client can be selected: availability schedules (``conf/availability/``).
+
+A schedule is a list of change events on its clock, ``unit=time`` (the virtual clock) or
+``unit=steps`` (server steps: synchronous rounds, as FedLaAvg counts iterations). The population
+applies the changes up to the current clock before it selects; a client that becomes unavailable
+mid-trip either finishes (``on_unavailable=finish``) or is aborted when its window closes, a
+wasted trip (``drop``; needs ``unit=time``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import numpy as np
+
+from fl_bench.errors import ConfigError
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+class Availability(ABC):
+    """The contract the engine relies on.
+
+    ``initial()`` is the availability mask before any change; ``next_change()`` the clock of the
+    next change not yet applied (``inf``: none), and ``pop_change()`` returns it as
+    ``(clock, clients that become available, clients that become unavailable)``, in clock order.
+    ``max_available()`` bounds how many clients are ever available at once (start-up checks), and
+    ``window_end(client, t)`` is when the client's current availability window closes.
+    """
+
+    def __init__(self, cfg, num_clients: int):
+        self.name: str = cfg.name
+        self.unit: str = cfg.unit
+        self.on_unavailable: str = cfg.on_unavailable
+        self.num_clients = num_clients
+        if self.on_unavailable == "drop" and self.unit != "time":
+            raise ConfigError(
+                f"availability.on_unavailable=drop is not allowed with availability.unit={self.unit}: "
+                "a trip can only be cut at a window's end on the time clock (use unit=time)"
+            )
+
+    @abstractmethod
+    def initial(self) -> np.ndarray: ...
+
+    def next_change(self) -> float:
+        return math.inf
+
+    def pop_change(self) -> tuple[float, np.ndarray, np.ndarray]:
+        raise IndexError("no availability change left")
+
+    @abstractmethod
+    def max_available(self) -> int: ...
+
+    def window_end(self, client: int, t: float) -> float:
+        return math.inf
+
+    def describe(self) -> str:
+        return self.name
+
+
+class AlwaysAvailable(Availability):
+    """Full client availability (FedLaAvg's FCA): every client, all the time."""
+
+    def __init__(self, cfg, data):
+        super().__init__(cfg, data.num_clients)
+
+    def initial(self):
+        return np.ones(self.num_clients, dtype=bool)
+
+    def max_available(self):
+        return self.num_clients
+
+
+class Diurnal(Availability):
+    """FedLaAvg Fig. 1: client groups take turns. Group g (clients whose main label is in
+    ``groups[g]``) is available for ``period * ratio**g`` clock units, then the next group, cycling;
+    ``ratio`` skews how long each group is on (1: equal turns)."""
+
+    def __init__(self, cfg, data):
+        from fl_bench.engine.population import groups_by_label
+
+        super().__init__(cfg, data.num_clients)
+        group = groups_by_label(data.y.cpu().numpy(), data.offsets, data.num_classes, cfg.groups, "availability.groups")
+        self.group = group
+        self.members = [np.flatnonzero(group == g) for g in range(len(cfg.groups))]
+        for g, members in enumerate(self.members):
+            if not len(members):
+                raise ConfigError(f"availability.groups[{g}]={cfg.groups[g]} holds no client: its turns would have no one available")
+        self.on_time = [cfg.period * cfg.ratio**g for g in range(len(cfg.groups))]
+        self.turn_start = np.concatenate([[0.0], np.cumsum(self.on_time)[:-1]])
+        self.cycle = float(sum(self.on_time))
+        self._boundary = 1  # boundary k starts group k % G's turn in cycle k // G
+
+    def initial(self):
+        return self.group == 0
+
+    def _boundary_clock(self, k: int) -> float:
+        cycle, g = divmod(k, len(self.members))
+        return cycle * self.cycle + float(self.turn_start[g])
+
+    def next_change(self):
+        return math.inf if len(self.members) == 1 else self._boundary_clock(self._boundary)
+
+    def pop_change(self):
+        k, groups = self._boundary, len(self.members)
+        self._boundary += 1
+        return self._boundary_clock(k), self.members[k % groups], self.members[(k - 1) % groups]
+
+    def max_available(self):
+        return max(len(m) for m in self.members)
+
+    def window_end(self, client, t):
+        g = int(self.group[client])
+        k = math.floor((t - self.turn_start[g]) / self.cycle)
+        return k * self.cycle + float(self.turn_start[g]) + self.on_time[g]
+
+
+class Trace(Availability):
+    """Per-client availability windows from a CSV file with a header ``client,start,end``: client
+    ``client`` is available during ``[start, end)`` on the schedule's clock; a client may have several
+    windows, which must not overlap. Clients without a row are never available."""
+
+    def __init__(self, cfg, data):
+        super().__init__(cfg, data.num_clients)
+        clients, starts, ends, lines = self._read(Path(cfg.path).expanduser(), data.num_clients)
+        order = np.lexsort((starts, clients))
+        clients, starts, ends, lines = clients[order], starts[order], ends[order], lines[order]
+        clash = np.flatnonzero((clients[1:] == clients[:-1]) & (starts[1:] < ends[:-1]))
+        if len(clash):
+            i = int(clash[0])
+            raise ConfigError(
+                f"availability.path={cfg.path}: rows {lines[i]} and {lines[i + 1]} overlap for client {clients[i]} "
+                f"([{starts[i]:g}, {ends[i]:g}) and [{starts[i + 1]:g}, {ends[i + 1]:g})): windows of a client must not overlap"
+            )
+        self._first = np.searchsorted(clients, np.arange(data.num_clients + 1))  # CSR: client c's windows
+        self._starts, self._ends = starts, ends
+        # Change events in clock order; at one clock, windows that end there close before new ones open.
+        clocks = np.concatenate([starts, ends])
+        kind = np.concatenate([np.ones(len(starts), dtype=np.int8), np.zeros(len(ends), dtype=np.int8)])
+        who = np.concatenate([clients, clients])
+        by = np.lexsort((kind, clocks))
+        self._clocks, self._kind, self._who = clocks[by], kind[by], who[by]
+        self._cursor = 0
+        running = np.cumsum(np.where(self._kind == 1, 1, -1))
+        self._max = int(running.max()) if len(running) else 0
+        if self._max == 0:
+            raise ConfigError(f"availability.path={cfg.path} has no availability window: no client is ever available")
+
+    @staticmethod
+    def _read(path: Path, num_clients: int):
+        if not path.is_file():
+            raise ConfigError(f"availability.path={path} does not exist: give a CSV file with columns client,start,end")
+        rows = []
+        with path.open(newline="") as f:
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            if header != ["client", "start", "end"]:
+                raise ConfigError(f"availability.path={path} row 1: header {header} is not allowed: it must be client,start,end")
+            for line, row in enumerate(reader, start=2):
+                if not row:
+                    continue
+                try:
+                    client, start, end = int(row[0]), float(row[1]), float(row[2])
+                    if len(row) != 3:
+                        raise ValueError
+                except (ValueError, IndexError):
+                    raise ConfigError(f"availability.path={path} row {line}: {','.join(row)!r} is not 'client,start,end' "
+                                      "(an integer client id and two numbers)") from None
+                if not 0 <= client < num_clients:
+                    raise ConfigError(f"availability.path={path} row {line}: client {client} is unknown: ids are 0..{num_clients - 1}")
+                if not (math.isfinite(start) and end > start):
+                    raise ConfigError(f"availability.path={path} row {line}: window [{start:g}, {end:g}) is empty or not finite: need start < end")
+                rows.append((client, start, end, line))
+        if not rows:
+            return (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+        c, s, e, lines = zip(*rows)
+        return np.array(c, dtype=np.int64), np.array(s), np.array(e), np.array(lines)
+
+    def initial(self):
+        return np.zeros(self.num_clients, dtype=bool)  # every window opens with a change event
+
+    def next_change(self):
+        return float(self._clocks[self._cursor]) if self._cursor < len(self._clocks) else math.inf
+
+    def pop_change(self):
+        clock = self._clocks[self._cursor]
+        end = int(np.searchsorted(self._clocks, clock, side="right"))
+        kind, who = self._kind[self._cursor : end], self._who[self._cursor : end]
+        self._cursor = end
+        return float(clock), who[kind == 1], who[kind == 0]
+
+    def max_available(self):
+        return self._max
+
+    def window_end(self, client, t):
+        lo, hi = self._first[client], self._first[client + 1]
+        i = lo + int(np.searchsorted(self._starts[lo:hi], t, side="right")) - 1
+        return float(self._ends[i]) if i >= lo and self._ends[i] > t else t

@@ -1,0 +1,161 @@
+"""How long a client trip takes on the virtual clock.
+
+A *delay law* is the distribution of one trip's duration given the client's example count
+(``conf/delay/``: FedBuff App. C.1-C.2). A *speed model* (``conf/speed/``) makes speeds persistent
+per client: which law a client draws from and a speed factor that scales its draws (FedStaleWeight's
+fast and slow agents, HFL's stragglers). :class:`ClientDelays` joins the two; the engine asks it
+for ``sample(rng, client)``. All draws use the run's seeded numpy Generator.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from fl_bench.config import SCHEMAS, build
+from fl_bench.errors import ConfigError
+
+
+class Delay(ABC):
+    """A delay law. ``sample`` draws one duration for a client of ``num_examples`` examples;
+    ``mean`` is the expected duration for such a client (sets the default arrival rate)."""
+
+    @abstractmethod
+    def sample(self, rng: np.random.Generator, num_examples: int) -> float: ...
+
+    @abstractmethod
+    def mean(self, num_examples: float) -> float: ...
+
+
+class HalfNormalDelay(Delay):
+    """|N(0, sigma^2)|, the production-like default (FedBuff App. C.1, Fig. 5)."""
+
+    def __init__(self, cfg):
+        self.sigma = cfg.sigma
+
+    def sample(self, rng, num_examples):
+        return abs(rng.standard_normal()) * self.sigma
+
+    def mean(self, num_examples):
+        return self.sigma * math.sqrt(2 / math.pi)
+
+
+class UniformDelay(Delay):
+    def __init__(self, cfg):
+        self.low, self.high = cfg.low, cfg.high
+
+    def sample(self, rng, num_examples):
+        return rng.uniform(self.low, self.high)
+
+    def mean(self, num_examples):
+        return (self.low + self.high) / 2
+
+
+class ExponentialDelay(Delay):
+    def __init__(self, cfg):
+        self._mean = cfg.mean
+
+    def sample(self, rng, num_examples):
+        return rng.exponential(self._mean)
+
+    def mean(self, num_examples):
+        return self._mean
+
+
+class ExamplesExponentialDelay(Delay):
+    """T_i ~ Exp(mean = lam * n_i): larger clients take longer (straggler parameter lam)."""
+
+    def __init__(self, cfg):
+        self.lam = cfg.lam
+
+    def sample(self, rng, num_examples):
+        return rng.exponential(self.lam * num_examples)
+
+    def mean(self, num_examples):
+        return self.lam * num_examples
+
+
+class ConstantDelay(Delay):
+    def __init__(self, cfg):
+        self.value = cfg.value
+
+    def sample(self, rng, num_examples):
+        return self.value
+
+    def mean(self, num_examples):
+        return self.value
+
+
+class ClientDelays:
+    """Trip durations per client: client c draws from ``laws[law_of[c]]`` (one law for all when
+    ``law_of`` is None) and its draw is multiplied by its persistent speed factor ``factor[c]``
+    (none: 1)."""
+
+    def __init__(self, laws: list[Delay], sizes: np.ndarray, law_of: np.ndarray | None = None,
+                 factor: np.ndarray | None = None):
+        if factor is not None and not (factor > 0).all():
+            bad = float(factor[~(factor > 0)][0])
+            raise ConfigError(f"speed factor {bad:g} is not allowed: every client's speed factor must be > 0")
+        self.laws, self.sizes, self.law_of, self.factor = laws, sizes, law_of, factor
+
+    def sample(self, rng: np.random.Generator, client: int) -> float:
+        law = self.laws[0] if self.law_of is None else self.laws[self.law_of[client]]
+        duration = law.sample(rng, int(self.sizes[client]))
+        return duration if self.factor is None else duration * float(self.factor[client])
+
+    def client_means(self) -> np.ndarray:
+        """Each client's expected trip duration (laws' ``mean`` take arrays of example counts)."""
+        law_of = np.zeros(len(self.sizes), dtype=np.int64) if self.law_of is None else self.law_of
+        means = np.empty(len(self.sizes))
+        for k, law in enumerate(self.laws):
+            mine = law_of == k
+            means[mine] = law.mean(self.sizes[mine].astype(float))
+        return means if self.factor is None else means * self.factor
+
+    def mean(self) -> float:
+        """The population's mean trip duration (the default arrival rate fills the system in one)."""
+        if self.law_of is None and self.factor is None:
+            return self.laws[0].mean(float(np.mean(self.sizes)))  # a client of average size
+        return float(np.mean(self.client_means()))
+
+
+# ----------------------------------------------------------------------------- speed models
+def law_from_spec(spec: dict, key: str) -> Delay:
+    """A delay law written inline, e.g. ``{name: uniform, low: 8, high: 12}`` (checked by its schema)."""
+    spec = dict(spec)
+    name = spec.pop("name", None)
+    schemas = SCHEMAS["delay"]
+    if name not in schemas:
+        raise ConfigError(f"{key}.name={name!r} is not allowed: choose one of {', '.join(schemas)}")
+    try:
+        cfg = schemas[name](**spec)
+    except TypeError as err:
+        raise ConfigError(f"{key}={spec} is not allowed for delay {name}: {err}") from None
+    return build(cfg)
+
+
+def no_speed(cfg, delay_cfg, data) -> ClientDelays:
+    """Every client draws from the run's delay law; no persistent speeds."""
+    return ClientDelays([build(delay_cfg)], data.sizes)
+
+
+def two_tier(cfg, delay_cfg, data) -> ClientDelays:
+    """A seeded ``slow_fraction`` of clients are persistently ``slow_factor`` times slower."""
+    rng = np.random.default_rng(cfg.seed)
+    factor = np.ones(data.num_clients)
+    factor[rng.choice(data.num_clients, round(cfg.slow_fraction * data.num_clients), replace=False)] = cfg.slow_factor
+    return ClientDelays([build(delay_cfg)], data.sizes, factor=factor)
+
+
+def by_group(cfg, delay_cfg, data) -> ClientDelays:
+    """Group g (clients whose main label is in ``groups[g]``) draws from ``delays[g]``
+    (FedStaleWeight Sec. 6.2: labels 4-9 fast U(1, 2), labels 0-3 slow U(8, 12))."""
+    from fl_bench.engine.population import groups_by_label
+
+    if len(cfg.delays) != len(cfg.groups):
+        raise ConfigError(f"speed.delays has {len(cfg.delays)} entries but speed.groups has {len(cfg.groups)}: give one delay law per group")
+    laws = [law_from_spec(spec, f"speed.delays[{g}]") for g, spec in enumerate(cfg.delays)]
+    groups = groups_by_label(data.y.cpu().numpy(), data.offsets, data.num_classes, cfg.groups, "speed.groups")
+    return ClientDelays(laws, data.sizes, law_of=groups)

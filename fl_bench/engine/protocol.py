@@ -1,0 +1,176 @@
+"""Step policies: when trips start and when the server steps, on the one event loop.
+
+- :class:`BufferedAsync` (FedBuff, FedAsync; FedBuff Sec. 6, App. B.2): clients arrive at a
+  constant rate until ``concurrency`` trips are in flight; a finished trip is replaced at once; the
+  server steps every ``buffer_size`` uploads.
+- :class:`Rounds` (the FedAvg family): a round starts ``ceil((1 + over_selection) * cohort)``
+  clients on one model version (or every available one) and closes when ``cohort`` of its uploads
+  are in, when all its trips are over, or at its ``deadline``; then the server steps and the next
+  round starts. A trip still running at the close is dropped (a wasted trip, as over-selection does)
+  or, with ``late_uploads=deliver``, finishes and joins the round open when it arrives, with its
+  staleness and start version (HFL's stragglers). The role FLSim gives ``should_update_global_model``.
+
+Each policy also decides when trips *count*: asynchronously as each trip ends, synchronously when
+its round closes (evaluations and the trip budget see whole rounds, as before).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from fl_bench.config import AlgorithmConfig, SyncConfig
+from fl_bench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fl_bench.engine.simulator import Simulator, Trip
+
+
+class StepPolicy(ABC):
+    """Hooks the :class:`~fl_bench.engine.simulator.Simulator` calls, in virtual-time order."""
+
+    @abstractmethod
+    def clients_at_once(self) -> int:
+        """Clients the policy needs training at the same time (start-up checks)."""
+
+    @abstractmethod
+    def begin(self, sim: "Simulator") -> None:
+        """Schedule the first trips (time 0)."""
+
+    def on_tick(self, sim: "Simulator") -> None:
+        """A start time scheduled with ``sim.schedule_tick`` has come."""
+
+    @abstractmethod
+    def on_trip_end(self, sim: "Simulator", trip: "Trip") -> None:
+        """A trip is over: ``trip.aborted`` says whether it uploaded. It is already logged."""
+
+    def on_deadline(self, sim: "Simulator", round_id: int) -> None:
+        """A deadline scheduled with ``sim.schedule_deadline`` has passed."""
+
+    def on_availability(self, sim: "Simulator") -> None:
+        """Availability changed while the policy was waiting for clients."""
+
+
+class BufferedAsync(StepPolicy):
+    def __init__(self, concurrency: int, buffer_size: int, arrival_rate: float | None):
+        self.concurrency = concurrency
+        self.buffer_size = buffer_size
+        self.arrival_rate = arrival_rate  # null: concurrency / mean trip duration
+        self.ramped = 0  # ramp-up arrivals so far; concurrency of them fill the system
+        self.missing = 0  # trips that found no available client, started when some become available
+        self._next_arrival = 0.0
+
+    def clients_at_once(self):
+        return self.concurrency
+
+    def begin(self, sim):
+        self.arrival_rate = self.arrival_rate or self.concurrency / sim.delays.mean()
+        sim.schedule_tick(0.0)
+
+    def on_tick(self, sim):
+        self._next_arrival += 1.0 / self.arrival_rate  # constant-rate arrivals until M are in flight
+        self.ramped += 1
+        self._start(sim, 1)
+        if self.ramped < self.concurrency:
+            sim.schedule_tick(self._next_arrival)
+
+    def on_trip_end(self, sim, trip):
+        if not trip.aborted:
+            sim.buffer.append(trip)
+        sim.count_trips()
+        if len(sim.buffer) == self.buffer_size:
+            sim.server_step()
+        if sim.evaluate_if_due():
+            return
+        # A new client takes the finished one's place (and any place left empty for lack of clients).
+        missing, self.missing = self.missing, 0
+        self._start(sim, 1 + missing)
+
+    def on_availability(self, sim):
+        if self.missing:
+            missing, self.missing = self.missing, 0
+            self._start(sim, missing)
+
+    def _start(self, sim, count):
+        started = sim.start_trips(count)
+        if started < count:
+            self.missing += count - started
+            sim.wait_for_clients()
+
+
+class Rounds(StepPolicy):
+    def __init__(self, cohort: int, over_selection: float, deadline: float | None, late_uploads: str, takes_all: bool):
+        self.cohort = cohort
+        self.round_size = math.ceil((1 + over_selection) * cohort)
+        self.deadline = deadline
+        self.late_uploads = late_uploads
+        self.takes_all = takes_all  # the selection takes every available client
+        self.round = -1
+        self.open = False
+        self._trips: dict[int, "Trip"] = {}  # this round's trips still running
+        self._started = self._ended = self._uploads = 0
+
+    def clients_at_once(self):
+        return 1 if self.takes_all else self.round_size
+
+    def begin(self, sim):
+        self._start_round(sim)
+
+    def on_tick(self, sim):  # a round waiting for available clients
+        self._start_round(sim)
+
+    on_availability = on_tick
+
+    def _start_round(self, sim):
+        self.round += 1
+        trips = sim.start_trips(self.round_size, round_id=self.round)
+        if not trips:
+            self.round -= 1
+            sim.wait_for_clients()
+            return
+        self.open = True
+        self._trips = {t.id: t for t in sim.in_flight_of_round(self.round)}
+        self._started, self._ended, self._uploads = trips, 0, 0
+        if self.deadline is not None:
+            sim.schedule_deadline(sim.now + self.deadline, self.round)
+
+    def on_trip_end(self, sim, trip):
+        if not trip.aborted:
+            sim.buffer.append(trip)  # this round's upload, or a late one from an earlier round
+        if trip.round != self.round or not self.open:
+            return
+        del self._trips[trip.id]
+        self._ended += 1
+        self._uploads += not trip.aborted
+        if self._uploads >= min(self.cohort, self._started) or self._ended == self._started:
+            self._close(sim)
+
+    def on_deadline(self, sim, round_id):
+        if round_id == self.round and self.open:
+            self._close(sim)
+
+    def _close(self, sim):
+        self.open = False
+        if self.late_uploads == "drop":  # stragglers are aborted now, slowest last
+            for trip in sorted(self._trips.values(), key=lambda t: (t.end, t.id)):
+                sim.abort(trip)
+        self._trips = {}
+        if sim.buffer:
+            sim.server_step()
+        sim.count_trips()
+        if sim.evaluate_if_due() or sim.budget_spent():
+            return
+        self._start_round(sim)
+
+
+def build_protocol(cfg: AlgorithmConfig, concurrency: int, arrival_rate: float | None, takes_all: bool) -> StepPolicy:
+    """The step policy an algorithm's config asks for: rounds for ``SyncConfig``, buffered otherwise."""
+    if isinstance(cfg, SyncConfig):
+        return Rounds(cfg.cohort or concurrency, cfg.over_selection, cfg.deadline, cfg.late_uploads, takes_all)
+    if takes_all:
+        raise ConfigError(
+            f"selection=all_available is not allowed with algorithm={cfg.name}: it starts every available client "
+            "at once, which only a synchronous round does (use selection=uniform)"
+        )
+    return BufferedAsync(concurrency, cfg.buffer_size, arrival_rate)

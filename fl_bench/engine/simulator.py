@@ -1,0 +1,334 @@
+"""The event loop: one discrete-event simulation on a virtual clock for every protocol.
+
+Events are trip ends, scheduled starts (ramp-up arrivals, rounds waiting for clients), round
+deadlines and availability changes that someone waits for; the step policy
+(:mod:`fl_bench.engine.protocol`) reacts to them. The simulator owns what every protocol shares:
+starting trips (selection from the population, a duration from the client's delay law), the
+server step, lazy training, the trip log, byte counting and evaluation.
+
+Local training is lazy: a trip is trained only when a server step needs its upload, from the
+:class:`Broadcast` it downloaded (older versions are kept as snapshots while a pending trip needs
+them), and trips in flight when the run stops are never trained. A batching (vmap) trainer gets
+every trip started so far in that one ``train`` call, the largest batch the dependencies allow.
+Memory stays O(concurrency): in-flight trips, one snapshot per model version still awaited, reused
+upload rows, and the population's arrays (no Python object per idle client).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+import torch
+
+from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.engine.delays import ClientDelays
+from fl_bench.engine.messages import Broadcast, Upload
+from fl_bench.engine.population import ClientPopulation
+from fl_bench.engine.protocol import StepPolicy
+from fl_bench.engine.selection import Selection
+from fl_bench.engine.trip_log import TripLog
+from fl_bench.errors import ConfigError
+
+
+class Trainer(Protocol):
+    """Local training of client trips (fl_bench.client.ClientTrainer)."""
+
+    vmap: bool  # a batching trainer: every pending trip is handed over at once
+
+    def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]) -> None:
+        """Train trip i of ``clients[i]`` from ``starts[i]`` with the minibatch order of ``seeds[i]``;
+        write its Delta = y_0 - y_Q into ``out[i]``."""
+
+
+@dataclass
+class Progress:
+    trips: int  # client trips counted so far (synchronous: the trips of closed rounds)
+    server_step: int
+    sim_time: float
+
+
+@dataclass(eq=False)
+class Trip:
+    __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row")
+    id: int
+    client: int
+    version: int  # the model version downloaded
+    start: float
+    end: float
+    round: int  # the round that started it (-1: asynchronous)
+    aborted: bool  # over before uploading (availability drop, or a round closed on it)
+    row: int  # its upload row (batching trainer), -1 otherwise
+
+
+# Event priorities at equal times: scheduled starts first (a ramp-up arrival that ties with a trip
+# end starts first), then trip ends, then deadlines (an upload exactly at the deadline is on time).
+_TICK, _END, _DEADLINE, _AVAILABILITY = 0, 1, 2, 3
+
+
+class UploadRows:
+    """A reused [rows, P] upload buffer handed out row by row (fresh multi-MB buffers page-fault on
+    every trip); it doubles when every row is taken."""
+
+    def __init__(self, like: torch.Tensor, capacity: int):
+        self.data = like.new_empty(max(capacity, 1), like.numel())
+        self._free = list(range(len(self.data) - 1, -1, -1))
+
+    def take(self) -> int:
+        if not self._free:
+            old = self.data
+            self.data = old.new_empty(2 * len(old), old.shape[1])
+            self.data[: len(old)] = old
+            self._free = list(range(len(self.data) - 1, len(old) - 1, -1))
+        return self._free.pop()
+
+    def release(self, row: int) -> None:
+        self._free.append(row)
+
+
+class Simulator:
+    def __init__(
+        self,
+        *,
+        server: ServerAlgorithm,
+        trainer: Trainer,
+        population: ClientPopulation,
+        selection: Selection,
+        delays: ClientDelays,
+        policy: StepPolicy,
+        rng: np.random.Generator,
+        max_trips: int,
+        eval_every: int,
+        on_eval: Callable[[Progress], bool],
+        seed: int = 0,
+        concurrency: int | None = None,
+    ):
+        self.server, self.trainer, self.population = server, trainer, population
+        self.selection, self.delays, self.policy, self.rng = selection, delays, policy, rng
+        self.max_trips, self.eval_every, self.on_eval = max_trips, eval_every, on_eval
+        self.sizes = population.sizes
+        self.availability = population.availability
+        self._check_enough_clients(concurrency)
+        self.now = 0.0
+        self.started = 0  # trips started
+        self.trips = 0  # trips counted (the budget and evaluations see these)
+        self.ended = 0  # trips over (counted when the policy says)
+        self.trained = 0  # trips whose local training ran
+        self.stopped = False
+        self.log = TripLog()
+        self.buffer: list[Trip] = []  # uploads for the next server step, in arrival order
+        self._in_flight: dict[int, Trip] = {}
+        self._pending: dict[int, Trip] = {}  # started, not trained yet
+        self._snapshots: dict[int, Broadcast] = {}  # older versions pending trips downloaded
+        self._waiting = Counter()  # version -> pending trips that downloaded it
+        self._events: list[tuple] = []
+        self._seq = 0
+        self._waiting_for_clients = False
+        self._seed_base = seed << 32  # per-trip shuffling seeds: distinct across trips and runs
+        self._next_eval = 0
+        self._batch_all = trainer.vmap  # batching pays only for the vmap trainer
+        params = server.params
+        self._rows = UploadRows(params, policy.clients_at_once() + 16) if self._batch_all else None
+        self._scratch = params.new_empty(0, params.numel())
+        self.bytes_down = server.broadcast().nbytes
+        self.bytes_up = server.upload_nbytes()
+
+    def _check_enough_clients(self, concurrency: int | None) -> None:
+        needed, num_clients = self.policy.clients_at_once(), len(self.population)
+        name = f"concurrency={concurrency}" if concurrency is not None else f"{needed} clients at once"
+        if needed > num_clients:
+            limit = concurrency * num_clients // needed if concurrency else num_clients
+            raise ConfigError(
+                f"{name} is impossible: it needs {needed} clients training at once but the dataset has "
+                f"{num_clients} (a client never runs two trips at once); use concurrency <= {limit}"
+            )
+        most = self.availability.max_available()
+        if most == 0:
+            raise ConfigError(f"availability={self.availability.describe()} never makes any client available")
+        if needed > most:
+            raise ConfigError(
+                f"{name} is impossible under availability={self.availability.describe()}: it needs {needed} clients "
+                f"at once but at most {most} are ever available at once"
+            )
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> TripLog:
+        self.evaluate_if_due()  # the initial model
+        self.policy.begin(self)
+        while not self.stopped and self.trips < self.max_trips:
+            if not self._events:
+                raise ConfigError(
+                    f"the run is stuck at time {self.now:g} (server step {self.server.version}): no trip is in flight "
+                    f"and availability={self.availability.describe()} makes no idle client available again"
+                )
+            time, kind, _, payload = heapq.heappop(self._events)
+            if kind == _END:
+                trip = self._in_flight.pop(payload, None)
+                if trip is None:  # aborted earlier (its round closed)
+                    continue
+                self.now = time
+                self._end(trip)
+                self.policy.on_trip_end(self, trip)
+            else:
+                self.now = time
+                if kind == _TICK:
+                    self.policy.on_tick(self)
+                elif kind == _DEADLINE:
+                    self.policy.on_deadline(self, payload)
+                else:
+                    self._waiting_for_clients = False
+                    self.policy.on_availability(self)
+        if not self.stopped and self.trips % self.eval_every:
+            self.evaluate_if_due(force=True)  # the final model
+        return self.log
+
+    def _push(self, time: float, kind: int, key: int, payload) -> None:
+        heapq.heappush(self._events, (time, kind, key, payload))
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    # ------------------------------------------------------------------ for step policies
+    def schedule_tick(self, time: float) -> None:
+        self._push(time, _TICK, self._next_seq(), None)
+
+    def schedule_deadline(self, time: float, round_id: int) -> None:
+        self._push(time, _DEADLINE, self._next_seq(), round_id)
+
+    def wait_for_clients(self) -> None:
+        """Call the policy's ``on_availability`` at the next availability change (time clock) or
+        after the next server step (steps clock)."""
+        if self.availability.unit == "steps" or self._waiting_for_clients:
+            self._waiting_for_clients = True
+            return
+        change = self.availability.next_change()
+        if math.isfinite(change):
+            self._waiting_for_clients = True
+            self._push(max(change, self.now), _AVAILABILITY, self._next_seq(), None)
+
+    def clock(self) -> float:
+        """The availability schedule's clock: virtual time or server steps."""
+        return self.server.version if self.availability.unit == "steps" else self.now
+
+    def start_trips(self, count: int, round_id: int = -1) -> int:
+        """Select up to ``count`` idle available clients and start their trips now; returns how
+        many started. Clients are drawn first, then their durations, in selection order."""
+        population = self.population
+        population.advance(self.clock())
+        population.return_finished()
+        clients = self.selection.select(population, count, self.rng)
+        if not clients:
+            return 0
+        population.mark_busy(clients, self.clock())
+        durations = [self.delays.sample(self.rng, c) for c in clients]
+        version, drop = self.server.version, self.availability.on_unavailable == "drop"
+        for client, duration in zip(clients, durations):
+            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1)
+            if drop:  # cut at the end of the client's availability window
+                closes = self.availability.window_end(client, self.now)
+                if trip.end > closes:
+                    trip.end, trip.aborted = closes, True
+            self.started += 1
+            self._in_flight[trip.id] = trip
+            if not trip.aborted:
+                self._pending[trip.id] = trip
+                self._waiting[version] += 1
+                if self._batch_all:
+                    trip.row = self._rows.take()
+            self._push(trip.end, _END, trip.id, trip.id)
+        return len(clients)
+
+    def in_flight_of_round(self, round_id: int) -> list[Trip]:
+        return [t for t in self._in_flight.values() if t.round == round_id]
+
+    def abort(self, trip: Trip) -> None:
+        """End a running trip now without an upload (its round closed on it)."""
+        del self._in_flight[trip.id]
+        trip.aborted = True
+        trip.end = self.now
+        self._forget(trip)
+        self._end(trip)
+
+    def count_trips(self) -> None:
+        """Trips that are over so far now count (budget, evaluations)."""
+        self.trips = self.ended
+
+    def budget_spent(self) -> bool:
+        return self.trips >= self.max_trips
+
+    def evaluate_if_due(self, force: bool = False) -> bool:
+        """Evaluate each time counted trips cross a multiple of eval_every; True means stop."""
+        if self.trips < self._next_eval and not force:
+            return False
+        self._next_eval = (self.trips // self.eval_every + 1) * self.eval_every
+        self.stopped = bool(self.on_eval(Progress(self.trips, self.server.version, self.now)))
+        return self.stopped
+
+    def server_step(self) -> None:
+        """Hand the buffered uploads to the server and step. Training is deferred to this moment;
+        the batching trainer then takes every trip started so far."""
+        trips, server = self.buffer, self.server
+        if self._batch_all:
+            if any(t.id in self._pending for t in trips):
+                pending = list(self._pending.values())
+                self._train(pending, [self._rows.data[t.row] for t in pending])
+            vectors = [self._rows.data[t.row] for t in trips]
+        else:
+            if len(self._scratch) < len(trips):
+                self._scratch = self._scratch.new_empty(len(trips), self._scratch.shape[1])
+            vectors = list(self._scratch[: len(trips)])
+            self._train(trips, vectors)
+        for trip, vector in zip(trips, vectors):
+            staleness = server.version - trip.version
+            server.add(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector))
+            if trip.row >= 0:
+                self._rows.release(trip.row)
+        self.buffer = []
+        if self._waiting[server.version]:
+            self._snapshots[server.version] = server.broadcast().clone()  # it is about to move
+        server.step()
+        if self._waiting_for_clients and self.availability.unit == "steps":
+            self._waiting_for_clients = False
+            self.policy.on_availability(self)
+
+    # ------------------------------------------------------------------ internals
+    def _end(self, trip: Trip) -> None:
+        """Log a trip that is over and send its client back."""
+        staleness = self.server.version - trip.version
+        used = not trip.aborted
+        self.log.append(trip.client, int(self.sizes[trip.client]), trip.version, trip.start, trip.end, staleness,
+                        int(used), self.bytes_down, self.bytes_up if used else 0)
+        self.population.finish(trip.id, trip.client)
+        self.ended += 1
+
+    def _forget(self, trip: Trip) -> None:
+        """A pending trip that will never be trained."""
+        if self._pending.pop(trip.id, None) is not None:
+            self._release_version(trip.version)
+        if trip.row >= 0:
+            self._rows.release(trip.row)
+            trip.row = -1
+
+    def _release_version(self, version: int) -> None:
+        self._waiting[version] -= 1
+        if not self._waiting[version]:
+            del self._waiting[version]
+            self._snapshots.pop(version, None)
+
+    def _train(self, trips: list[Trip], out: list[torch.Tensor]) -> None:
+        """Train these pending trips in one batch, each from the version it downloaded."""
+        live = self.server.broadcast()
+        starts = [self._snapshots.get(t.version, live) for t in trips]
+        self.trainer.train(starts, [t.client for t in trips], [self._seed_base + t.id for t in trips], out)
+        self.trained += len(trips)
+        if self.server.upload == "model":  # y_Q = y_0 - Delta
+            for start, row in zip(starts, out):
+                torch.sub(start.params, row, out=row)
+        for trip in trips:
+            del self._pending[trip.id]
+            self._release_version(trip.version)
