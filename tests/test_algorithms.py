@@ -3,13 +3,21 @@
 import pytest
 import torch
 
-from fl_bench.algorithms import FedAsync, FedAvgM, FedBuff, build_algorithm, staleness_scale
-from fl_bench.config import FedAsyncConfig, FedAvgMConfig, FedBuffConfig
+from fl_bench.algorithms import staleness_scale
+from fl_bench.algorithms.buffered import FedAsync, FedBuff
+from fl_bench.algorithms.client_state import ClientDict, ClientTable
+from fl_bench.algorithms.synchronous import FedAvgM
+from fl_bench.config import FedAsyncConfig, FedAvgMConfig, FedBuffConfig, build
+from fl_bench.engine.messages import Upload
 
 
 def fedbuff(w0, **kw):
     cfg = FedBuffConfig(**{"buffer_size": 2, "weighting": "uniform", "server_momentum": 0.0, **kw})
-    return FedBuff(cfg, torch.tensor(w0), cfg.buffer_size)
+    return FedBuff(cfg, torch.tensor(w0), num_clients=4)
+
+
+def upload(vector, num_examples=1, staleness=0, client=0):
+    return Upload(client, 0, staleness, num_examples, torch.tensor(vector))
 
 
 def test_staleness_scale():
@@ -21,9 +29,8 @@ def test_staleness_scale():
 def test_fedbuff_k2_weighted_sum():
     # Dbar = (1/K) sum s(tau_i) D_i = (1/2)(1*[1,0] + (1/2)*[0,2]) = [0.5, 0.5]; w = [1,2] - 0.5*Dbar
     server = fedbuff([1.0, 2.0], reduction="sum", server_lr=0.5, staleness_exponent=0.5)
-    assert server.buffer_size == 2
-    server.add(torch.tensor([1.0, 0.0]), num_examples=7, staleness=0)
-    server.add(torch.tensor([0.0, 2.0]), num_examples=9, staleness=3)
+    server.add(upload([1.0, 0.0], 7, 0))
+    server.add(upload([0.0, 2.0], 9, 3))
     server.step()
     assert torch.allclose(server.params, torch.tensor([0.75, 1.75]))
     assert server.version == 1
@@ -32,8 +39,8 @@ def test_fedbuff_k2_weighted_sum():
 def test_fedbuff_k2_weighted_mean():
     # Dbar = (1*[1,0] + 0.5*[0,2]) / (1 + 0.5) = [2/3, 2/3]
     server = fedbuff([0.0, 0.0], reduction="mean", server_lr=1.0, staleness_exponent=0.5)
-    server.add(torch.tensor([1.0, 0.0]), 1, 0)
-    server.add(torch.tensor([0.0, 2.0]), 1, 3)
+    server.add(upload([1.0, 0.0], 1, 0))
+    server.add(upload([0.0, 2.0], 1, 3))
     server.step()
     assert torch.allclose(server.params, torch.tensor([-2 / 3, -2 / 3]))
 
@@ -41,8 +48,8 @@ def test_fedbuff_k2_weighted_mean():
 def test_fedbuff_example_weights():
     # weights n_i = 1 and 3, no staleness scaling: Dbar = (1*[1,0] + 3*[0,2]) / 4 = [0.25, 1.5]
     server = fedbuff([0.0, 0.0], weighting="examples", reduction="mean", staleness_exponent=0.0)
-    server.add(torch.tensor([1.0, 0.0]), 1, 5)
-    server.add(torch.tensor([0.0, 2.0]), 3, 0)
+    server.add(upload([1.0, 0.0], 1, 5))
+    server.add(upload([0.0, 2.0], 3, 0))
     server.step()
     assert torch.allclose(server.params, torch.tensor([-0.25, -1.5]))
 
@@ -50,10 +57,10 @@ def test_fedbuff_example_weights():
 def test_fedbuff_buffer_resets_after_step():
     server = fedbuff([0.0], reduction="sum", staleness_exponent=0.0)
     for _ in range(2):
-        server.add(torch.tensor([1.0]), 1, 0)
+        server.add(upload([1.0], 1, 0))
     server.step()
     for _ in range(2):
-        server.add(torch.tensor([3.0]), 1, 0)
+        server.add(upload([3.0], 1, 0))
     server.step()
     assert server.params.item() == pytest.approx(-1.0 - 3.0)
 
@@ -61,21 +68,21 @@ def test_fedbuff_buffer_resets_after_step():
 def test_fedavgm_momentum_two_steps():
     # m1 = g1 = 1, w1 = 0 - 1*1 = -1 ; m2 = 0.9*1 + 1 = 1.9, w2 = -1 - 1.9 = -2.9
     cfg = FedAvgMConfig(server_momentum=0.9, server_lr=1.0)
-    server = build_algorithm(cfg, torch.zeros(1), cohort=1)
-    assert isinstance(server, FedAvgM) and server.synchronous
-    server.add(torch.tensor([1.0]), 10, 0)
+    server = build(cfg, torch.zeros(1), 1)
+    assert isinstance(server, FedAvgM)
+    server.add(upload([1.0], 10, 0))
     server.step()
     assert server.params.item() == pytest.approx(-1.0)
-    server.add(torch.tensor([1.0]), 10, 0)
+    server.add(upload([1.0], 10, 0))
     server.step()
     assert server.params.item() == pytest.approx(-2.9)
 
 
 def test_fedavg_example_weighted_mean_over_cohort():
     cfg = FedAvgMConfig(server_momentum=0.0, server_lr=1.0)  # beta = 0 is FedAvg
-    server = build_algorithm(cfg, torch.zeros(1), cohort=2)
-    server.add(torch.tensor([1.0]), 1, 0)
-    server.add(torch.tensor([4.0]), 3, 0)
+    server = build(cfg, torch.zeros(1), 2)
+    server.add(upload([1.0], 1, 0))
+    server.add(upload([4.0], 3, 0))
     server.step()
     assert server.params.item() == pytest.approx(-(1 * 1 + 3 * 4) / 4)
 
@@ -83,9 +90,25 @@ def test_fedavg_example_weighted_mean_over_cohort():
 def test_fedasync_mixing():
     # a_t = a * (1 + tau)^-alpha = 0.5 * 4^-0.5 = 0.25 ; w = 0.75*[0,0] + 0.25*[1,2]
     cfg = FedAsyncConfig(server_lr=0.5, staleness_exponent=0.5)
-    server = FedAsync(cfg, torch.zeros(2))
+    server = FedAsync(cfg, torch.zeros(2), num_clients=1)
     assert server.upload == "model"
-    assert server.buffer_size == 1  # every upload is a server step
-    server.add(torch.tensor([1.0, 2.0]), 5, 3)
+    assert cfg.buffer_size == 1  # every upload is a server step
+    server.add(upload([1.0, 2.0], 5, 3))
     server.step()
     assert torch.allclose(server.params, torch.tensor([0.25, 0.5]))
+
+
+def test_broadcast_and_upload_sizes_are_the_model():
+    server = fedbuff([0.0] * 5)
+    assert server.broadcast().nbytes == server.upload_nbytes() == 5 * 4
+    assert server.client_state_nbytes() == 0
+
+
+def test_client_state_stores_report_their_memory():
+    table = ClientTable(num_clients=10, width=3)
+    table[4] = torch.tensor([1.0, 2.0, 3.0])
+    assert table.nbytes == 10 * 3 * 4 and torch.equal(table[4], torch.tensor([1.0, 2.0, 3.0])) and table[0].abs().sum() == 0
+    seen = ClientDict(default=0.0)
+    assert seen.get(7) == 0.0 and seen.nbytes == 0
+    seen[7] = torch.zeros(5)
+    assert 7 in seen and seen.nbytes == 20

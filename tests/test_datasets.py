@@ -8,21 +8,18 @@ import urllib.request
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from fl_bench.cli import CONFIG_DIR
 from fl_bench.data import build_dataset
 from fl_bench.data.cache import load_prepared, save_prepared
 from fl_bench.data.federated import Examples
 from fl_bench.data.sources import cache_dir, holdout, prepare
 from fl_bench.data.transforms import ImageTransform
 from fl_bench.errors import DataMissingError
+from tests.conftest import compose_run_config
 
 
 def config(*overrides):
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=list(overrides)))
+    return compose_run_config(*overrides)
 
 
 def write_cifar10(raw, per_batch=20, seed=0):

@@ -9,8 +9,10 @@ from fl_bench.config import (
     ExponentialDelayConfig,
     HalfNormalDelayConfig,
     UniformDelayConfig,
+    build,
 )
-from fl_bench.delays import build_delay
+from fl_bench.engine.delays import ClientDelays
+from fl_bench.errors import ConfigError
 
 CASES = [
     (HalfNormalDelayConfig(sigma=2.0), 2.0 * math.sqrt(2 / math.pi)),
@@ -23,7 +25,7 @@ CASES = [
 
 @pytest.mark.parametrize("cfg, expected_mean", CASES, ids=lambda c: getattr(c, "name", ""))
 def test_delay_mean_and_seeding(cfg, expected_mean):
-    delay = build_delay(cfg)
+    delay = build(cfg)
     draw = lambda seed, n: np.array([delay.sample(rng, 50) for rng in [np.random.default_rng(seed)] for _ in range(n)])
     samples = draw(7, 20000)
     assert samples.mean() == pytest.approx(expected_mean, rel=0.03)
@@ -33,8 +35,22 @@ def test_delay_mean_and_seeding(cfg, expected_mean):
 
 
 def test_examples_delay_grows_with_client_size():
-    delay = build_delay(ExamplesExponentialDelayConfig(lam=0.1))
+    delays = ClientDelays([build(ExamplesExponentialDelayConfig(lam=0.1))], sizes=np.array([10, 100]))
     rng = np.random.default_rng(0)
-    small = np.mean([delay.sample(rng, 10) for _ in range(5000)])
-    large = np.mean([delay.sample(rng, 100) for _ in range(5000)])
+    small = np.mean([delays.sample(rng, 0) for _ in range(5000)])
+    large = np.mean([delays.sample(rng, 1) for _ in range(5000)])
     assert small == pytest.approx(1.0, rel=0.06) and large == pytest.approx(10.0, rel=0.06)
+    assert delays.client_means().tolist() == pytest.approx([1.0, 10.0])
+    assert delays.mean() == pytest.approx(0.1 * 55)  # a client of average size
+
+
+def test_client_laws_and_speed_factors():
+    # client 0: U(1, 2); client 1: constant 3, three times slower
+    laws = [build(UniformDelayConfig(low=1.0, high=2.0)), build(ConstantDelayConfig(value=3.0))]
+    delays = ClientDelays(laws, np.array([5, 5]), law_of=np.array([0, 1]), factor=np.array([1.0, 3.0]))
+    rng = np.random.default_rng(0)
+    assert all(1.0 <= delays.sample(rng, 0) <= 2.0 for _ in range(100))
+    assert delays.sample(rng, 1) == 9.0
+    assert delays.client_means().tolist() == [1.5, 9.0] and delays.mean() == pytest.approx(5.25)
+    with pytest.raises(ConfigError, match="speed factor -1 is not allowed"):
+        ClientDelays(laws[:1], np.array([5, 5]), factor=np.array([1.0, -1.0]))

@@ -1,27 +1,37 @@
+"""Seeded runs repeat exactly, and the engine reproduces the runs of the engine it replaced."""
+
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from fl_bench.cli import CONFIG_DIR
-from fl_bench.experiment import run_experiment
-
-
-def run(tmp_path: Path, name: str, overrides: list[str]) -> pd.DataFrame:
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=overrides + ["progress=false"]))
-    run_experiment(cfg, tmp_path / name)
-    return pd.read_csv(tmp_path / name / "metrics.csv"), pd.read_csv(tmp_path / name / "trips.csv")
+GOLDEN = Path(__file__).parent / "golden"
 
 
 @pytest.mark.parametrize("algorithm", ["fedbuff", "fedavgm", "fedasync"])
-def test_same_config_and_seed_give_identical_runs(tmp_path, algorithm):
+def test_same_config_and_seed_give_identical_runs(run_config, algorithm):
     overrides = [f"algorithm={algorithm}", "max_trips=1500", "eval_every=500", "seed=3"]
-    metrics_a, trips_a = run(tmp_path, "a", overrides)
-    metrics_b, trips_b = run(tmp_path, "b", overrides)
+    _, metrics_a, trips_a = run_config(*overrides, name="a")
+    _, metrics_b, trips_b = run_config(*overrides, name="b")
     pd.testing.assert_frame_equal(metrics_a, metrics_b)
     pd.testing.assert_frame_equal(trips_a, trips_b)
-    metrics_c, _ = run(tmp_path, "c", [o if o != "seed=3" else "seed=4" for o in overrides])
+    _, metrics_c, _ = run_config(*[o if o != "seed=3" else "seed=4" for o in overrides], name="c")
     assert not metrics_c.val_accuracy.equals(metrics_a.val_accuracy)
+
+
+@pytest.mark.parametrize("name, overrides", [
+    ("fedbuff", ["algorithm=fedbuff"]),
+    ("fedavgm", ["algorithm=fedavgm"]),
+    ("fedavgm_over_selection", ["algorithm=fedavgm", "algorithm.over_selection=0.3"]),
+])
+def test_results_identical_to_the_previous_engine(run_config, name, overrides):
+    """tests/golden/ holds metrics.csv and trips.csv written by the orchestrator before engine v2
+    (commit 04dcdc3) for 4,000 trips of the default workload. The schedule (every trip's client,
+    times, staleness) must be the same, and the metrics too: byte-identical on the machine that
+    wrote them; compared to 1e-6 here so that a CPU with other float kernels does not fail CI."""
+    _, metrics, trips = run_config(*overrides, "max_trips=4000", "eval_every=500", name=name)
+    golden_trips = pd.read_csv(GOLDEN / f"{name}_trips.csv")
+    pd.testing.assert_frame_equal(trips[golden_trips.columns], golden_trips)
+    golden_metrics = pd.read_csv(GOLDEN / f"{name}_metrics.csv")
+    pd.testing.assert_frame_equal(metrics[["trips", "server_step", "sim_time"]], golden_metrics[["trips", "server_step", "sim_time"]])
+    pd.testing.assert_frame_equal(metrics, golden_metrics, check_exact=False, rtol=1e-6, atol=0)

@@ -1,0 +1,36 @@
+"""Shared fixtures: compose a run config the way the command line does, and run it in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from fl_bench.cli import CONFIG_DIR
+
+
+def compose_run_config(*overrides: str, config_dir: str = CONFIG_DIR):
+    """The typed Config for these overrides (progress bar off), as ``python -m fl_bench`` builds it."""
+    with initialize_config_dir(config_dir, version_base="1.3"):
+        return OmegaConf.to_object(compose("config", overrides=["progress=false", *overrides]))
+
+
+@pytest.fixture
+def compose_config():
+    return compose_run_config
+
+
+@pytest.fixture
+def run_config(tmp_path):
+    """Run a config in-process; returns (summary, metrics, trips) from the run directory it writes."""
+    from fl_bench.experiment import run_experiment
+
+    def run(*overrides: str, name: str = "run"):
+        run_dir = Path(tmp_path) / name
+        summary = run_experiment(compose_run_config(*overrides), run_dir)
+        return summary, pd.read_csv(run_dir / "metrics.csv"), pd.read_csv(run_dir / "trips.csv")
+
+    return run
