@@ -73,6 +73,9 @@ def main() -> None:
               f"at concurrency {cfg.concurrency}: {summary['client_trips'] / summary['simulate_seconds']:,.0f} trips/s, "
               f"RSS {rss_before:,.0f} MB before the run, {rss_mb():,.0f} MB after; "
               f"peak RSS of the process {rss_mb('VmHWM'):,.0f} MB (includes generating the stand-in)")
+        print(f"engine population arrays for {num_clients:,} clients: {summary['population_bytes'] / 2**20:.1f} MB "
+              f"(idle pool, availability, busy flags, last selection); server per-client state "
+              f"{summary['client_state_bytes'] / 2**20:.1f} MB")
 
 
 if __name__ == "__main__":

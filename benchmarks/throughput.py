@@ -3,7 +3,7 @@
 For each workload and concurrency it measures
   - bare loop: plain torch local SGD (one epoch, batch B, torch.optim.SGD) over random clients,
     from one starting model, and nothing else: no event queue, no server, no logging;
-  - fl_bench sequential / batched: the full run (orchestrator, server algorithm, per-trip log, an
+  - fl_bench sequential / batched: the full run (event loop, server algorithm, per-trip log, an
     evaluation at the start and the end) with ``vmap_clients=false`` / ``true``, as trips trained
     per second of simulation;
 each in its own process, so the peak resident memory (VmHWM) is the cell's own.

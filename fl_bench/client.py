@@ -1,7 +1,7 @@
 """Client local training (FedBuff Alg. 2): minibatch SGD from the downloaded model, returns
 Delta = y_0 - y_Q.
 
-The orchestrator hands over a batch of client trips, each with its own starting model (the version
+The engine hands over a batch of client trips, each with its own starting model (the version
 it downloaded). ``vmap=False`` trains them one after the other in a plain torch loop whose
 parameters are views of one flat vector; ``vmap=True`` trains them together, one forward and
 backward pass per local step over stacked per-client parameters (``torch.func.vmap`` of

@@ -1,9 +1,11 @@
 """The event loop on hand-made schedules (scripted durations, a recording server and trainer),
 late uploads, byte counting, and an algorithm added the way a user adds one."""
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -13,10 +15,11 @@ from fl_bench.config import FedAvgConfig, FedBuffConfig
 from fl_bench.engine.availability import AlwaysAvailable
 from fl_bench.engine.delays import ClientDelays, Delay
 from fl_bench.engine.population import ClientPopulation, IdlePool
-from fl_bench.engine.protocol import BufferedAsync, Rounds
+from fl_bench.engine.protocol import BufferedAsync, Rounds, build_protocol
 from fl_bench.engine.selection import UniformSelection
 from fl_bench.engine.simulator import Simulator
-from fl_bench.errors import ConfigError
+from fl_bench.errors import ConfigError, DivergenceError
+from fl_bench.experiment import run_experiment
 
 
 class ScriptedDelay(Delay):
@@ -232,9 +235,17 @@ def test_a_new_algorithm_is_one_class_and_one_yaml_file(tmp_path, run_config):
 
 
 def test_rounds_policy_is_chosen_from_the_config():
-    from fl_bench.engine.protocol import build_protocol
-
     assert isinstance(build_protocol(FedAvgConfig(cohort=5), 100, None, False), Rounds)
     assert isinstance(build_protocol(FedBuffConfig(), 100, None, False), BufferedAsync)
     with pytest.raises(ConfigError, match="selection=all_available is not allowed with algorithm=fedbuff"):
         build_protocol(FedBuffConfig(), 100, None, True)
+
+
+def test_a_diverged_run_still_leaves_its_logs_with_its_status(tmp_path, compose_config):
+    cfg = compose_config("algorithm.client_lr=1e30", "max_trips=300", "eval_every=100", "concurrency=20")
+    with pytest.raises(DivergenceError, match="diverged"):
+        run_experiment(cfg, tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "diverged" and summary["client_trips"] == 100
+    assert len(pd.read_csv(tmp_path / "run" / "metrics.csv")) == 1  # the initial evaluation
+    assert len(pd.read_csv(tmp_path / "run" / "trips.csv")) == 100
