@@ -242,12 +242,12 @@ class ClientTrainer:
             start = starts[i]
             self.load(start.params)
             state = {k: start.state[k] for k in self.update.state_keys}
-            self._local_sgd(client, seed, start.params, state, rows[i], counts[i, : plan.steps[i]])
+            self._local_sgd(client, seed, start.params, state, rows[i], counts[i, : plan.steps[i]].tolist())
             torch.sub(start.params, self.flat, out=out[i])
         return out
 
     def _local_sgd(
-        self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor], rows: torch.Tensor, counts: np.ndarray
+        self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor], rows: torch.Tensor, counts: list[int]
     ) -> None:
         """Local steps on the loaded model: step t uses example rows ``rows[t, :counts[t]]``;
         ``start`` is y_0, the model the trip downloaded, and ``state`` the flat server state the
@@ -312,7 +312,7 @@ class ClientTrainer:
         longest = order[0]
         if plan.steps[longest] > together:
             self.load(stacked[0])
-            counts_left = plan.mask[longest, together : plan.steps[longest]].sum(-1).numpy()
+            counts_left = plan.mask[longest, together : plan.steps[longest]].sum(-1).tolist()
             rows_left = plan.rows[longest, together:].to(self.device)
             state_left = {key: buffer[0] for key, buffer in zip(update.state_keys, flat_state)}
             self._local_sgd(clients[longest], seeds[longest], origin[0], state_left, rows_left, counts_left)

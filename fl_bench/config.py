@@ -1,7 +1,8 @@
 """Structured configs: the typed schema behind every YAML file under ``conf/``.
 
-Each config group (dataset, partition, model, algorithm, delay, availability, dp) has a base dataclass and
-one subclass per option. The YAML option files start from their schema (``defaults: -
+Each config group (dataset, partition, model, algorithm, delay, availability, speed, selection, dp)
+has a base dataclass and one subclass per option; where the option builds an object, its
+``_target_`` names the class or function that :func:`build` calls. The YAML option files start from their schema (``defaults: -
 /schema/<group>@_here_: <option>``), so a misspelt key or a wrongly typed value fails at Hydra
 composition. Value ranges are checked in ``__post_init__``, which runs when the composed config is
 turned into objects (``OmegaConf.to_object``), before any work starts.

@@ -94,10 +94,12 @@ class ClientPopulation:
                     if not self.busy[client]:
                         self.pool.add(client)
 
-    def mark_busy(self, clients: np.ndarray | list[int], clock: float) -> None:
+    def mark_busy(self, clients: list[int], clock: float) -> None:
         """Clients just selected (already out of the pool) start their trips."""
-        self.busy[clients] = True
-        self.last_selected[clients] = clock
+        busy, last = self.busy, self.last_selected
+        for client in clients:  # usually one client: scalar writes beat fancy indexing
+            busy[client] = True
+            last[client] = clock
 
     def finish(self, trip_id: int, client: int) -> None:
         """A trip is over (uploaded, dropped or aborted): the client returns before the next selection."""

@@ -20,8 +20,15 @@ class TripLog:
             setattr(self, name, array(self._TYPES.get(name, "q")))
 
     def append(self, client, num_examples, version, start, end, staleness, used, bytes_down, bytes_up) -> None:
-        for name, value in zip(self.COLUMNS, (client, num_examples, version, start, end, staleness, used, bytes_down, bytes_up)):
-            getattr(self, name).append(value)
+        self.client.append(client)
+        self.num_examples.append(num_examples)
+        self.download_version.append(version)
+        self.start_time.append(start)
+        self.end_time.append(end)
+        self.staleness.append(staleness)
+        self.used.append(used)
+        self.bytes_down.append(bytes_down)
+        self.bytes_up.append(bytes_up)
 
     def __len__(self) -> int:
         return len(self.client)
