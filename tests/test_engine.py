@@ -16,7 +16,7 @@ from fl_bench.engine.availability import AlwaysAvailable
 from fl_bench.engine.delays import ClientDelays, Delay
 from fl_bench.engine.population import ClientPopulation, IdlePool
 from fl_bench.engine.protocol import BufferedAsync, Rounds, build_protocol
-from fl_bench.engine.selection import UniformSelection
+from fl_bench.engine.selection import AllAvailableSelection, UniformSelection
 from fl_bench.engine.simulator import Simulator
 from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.experiment import run_experiment
@@ -61,14 +61,14 @@ class RecordingServer(ServerAlgorithm):
         self.params += 1  # the model version is readable from the params
 
 
-def simulate(policy, durations, *, num_clients=10, max_trips, vmap=True, eval_every=2):
+def simulate(policy, durations, *, num_clients=10, max_trips, vmap=True, eval_every=2, selection=UniformSelection):
     evals = []
     population = ClientPopulation(np.full(num_clients, 5),
                                   AlwaysAvailable(SimpleNamespace(name="always", unit="time", on_unavailable="finish"),
                                                   SimpleNamespace(num_clients=num_clients)))
     sim = Simulator(
         server=RecordingServer(num_clients), trainer=RecordingTrainer(vmap), population=population,
-        selection=UniformSelection(None, population, None),
+        selection=selection(None, population, None),
         delays=ClientDelays([ScriptedDelay(durations)], population.sizes), policy=policy,
         rng=np.random.default_rng(0), max_trips=max_trips, eval_every=eval_every,
         on_eval=lambda p: evals.append(p) and False,
@@ -176,6 +176,18 @@ def test_deadline_round_delivers_a_straggler_late_with_its_staleness_and_start_v
     cols = log.columns()
     assert list(cols["used"][:3]) == [1, 1, 0] and cols["end_time"][2] == 1.0
     assert all(v == s for s, _, _, v in sim.server.received)  # nothing late reaches the server
+
+
+def test_all_available_rounds_take_every_idle_client_and_wait_for_them_all():
+    """HFL's synchronous kernel: each round starts every idle client (a late straggler is still busy)
+    and, with no cohort, waits for all of them or the deadline."""
+    sim, log, _ = simulate(Rounds(None, 0.0, 1.0, "deliver", True), [0.5, 0.5, 0.5, 2.5] + [0.5] * 30,
+                           num_clients=4, max_trips=10, eval_every=100, selection=AllAvailableSelection)
+    cols = log.columns()
+    started_at = {t: int((cols["start_time"] == t).sum()) for t in np.unique(cols["start_time"])}
+    assert started_at == {0.0: 4, 1.0: 3, 1.5: 3, 2.0: 3}  # round 0 closes at its deadline, then every 0.5
+    assert [r[0] for r in sim.server.received if r[2] > 0] == [3]  # the straggler (ends 2.5) joins step 3
+    assert sim.server.version == 4
 
 
 def test_impossible_concurrency_is_a_config_error():

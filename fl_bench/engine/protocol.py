@@ -100,9 +100,10 @@ class BufferedAsync(StepPolicy):
 
 
 class Rounds(StepPolicy):
-    def __init__(self, cohort: int, over_selection: float, deadline: float | None, late_uploads: str, takes_all: bool):
-        self.cohort = cohort
-        self.round_size = math.ceil((1 + over_selection) * cohort)
+    def __init__(self, cohort: int | None, over_selection: float, deadline: float | None, late_uploads: str, takes_all: bool):
+        self.cohort = cohort  # uploads that close a round; None: all of its trips
+        # Trips a round starts (a selection that takes every available client ignores it).
+        self.round_size = math.ceil((1 + over_selection) * cohort) if cohort else 0
         self.deadline = deadline
         self.late_uploads = late_uploads
         self.takes_all = takes_all  # the selection takes every available client
@@ -143,7 +144,7 @@ class Rounds(StepPolicy):
         del self._trips[trip.id]
         self._ended += 1
         self._uploads += not trip.aborted
-        if self._uploads >= min(self.cohort, self._started) or self._ended == self._started:
+        if self._uploads >= min(self.cohort or self._started, self._started) or self._ended == self._started:
             self._close(sim)
 
     def on_deadline(self, sim, round_id):
@@ -167,7 +168,9 @@ class Rounds(StepPolicy):
 def build_protocol(cfg: AlgorithmConfig, concurrency: int, arrival_rate: float | None, takes_all: bool) -> StepPolicy:
     """The step policy an algorithm's config asks for: rounds for ``SyncConfig``, buffered otherwise."""
     if isinstance(cfg, SyncConfig):
-        return Rounds(cfg.cohort or concurrency, cfg.over_selection, cfg.deadline, cfg.late_uploads, takes_all)
+        # cohort null: the run's concurrency, or, when every available client is selected, all of them
+        cohort = cfg.cohort or (None if takes_all else concurrency)
+        return Rounds(cohort, cfg.over_selection, cfg.deadline, cfg.late_uploads, takes_all)
     if takes_all:
         raise ConfigError(
             f"selection=all_available is not allowed with algorithm={cfg.name}: it starts every available client "
