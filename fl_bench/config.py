@@ -1,6 +1,7 @@
 """Structured configs: the typed schema behind every YAML file under ``conf/``.
 
-Each config group (dataset, partition, model, algorithm, delay, availability, speed, selection, dp)
+Each config group (dataset, partition, model, algorithm, delay, availability, speed, selection, dp;
+server_optimizer, nested in algorithm as ``algorithm/server_optimizer``)
 has a base dataclass and one subclass per option; where the option builds an object, its
 ``_target_`` names the class or function that :func:`build` calls. The YAML option files start from their schema (``defaults: -
 /schema/<group>@_here_: <option>``), so a misspelt key or a wrongly typed value fails at Hydra
@@ -403,15 +404,81 @@ class BagOfWordsConfig(ModelConfig):
         _choice("model.values", self.values, BOW_VALUES)
 
 
+# ----------------------------------------------------------------------------- server optimizer
+SERVER_OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+@dataclass
+class ServerOptimizerConfig:
+    """The server step of FedBuff and the FedAvg family, with the aggregate Dbar as pseudo-gradient
+    (fl_bench.algorithms.ServerOptimizerStep). A nested group: ``algorithm/server_optimizer=<name>``
+    chooses the option (conf/algorithm/server_optimizer/), ``algorithm.server_optimizer.lr=...`` sets
+    a knob."""
+
+    name: str = MISSING
+    lr: float = 1.0  # eta_g
+
+    def __post_init__(self) -> None:
+        o = "algorithm.server_optimizer."
+        option = "sgd" if type(self) is ServerOptimizerConfig else type(self).name  # the bare schema default is plain SGD
+        _require(self.name == option, o + "name", self.name, "is set by the option: choose it with algorithm/server_optimizer=<name>")
+        _require(math.isfinite(self.lr) and self.lr > 0, o + "lr", self.lr, "must be > 0")
+
+
+@dataclass
+class SGDServerOptimizerConfig(ServerOptimizerConfig):
+    """Plain SGD: w <- w - lr * Dbar (FedAvg, FedBuff with beta = 0)."""
+
+    name: str = "sgd"
+
+
+@dataclass
+class MomentumServerOptimizerConfig(ServerOptimizerConfig):
+    """SGD with momentum, torch's convention: m <- beta m + Dbar, w <- w - lr m (FedAvgM; FedBuff
+    Alg. 1 line 12); nesterov: w <- w - lr (Dbar + beta m)."""
+
+    name: str = "momentum"
+    momentum: float = 0.9  # beta
+    nesterov: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        o = "algorithm.server_optimizer."
+        _require(0 <= self.momentum < 1, o + "momentum", self.momentum, "must be in [0, 1)")
+        _require(not self.nesterov or self.momentum > 0, o + "nesterov", self.nesterov, "Nesterov needs momentum > 0")
+
+
+@dataclass
+class AdamServerOptimizerConfig(ServerOptimizerConfig):
+    """Adam (Kingma & Ba 2015) on the pseudo-gradient: FedAdam of Reddi et al. 2021 (FedGBO's
+    adaptive baselines use eps = 1e-3)."""
+
+    name: str = "adam"
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])  # beta1, beta2
+    eps: float = 1e-8
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        o = "algorithm.server_optimizer."
+        _require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), o + "betas", self.betas, "need [beta1, beta2], each in [0, 1)")
+        _require(math.isfinite(self.eps) and self.eps > 0, o + "eps", self.eps, "must be > 0")
+
+
+def _schema_server_optimizer() -> ServerOptimizerConfig:
+    # Typed as the base schema, not SGDServerOptimizerConfig, so that any option can be composed
+    # over it (OmegaConf merges only subclasses of the node's type); the algorithm YAMLs choose the
+    # option in their defaults list. Left as it is (an algorithm YAML that chooses none), it is plain SGD.
+    return ServerOptimizerConfig(name="sgd")
+
+
 # ----------------------------------------------------------------------------- algorithm
 WEIGHTINGS = ("lrnorm", "examples", "uniform")
 REDUCTIONS = ("sum", "mean")
-SERVER_OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass
 class AlgorithmConfig:
-    """Client training and server optimizer knobs shared by every algorithm (FedBuff Table 4)."""
+    """Client training and aggregation knobs shared by every algorithm (FedBuff Table 4)."""
 
     name: str = MISSING
     # The ServerAlgorithm class (fl_bench.algorithms); a new algorithm names its own.
@@ -424,13 +491,11 @@ class AlgorithmConfig:
     local_steps: Optional[int] = None
     # FedProx proximal coefficient mu (0 disables the term).
     prox_mu: float = 0.0
-    # --- server: how updates are weighted and combined, then the server optimizer step
+    # --- server: how updates are weighted and combined (the server step is the algorithm's own:
+    # server_optimizer for FedBuff and the FedAvg family, mixing for FedAsync)
     weighting: str = "lrnorm"  # lrnorm | examples | uniform (FedBuff Table 7)
     reduction: str = "mean"  # sum: (1/K) sum w_i D_i ; mean: sum w_i D_i / sum w_i
     staleness_exponent: float = 0.5  # alpha in s(tau) = (1 + tau)^-alpha
-    server_optimizer: str = "sgd"  # sgd | adam (beta1 = server_momentum, beta2 = 0.99)
-    server_lr: float = 1.0
-    server_momentum: float = 0.0
 
     def __post_init__(self) -> None:
         a = "algorithm."
@@ -442,9 +507,6 @@ class AlgorithmConfig:
         _choice(a + "weighting", self.weighting, WEIGHTINGS)
         _choice(a + "reduction", self.reduction, REDUCTIONS)
         _require(self.staleness_exponent >= 0, a + "staleness_exponent", self.staleness_exponent, "must be >= 0")
-        _choice(a + "server_optimizer", self.server_optimizer, SERVER_OPTIMIZERS)
-        _require(math.isfinite(self.server_lr) and self.server_lr > 0, a + "server_lr", self.server_lr, "must be > 0")
-        _require(0 <= self.server_momentum < 1, a + "server_momentum", self.server_momentum, "must be in [0, 1)")
 
 
 LATE_UPLOADS = ("drop", "deliver")
@@ -478,6 +540,7 @@ class SyncConfig(AlgorithmConfig):
     # finishes and its upload joins the round open when it arrives, with its staleness: HFL).
     late_uploads: str = "drop"
     weighting: str = "examples"
+    server_optimizer: ServerOptimizerConfig = field(default_factory=_schema_server_optimizer)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -495,9 +558,10 @@ class FedAvgConfig(SyncConfig):
 
 @dataclass
 class FedAvgMConfig(SyncConfig):
+    """Server momentum: conf/algorithm/fedavgm.yaml chooses algorithm/server_optimizer=momentum (beta 0.9)."""
+
     name: str = "fedavgm"
     _target_: str = "fl_bench.algorithms.synchronous.FedAvgM"
-    server_momentum: float = 0.9
 
 
 @dataclass
@@ -517,20 +581,22 @@ class FedBuffConfig(AsyncConfig):
     _target_: str = "fl_bench.algorithms.buffered.FedBuff"
     buffer_size: int = 10  # K
     reduction: str = "sum"  # FedBuff App. B.2: weighted sum of the buffered updates
+    server_optimizer: ServerOptimizerConfig = field(default_factory=_schema_server_optimizer)
 
 
 @dataclass
 class FedAsyncConfig(AsyncConfig):
-    """FedAsync (Xie et al. 2019): w <- (1 - a_t) w + a_t w_client with a_t = server_lr * s(tau)."""
+    """FedAsync (Xie et al. 2019): w <- (1 - a_t) w + a_t w_client with a_t = mixing * s(tau)."""
 
     name: str = "fedasync"
     _target_: str = "fl_bench.algorithms.buffered.FedAsync"
     weighting: str = "uniform"
+    mixing: float = 0.5  # a (FedBuff Table 4's eta_g column for FedAsync)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _require(self.buffer_size == 1, "algorithm.buffer_size", self.buffer_size, "FedAsync applies every upload: must be 1")
-        _require(self.server_lr <= 1, "algorithm.server_lr", self.server_lr, "FedAsync's mixing weight a must be in (0, 1]")
+        _require(0 < self.mixing <= 1, "algorithm.mixing", self.mixing, "FedAsync's mixing weight a must be in (0, 1]")
 
 
 # ----------------------------------------------------------------------------- delay
@@ -835,6 +901,12 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "fedprox": FedProxConfig,
         "fedbuff": FedBuffConfig,
         "fedasync": FedAsyncConfig,
+    },
+    # nested in algorithm: conf/algorithm/server_optimizer/<name>.yaml, package algorithm.server_optimizer
+    "server_optimizer": {
+        "sgd": SGDServerOptimizerConfig,
+        "momentum": MomentumServerOptimizerConfig,
+        "adam": AdamServerOptimizerConfig,
     },
     "delay": {
         "halfnormal": HalfNormalDelayConfig,

@@ -75,6 +75,15 @@ def build_experiment(cfg: Config, on_eval) -> Experiment:
     return Experiment(cfg, data, task, trainer, server, simulator)
 
 
+def _server_step_knob(algorithm: Any) -> str:
+    """' or <the key that sizes the server step> (<value>)', for the divergence message."""
+    if hasattr(algorithm, "server_optimizer"):
+        return f" or algorithm.server_optimizer.lr ({algorithm.server_optimizer.lr})"
+    if hasattr(algorithm, "mixing"):
+        return f" or algorithm.mixing ({algorithm.mixing})"
+    return ""
+
+
 def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
     started = time.perf_counter()
     reached: dict[str, float] = {}
@@ -85,7 +94,7 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
         if not (math.isfinite(loss) and math.isfinite(acc)):
             raise DivergenceError(
                 f"training diverged (validation loss {loss}) after {p.trips} trips, server step {p.server_step}: "
-                f"lower algorithm.client_lr ({cfg.algorithm.client_lr}) or algorithm.server_lr ({cfg.algorithm.server_lr})"
+                f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}"
             )
         log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
         if acc >= cfg.target_accuracy and not reached:

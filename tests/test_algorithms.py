@@ -7,12 +7,21 @@ from fl_bench.algorithms import staleness_scale
 from fl_bench.algorithms.buffered import FedAsync, FedBuff
 from fl_bench.algorithms.client_state import ClientDict, ClientTable
 from fl_bench.algorithms.synchronous import FedAvgM
-from fl_bench.config import FedAsyncConfig, FedAvgMConfig, FedBuffConfig, build
+from fl_bench.config import (
+    AdamServerOptimizerConfig,
+    FedAsyncConfig,
+    FedAvgMConfig,
+    FedBuffConfig,
+    MomentumServerOptimizerConfig,
+    SGDServerOptimizerConfig,
+    build,
+)
+from fl_bench.errors import ConfigError
 from fl_bench.engine.messages import Upload
 
 
-def fedbuff(w0, **kw):
-    cfg = FedBuffConfig(**{"buffer_size": 2, "weighting": "uniform", "server_momentum": 0.0, **kw})
+def fedbuff(w0, server_lr=1.0, **kw):
+    cfg = FedBuffConfig(**{"buffer_size": 2, "weighting": "uniform", "server_optimizer": SGDServerOptimizerConfig(lr=server_lr), **kw})
     return FedBuff(cfg, torch.tensor(w0), num_clients=4)
 
 
@@ -67,7 +76,7 @@ def test_fedbuff_buffer_resets_after_step():
 
 def test_fedavgm_momentum_two_steps():
     # m1 = g1 = 1, w1 = 0 - 1*1 = -1 ; m2 = 0.9*1 + 1 = 1.9, w2 = -1 - 1.9 = -2.9
-    cfg = FedAvgMConfig(server_momentum=0.9, server_lr=1.0)
+    cfg = FedAvgMConfig(server_optimizer=MomentumServerOptimizerConfig(lr=1.0, momentum=0.9, nesterov=False))
     server = build(cfg, torch.zeros(1), 1)
     assert isinstance(server, FedAvgM)
     server.add(upload([1.0], 10, 0))
@@ -79,7 +88,7 @@ def test_fedavgm_momentum_two_steps():
 
 
 def test_fedavg_example_weighted_mean_over_cohort():
-    cfg = FedAvgMConfig(server_momentum=0.0, server_lr=1.0)  # beta = 0 is FedAvg
+    cfg = FedAvgMConfig(server_optimizer=SGDServerOptimizerConfig(lr=1.0))  # no momentum is FedAvg
     server = build(cfg, torch.zeros(1), 2)
     server.add(upload([1.0], 1, 0))
     server.add(upload([4.0], 3, 0))
@@ -89,13 +98,59 @@ def test_fedavg_example_weighted_mean_over_cohort():
 
 def test_fedasync_mixing():
     # a_t = a * (1 + tau)^-alpha = 0.5 * 4^-0.5 = 0.25 ; w = 0.75*[0,0] + 0.25*[1,2]
-    cfg = FedAsyncConfig(server_lr=0.5, staleness_exponent=0.5)
+    cfg = FedAsyncConfig(mixing=0.5, staleness_exponent=0.5)
     server = FedAsync(cfg, torch.zeros(2), num_clients=1)
     assert server.upload == "model"
     assert cfg.buffer_size == 1  # every upload is a server step
     server.add(upload([1.0, 2.0], 5, 3))
     server.step()
     assert torch.allclose(server.params, torch.tensor([0.25, 0.5]))
+
+
+def test_fedavgm_nesterov_two_steps():
+    # nesterov (torch): m1 = g = 1, w1 = 0 - 0.5*(g + 0.9*m1) = -0.95 ; m2 = 0.9 + 1 = 1.9,
+    # w2 = -0.95 - 0.5*(1 + 0.9*1.9) = -0.95 - 1.355 = -2.305
+    cfg = FedAvgMConfig(server_optimizer=MomentumServerOptimizerConfig(lr=0.5, momentum=0.9, nesterov=True))
+    server = build(cfg, torch.zeros(1), 1)
+    for expected in (-0.95, -2.305):
+        server.add(upload([1.0], 10, 0))
+        server.step()
+        assert server.params.item() == pytest.approx(expected)
+
+
+def test_fedbuff_server_adam_two_steps():
+    # Adam with betas (0.5, 0.9), eps 1e-3, lr 0.1; pseudo-gradients g1 = [1, -2], g2 = [3, 1] (K=1).
+    # step t: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2, mhat = m/(1-b1^t), vhat = v/(1-b2^t),
+    # w -= lr mhat / (sqrt(vhat) + eps).
+    # t=1: mhat = g1, vhat = g1^2: w1 = -0.1 * [1/1.001, -2/2.001]
+    # t=2: m = 0.25 g1 + 0.5 g2 = [1.75, 0], mhat = m/0.75 = [7/3, 0];
+    #      v = 0.09 g1^2 + 0.1 g2^2 = [0.99, 0.46], vhat = v/0.19 = [99/19, 46/19]
+    cfg = FedBuffConfig(buffer_size=1, weighting="uniform", staleness_exponent=0.0,
+                        server_optimizer=AdamServerOptimizerConfig(lr=0.1, betas=[0.5, 0.9], eps=1e-3))
+    server = FedBuff(cfg, torch.zeros(2, dtype=torch.float64), num_clients=1)
+    w1 = [-0.1 * 1 / 1.001, 0.1 * 2 / 2.001]
+    w2 = [w1[0] - 0.1 * (7 / 3) / ((99 / 19) ** 0.5 + 1e-3), w1[1]]
+    for g, expected in (([1.0, -2.0], w1), ([3.0, 1.0], w2)):
+        server.add(Upload(0, 0, 0, 1, torch.tensor(g, dtype=torch.float64)))
+        server.step()
+        assert torch.allclose(server.params, torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SGDServerOptimizerConfig(lr=-1.0),
+    lambda: SGDServerOptimizerConfig(lr=float("nan")),
+    lambda: SGDServerOptimizerConfig(name="adam"),  # the option, not the label, chooses the optimizer
+    lambda: MomentumServerOptimizerConfig(momentum=1.0),
+    lambda: MomentumServerOptimizerConfig(momentum=0.0, nesterov=True),
+    lambda: AdamServerOptimizerConfig(betas=[0.9]),
+    lambda: AdamServerOptimizerConfig(betas=[0.9, 1.0]),
+    lambda: AdamServerOptimizerConfig(eps=0.0),
+    lambda: FedAsyncConfig(mixing=0.0),
+    lambda: FedAsyncConfig(mixing=1.5),
+])
+def test_server_step_ranges_are_checked(make):
+    with pytest.raises(ConfigError):
+        make()
 
 
 def test_broadcast_and_upload_sizes_are_the_model():

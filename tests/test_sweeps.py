@@ -19,7 +19,7 @@ def test_two_invocations_share_one_sqlite_study_and_record_the_best_trial(tmp_pa
     assert {t.number for t in study.trials} == {0, 1, 2}  # the second invocation continued the study
     recorded = OmegaConf.load(tmp_path / "second" / "optimization_results.yaml")
     assert recorded.trials == 3 and recorded.best_value == min(t.value for t in study.trials)
-    assert set(recorded.best_params) == {"algorithm.client_lr", "algorithm.server_lr", "algorithm.server_momentum"}
+    assert set(recorded.best_params) == {"algorithm.client_lr", "algorithm.server_optimizer.lr", "algorithm.server_optimizer.momentum"}
     # every trial's objective is its trips to target, or the 300-trip budget when it missed
     assert all(0 <= t.value <= 300 for t in study.trials)
 

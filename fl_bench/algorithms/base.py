@@ -9,6 +9,7 @@ import torch
 
 from fl_bench.algorithms.client_state import ClientState
 from fl_bench.engine.messages import Broadcast, Upload, tensor_bytes
+from fl_bench.errors import ConfigError
 
 
 def staleness_scale(staleness: int, exponent: float) -> float:
@@ -67,17 +68,23 @@ class ServerAlgorithm(ABC):
 
 
 class ServerOptimizerStep:
-    """A torch.optim optimizer stepping ``params`` in place with a pseudo-gradient (FedBuff Alg. 1
-    line 12: server SGD with momentum beta, m <- beta m + Dbar, w <- w - eta_g m, torch's
-    convention; or Adam)."""
+    """A torch.optim optimizer stepping ``params`` in place with a pseudo-gradient, built from
+    ``cfg.server_optimizer`` (fl_bench.config.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
+    momentum, m <- beta m + Dbar, w <- w - lr m (torch's convention; FedBuff Alg. 1 line 12), or
+    Nesterov's variant; adam, Adam with the configured betas and eps."""
 
     def __init__(self, cfg, params: torch.Tensor):
         self._param = torch.nn.Parameter(params, requires_grad=False)  # shares storage with params
         self._param.grad = torch.zeros_like(params)
-        if cfg.server_optimizer == "adam":
-            self._opt = torch.optim.Adam([self._param], lr=cfg.server_lr, betas=(cfg.server_momentum, 0.99))
+        opt = cfg.server_optimizer
+        if opt.name == "sgd":
+            self._opt = torch.optim.SGD([self._param], lr=opt.lr, momentum=0.0)
+        elif opt.name == "momentum":
+            self._opt = torch.optim.SGD([self._param], lr=opt.lr, momentum=opt.momentum, nesterov=opt.nesterov)
+        elif opt.name == "adam":
+            self._opt = torch.optim.Adam([self._param], lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps)
         else:
-            self._opt = torch.optim.SGD([self._param], lr=cfg.server_lr, momentum=cfg.server_momentum)
+            raise ConfigError(f"algorithm.server_optimizer.name={opt.name!r} is not allowed: choose one of sgd, momentum, adam")
 
     @property
     def grad(self) -> torch.Tensor:

@@ -42,7 +42,7 @@ class FedBuff(ServerAlgorithm):
 
 class FedAsync(ServerAlgorithm):
     """FedAsync (Xie et al. 2019): every upload is applied at once,
-    w <- (1 - a_t) w + a_t y_client with a_t = a * s(tau) (a = ``server_lr``)."""
+    w <- (1 - a_t) w + a_t y_client with a_t = a * s(tau) (a = ``mixing``)."""
 
     upload = "model"
 
@@ -53,7 +53,7 @@ class FedAsync(ServerAlgorithm):
 
     def add(self, upload: Upload) -> None:
         self._client_model = upload.vector
-        self._mix = self.cfg.server_lr * staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+        self._mix = self.cfg.mixing * staleness_scale(upload.staleness, self.cfg.staleness_exponent)
 
     def _step(self) -> None:
         self.params.lerp_(self._client_model, self._mix)  # w + a_t (y - w)
