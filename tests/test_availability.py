@@ -12,12 +12,14 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from fl_bench.config import (
-    AllAvailableSelectionConfig, AlwaysAvailableConfig, LongestAbsentSelectionConfig, WeightedSelectionConfig, build,
+    AllAvailableSelectionConfig, AlwaysAvailableConfig, DiurnalAvailabilityConfig, LongestAbsentSelectionConfig,
+    WeightedSelectionConfig, build,
 )
 from fl_bench.data import build_dataset
-from fl_bench.engine.availability import AlwaysAvailable, Availability, Trace
+from fl_bench.engine.availability import AlwaysAvailable, Availability, Diurnal, Trace
 from fl_bench.engine.population import ClientPopulation, majority_labels
 from fl_bench.engine.selection import AllAvailableSelection, LongestAbsentSelection, WeightedSelection
 from fl_bench.errors import ConfigError
@@ -45,17 +47,18 @@ def assert_no_client_overlaps(trips: pd.DataFrame) -> None:
 def test_diurnal_turns_by_server_step_select_only_the_group_that_is_on(run_config):
     """unit=steps: group 0 (main labels 0-4) is on in rounds with v mod 6 < 3, group 1 (5-9) otherwise."""
     _, _, trips = run_config(*DIURNAL, "availability.period=3", "max_trips=720", "eval_every=720")
-    group = (main_labels(*DIURNAL) >= 5).astype(int)  # groups [[0..4], [5..9]]
+    labels = main_labels(*DIURNAL)
+    group = (labels >= 5).astype(int)  # groups [[0..4], [5..9]]
     assert len(trips) == 720 and trips.download_version.max() == 35  # 36 rounds of 20
     assert (trips.groupby("download_version").size() == 20).all()
     on = np.where(trips.download_version % 6 < 3, 0, 1)
     assert (group[trips.client] == on).all(), "a trip started on a client whose group was off"
-    labels = main_labels(*DIURNAL)[trips.client]
-    for v, seen in pd.Series(labels).groupby(trips.download_version.to_numpy()):
+    # The labels trained alternate: rounds 0-2 only 0-4, rounds 3-5 only 5-9, ...
+    seen = pd.Series(labels[trips.client]).groupby(trips.download_version.to_numpy()).agg(set)
+    for v, round_labels in seen.items():
         allowed = set(range(5)) if v % 6 < 3 else set(range(5, 10))
-        assert set(seen) <= allowed, f"round {v} saw labels {sorted(set(seen))}"
-    # Both groups train, and every round's turn brings several of its labels.
-    assert set(labels) == set(range(10))
+        assert round_labels <= allowed and len(round_labels) >= 3, f"round {v} trained labels {sorted(round_labels)}"
+    assert set().union(*seen) == set(range(10))
     assert trips.groupby("download_version").client.nunique().min() == 20  # no client twice in a round
 
 
@@ -94,11 +97,6 @@ def test_diurnal_drop_on_the_time_clock_cuts_trips_when_the_groups_turn_ends(run
 def test_diurnal_schedule_and_window_ends():
     """Group g is on for period * ratio**g, in turn: with period 3 and ratio 2, group 0 during
     [9k, 9k + 3) and group 1 during [9k + 3, 9k + 9)."""
-    import torch
-
-    from fl_bench.config import DiurnalAvailabilityConfig
-    from fl_bench.engine.availability import Diurnal
-
     data = SimpleNamespace(y=torch.tensor([0, 0, 6, 1, 9, 9, 2]), offsets=np.array([0, 2, 3, 4, 7]), num_classes=10,
                            num_clients=4)  # main labels 0, 6, 1, 9 (client 3: 9, 9, 2)
     diurnal = Diurnal(DiurnalAvailabilityConfig(unit="time", period=3, ratio=2), data)
@@ -172,7 +170,6 @@ def test_trace_drop_cuts_trips_at_the_window_end(tmp_path, run_config):
     dropped, kept = trips[cut & clear], trips[~cut & clear]
     assert len(dropped) >= 30 and len(kept) >= 100 and clear.mean() > 0.99
     assert (dropped.used == 0).all() and (dropped.bytes_up == 0).all() and (dropped.bytes_down > 0).all()
-    assert np.allclose(dropped.end_time, inside.end[dropped.index], rtol=0, atol=1e-12)
     assert (dropped.end_time == inside.end[dropped.index]).all()
     assert (kept.used == 1).all() and (kept.bytes_up > 0).all()
     assert np.allclose(kept.end_time, kept.start_time + 1) and (kept.end_time <= inside.end[kept.index]).all()
@@ -300,22 +297,22 @@ def test_bad_trace_through_the_command_line_prints_one_error_line(tmp_path):
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
-    assert re.fullmatch(r"fl_bench: error: availability\.path=\S+trace\.csv row 4: client 20 is unknown: ids are 0\.\.19",
-                        lines[0]), lines[0]
+    expected = r"fl_bench: error: availability\.path=\S+trace\.csv row 4: client 20 is unknown: ids are 0\.\.19"
+    assert re.fullmatch(expected, lines[0]), lines[0]
 
 
 # ----------------------------------------------------------------------------- persistent speeds
 def test_two_tier_slow_clients_are_persistently_slower(run_config):
     overrides = ("dataset=digits", "algorithm=fedbuff", "concurrency=10", "speed=two_tier", "speed.slow_fraction=0.3",
                  "speed.slow_factor=5", "delay=uniform")
-    _, _, trips = run_config(*overrides, "max_trips=2000", "eval_every=2000")
+    _, _, trips = run_config(*overrides, "max_trips=1000", "eval_every=1000")
     cfg = compose_run_config(*overrides)
     data = build_dataset(cfg.dataset, cfg.partition)
     factor = build(cfg.speed, cfg.delay, data).factor
     assert sorted(np.unique(factor)) == [1.0, 5.0] and (factor == 5).sum() == round(0.3 * data.num_clients)
     duration = trips.end_time - trips.start_time
     slow = factor[trips.client] == 5
-    assert slow.sum() >= 200 and (~slow).sum() >= 200
+    assert slow.sum() >= 100 and (~slow).sum() >= 100
     assert duration[~slow].max() <= 2.0 and duration[slow].max() > 8  # U(0, 2) and 5 x U(0, 2)
     ratio = duration[slow].mean() / duration[~slow].mean()
     assert 4.5 <= ratio <= 5.5, ratio
@@ -393,11 +390,17 @@ def test_longest_absent_breaks_ties_at_random():
     picks = []
     for seed in range(40):
         population = always(np.full(20, 3))
+        population.last_selected[10:] = 0.0  # clients 0-9 never selected, tied; 10-19 selected at 0, tied
         chosen = LongestAbsentSelection(None, population, None).select(population, 5, np.random.default_rng(seed))
         assert len(chosen) == len(set(chosen)) == 5 and len(population.pool) == 15
+        assert max(chosen) < 10  # the never-selected come first
         picks.append(frozenset(chosen))
+        population = always(np.full(20, 3))
+        population.last_selected[:] = 4.0  # all tied: the set size is still the count asked for
+        chosen = LongestAbsentSelection(None, population, None).select(population, 12, np.random.default_rng(seed))
+        assert len(set(chosen)) == 12
     assert picks[0] != picks[1] and len(set(picks)) > 30
-    assert set().union(*picks) == set(range(20))  # every tied client gets picked by some seed
+    assert set().union(*picks) == set(range(10))  # every tied client gets picked by some seed
 
 
 def test_longest_absent_only_picks_available_idle_clients():

@@ -261,3 +261,14 @@ def test_a_diverged_run_still_leaves_its_logs_with_its_status(tmp_path, compose_
     assert summary["status"] == "diverged" and summary["client_trips"] == 100
     assert len(pd.read_csv(tmp_path / "run" / "metrics.csv")) == 1  # the initial evaluation
     assert len(pd.read_csv(tmp_path / "run" / "trips.csv")) == 100
+
+
+def test_a_round_waiting_for_busy_stragglers_starts_when_one_returns():
+    """Every trip outlasts the deadline: round 0 closes with nothing in and no idle client is left;
+    the next round starts as soon as a late trip frees its client (not 'stuck')."""
+    sim, log, _ = simulate(Rounds(None, 0.0, 0.5, "deliver", True), [1.0] * 60, num_clients=3, max_trips=12,
+                           eval_every=100, selection=AllAvailableSelection)
+    cols = log.columns()
+    assert sim.trips >= 12 and sim.server.version >= 1
+    assert (cols["used"] == 1).all() and (cols["staleness"][:3] == 0).all()
+    assert sorted(set(cols["start_time"]))[:2] == [0.0, 1.0]  # the second round starts when the stragglers return

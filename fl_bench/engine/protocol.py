@@ -118,10 +118,9 @@ class Rounds(StepPolicy):
     def begin(self, sim):
         self._start_round(sim)
 
-    def on_tick(self, sim):  # a round waiting for available clients
-        self._start_round(sim)
-
-    on_availability = on_tick
+    def on_availability(self, sim):  # a round waiting for available clients
+        if not self.open:
+            self._start_round(sim)
 
     def _start_round(self, sim):
         self.round += 1
@@ -139,7 +138,10 @@ class Rounds(StepPolicy):
     def on_trip_end(self, sim, trip):
         if not trip.aborted:
             sim.buffer.append(trip)  # this round's upload, or a late one from an earlier round
-        if trip.round != self.round or not self.open:
+        if not self.open:  # the next round waits for clients: a late trip just freed one
+            self._start_round(sim)
+            return
+        if trip.round != self.round:
             return
         del self._trips[trip.id]
         self._ended += 1
