@@ -20,8 +20,8 @@ from fl_bench.errors import ConfigError
 from fl_bench.engine.messages import Upload
 
 
-def fedbuff(w0, server_lr=1.0, **kw):
-    cfg = FedBuffConfig(**{"buffer_size": 2, "weighting": "uniform", "server_optimizer": SGDServerOptimizerConfig(lr=server_lr), **kw})
+def fedbuff(w0, lr=1.0, **kw):
+    cfg = FedBuffConfig(**{"buffer_size": 2, "weighting": "uniform", "server_optimizer": SGDServerOptimizerConfig(lr=lr), **kw})
     return FedBuff(cfg, torch.tensor(w0), num_clients=4)
 
 
@@ -37,7 +37,7 @@ def test_staleness_scale():
 
 def test_fedbuff_k2_weighted_sum():
     # Dbar = (1/K) sum s(tau_i) D_i = (1/2)(1*[1,0] + (1/2)*[0,2]) = [0.5, 0.5]; w = [1,2] - 0.5*Dbar
-    server = fedbuff([1.0, 2.0], reduction="sum", server_lr=0.5, staleness_exponent=0.5)
+    server = fedbuff([1.0, 2.0], reduction="sum", lr=0.5, staleness_exponent=0.5)
     server.add(upload([1.0, 0.0], 7, 0))
     server.add(upload([0.0, 2.0], 9, 3))
     server.step()
@@ -47,7 +47,7 @@ def test_fedbuff_k2_weighted_sum():
 
 def test_fedbuff_k2_weighted_mean():
     # Dbar = (1*[1,0] + 0.5*[0,2]) / (1 + 0.5) = [2/3, 2/3]
-    server = fedbuff([0.0, 0.0], reduction="mean", server_lr=1.0, staleness_exponent=0.5)
+    server = fedbuff([0.0, 0.0], reduction="mean", lr=1.0, staleness_exponent=0.5)
     server.add(upload([1.0, 0.0], 1, 0))
     server.add(upload([0.0, 2.0], 1, 3))
     server.step()
