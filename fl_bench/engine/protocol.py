@@ -93,7 +93,7 @@ class BufferedAsync(StepPolicy):
             self._start(sim, missing)
 
     def _start(self, sim, count):
-        started = sim.start_trips(count)
+        started = len(sim.start_trips(count))
         if started < count:
             self.missing += count - started
             sim.wait_for_clients()
@@ -130,8 +130,8 @@ class Rounds(StepPolicy):
             sim.wait_for_clients()
             return
         self.open = True
-        self._trips = {t.id: t for t in sim.in_flight_of_round(self.round)}
-        self._started, self._ended, self._uploads = trips, 0, 0
+        self._trips = {t.id: t for t in trips}
+        self._started, self._ended, self._uploads = len(trips), 0, 0
         if self.deadline is not None:
             sim.schedule_deadline(sim.now + self.deadline, self.round)
 

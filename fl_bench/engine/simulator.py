@@ -215,18 +215,19 @@ class Simulator:
         """The availability schedule's clock: virtual time or server steps."""
         return self.server.version if self.availability.unit == "steps" else self.now
 
-    def start_trips(self, count: int, round_id: int = -1) -> int:
-        """Select up to ``count`` idle available clients and start their trips now; returns how
-        many started. Clients are drawn first, then their durations, in selection order."""
+    def start_trips(self, count: int, round_id: int = -1) -> list[Trip]:
+        """Select up to ``count`` idle available clients and start their trips now; returns the
+        trips. Clients are drawn first, then their durations, in selection order."""
         population = self.population
         population.advance(self.clock())
         population.return_finished()
         clients = self.selection.select(population, count, self.rng)
         if not clients:
-            return 0
+            return []
         population.mark_busy(clients, self.clock())
         durations = [self.delays.sample(self.rng, c) for c in clients]
         version, drop = self.server.version, self.availability.on_unavailable == "drop"
+        trips = []
         for client, duration in zip(clients, durations):
             trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1)
             if drop:  # cut at the end of the client's availability window
@@ -241,10 +242,8 @@ class Simulator:
                 if self._batch_all:
                     trip.row = self._rows.take()
             self._push(trip.end, _END, trip.id, trip.id)
-        return len(clients)
-
-    def in_flight_of_round(self, round_id: int) -> list[Trip]:
-        return [t for t in self._in_flight.values() if t.round == round_id]
+            trips.append(trip)
+        return trips
 
     def abort(self, trip: Trip) -> None:
         """End a running trip now without an upload (its round closed on it)."""
