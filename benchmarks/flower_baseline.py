@@ -58,9 +58,9 @@ def export(out: str, overrides: list[str]) -> None:
     alg = cfg.algorithm
     if cfg.model.name != "logreg":
         sys.exit(f"export: the Flower client trains a linear model; got model={cfg.model.name}")
-    if alg.local_steps is not None or alg.prox_mu or alg.weighting == "lrnorm":
+    if alg.local_steps is not None or alg.prox_mu or alg.lr_norm:
         sys.exit("export: the Flower client does plain epochs of SGD; local_steps, prox_mu and "
-                 "weighting=lrnorm are not reproduced")
+                 "lr_norm are not reproduced")
     data = build_dataset(cfg.dataset, cfg.partition)
     if data.transform is not None:
         sys.exit(f"export: dataset {data.name} has a batch-time transform, which the Flower client does not apply")

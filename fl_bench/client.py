@@ -47,7 +47,7 @@ class LocalTraining:
             batch_size=cfg.batch_size,
             epochs=cfg.local_epochs,
             steps=cfg.local_steps,
-            lr_norm=cfg.weighting == "lrnorm",
+            lr_norm=cfg.lr_norm,
             prox_mu=cfg.prox_mu,
         )
 

@@ -63,6 +63,23 @@ def test_fedbuff_example_weights():
     assert torch.allclose(server.params, torch.tensor([-0.25, -1.5]))
 
 
+def test_fedbuff_example_weights_are_normalised_to_mean_one():
+    # weighted sum (App. B.2) with w_i = n_i / mean(n): n = [1, 3], mean 2 -> w = [0.5, 1.5];
+    # Dbar = (1/2)(0.5 * 1 * [2, 0] + 1.5 * (1/2) * [0, 4]) = [0.5, 1.5] (s(tau=3) = 1/2), i.e.
+    # sum_i s_i n_i D_i / sum_i n_i, which does not grow with the buffer's example count
+    server = fedbuff([0.0, 0.0], weighting="examples", reduction="sum", staleness_exponent=0.5)
+    server.add(upload([2.0, 0.0], num_examples=1))
+    server.add(upload([0.0, 4.0], num_examples=3, staleness=3))
+    server.step()
+    assert torch.allclose(server.params, torch.tensor([-0.5, -1.5]))
+    # the same buffer with 100x the examples per client takes the same step
+    big = fedbuff([0.0, 0.0], weighting="examples", reduction="sum", staleness_exponent=0.5)
+    big.add(upload([2.0, 0.0], num_examples=100))
+    big.add(upload([0.0, 4.0], num_examples=300, staleness=3))
+    big.step()
+    assert torch.allclose(big.params, server.params)
+
+
 def test_fedbuff_buffer_resets_after_step():
     server = fedbuff([0.0], reduction="sum", staleness_exponent=0.0)
     for _ in range(2):

@@ -221,3 +221,30 @@ def test_vmap_rejects_a_model_it_cannot_batch_in_one_line():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
     with pytest.raises(ConfigError, match=r"^vmap_clients=true cannot batch model Sequential: .*use vmap_clients=false$"):
         ClientTrainer(ClassificationTask(model, 2), data, LocalTraining(lr=0.1, batch_size=8), vmap=True)
+
+
+@pytest.mark.parametrize("algorithm", ["fedbuff", "fedasync", "fedavg", "fedavgm", "fedprox"])
+def test_lr_norm_is_a_client_setting_of_every_algorithm(compose_config, algorithm):
+    # 3 examples, B = 2, one epoch: a step at lr on 2 examples, then one at lr * 1/2 on the last one
+    # (FedBuff Sec. 5), with the algorithm's own proximal term (FedProx mu, FedAsync rho)
+    cfg = compose_config(f"algorithm={algorithm}", "algorithm.lr_norm=true", "algorithm.batch_size=2",
+                         "algorithm.client_lr=0.4").algorithm
+    data = one_client_data(n=3)
+    trainer = trainer_for(data, LocalTraining.from_config(cfg))
+    start = trainer.flat.clone()
+    w0, b0 = trainer.params[0].detach().clone(), trainer.params[1].detach().clone()
+    delta = trainer.train(broadcasts(start[None]), [0], [7])[0]
+    plan = minibatch_plan(np.array([3]), [7], trainer.local)
+    first, last = plan.rows[0, 0], plan.rows[0, 1, :1]
+    assert sorted([*first.tolist(), *last.tolist()]) == [0, 1, 2]
+    expected = manual_steps(data, w0, b0, [(0.4, first), (0.4 * 1 / 2, last)], mu=cfg.prox_mu)
+    assert torch.allclose(delta, expected, atol=1e-6)
+    without = compose_config(f"algorithm={algorithm}", "algorithm.lr_norm=false", "algorithm.batch_size=2",
+                             "algorithm.client_lr=0.4").algorithm
+    assert not LocalTraining.from_config(without).lr_norm
+    assert LocalTraining.from_config(cfg).step_lr(1) == pytest.approx(0.2)
+
+
+def test_weighting_lrnorm_points_to_the_client_setting(compose_config):
+    with pytest.raises(ConfigError, match="algorithm.lr_norm=true"):
+        compose_config("algorithm=fedbuff", "algorithm.weighting=lrnorm")

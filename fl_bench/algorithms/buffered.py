@@ -13,31 +13,34 @@ class FedBuff(ServerAlgorithm):
 
     Buffer K uploads; Dbar = (1/K) sum_i s(tau_i) w_i Delta_i (``reduction=sum``, App. B.2) or
     the weighted average sum_i s w Delta / sum_i s w (``reduction=mean``); then a server-optimizer
-    step with Dbar as the pseudo-gradient. Weights w_i (Table 7): lrnorm and uniform -> 1 (LR-norm
-    acts on the client), examples -> n_i. The synchronous FedAvg family reuses this aggregation
-    with the round's uploads (zero staleness).
+    step with Dbar as the pseudo-gradient. Weights w_i (Table 7): uniform -> 1; examples ->
+    n_i / mean_j n_j over the buffer, normalised to mean 1 so that the step does not grow with the
+    buffer's example count: with ``sum`` that is Dbar = sum_i s_i n_i Delta_i / sum_i n_i. (Table 7's
+    LR-norm arm is a client rule, ``lr_norm``, with uniform weights.) The synchronous FedAvg family
+    reuses this aggregation with the round's uploads (zero staleness).
     """
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int):
         super().__init__(cfg, params, num_clients)
         self._optimizer = ServerOptimizerStep(cfg, params)
-        self._sum = torch.zeros_like(params)
-        self._weight_sum = 0.0
-        self._count = 0
+        self._sum = torch.zeros_like(params)  # sum_i s_i w_i Delta_i, w_i unnormalised (n_i or 1)
+        self._weight_sum = 0.0  # sum_i w_i: K * mean(w), the normaliser of the weights
+        self._scaled_weight_sum = 0.0  # sum_i s_i w_i
 
     def add(self, upload: Upload) -> None:
         weight = float(upload.num_examples) if self.cfg.weighting == "examples" else 1.0
-        weight *= staleness_scale(upload.staleness, self.cfg.staleness_exponent)
-        self._sum.add_(upload.vector, alpha=weight)
+        scaled = weight * staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+        self._sum.add_(upload.vector, alpha=scaled)
         self._weight_sum += weight
-        self._count += 1
+        self._scaled_weight_sum += scaled
 
     def _step(self) -> None:
-        denominator = self._count if self.cfg.reduction == "sum" else self._weight_sum
+        # sum: (1/K) sum_i s_i (w_i / mean w) Delta_i = sum_i s_i w_i Delta_i / sum_i w_i
+        denominator = self._weight_sum if self.cfg.reduction == "sum" else self._scaled_weight_sum
         torch.div(self._sum, denominator, out=self._optimizer.grad)
         self._optimizer.step()
         self._sum.zero_()
-        self._weight_sum, self._count = 0.0, 0
+        self._weight_sum, self._scaled_weight_sum = 0.0, 0.0
 
 
 class FedAsync(ServerAlgorithm):

@@ -50,7 +50,9 @@ def iid_partition(cfg: IIDPartitionConfig, pool: Examples, num_classes: int) -> 
 
 def dirichlet_partition(cfg: DirichletPartitionConfig, pool: Examples, num_classes: int) -> Partition:
     _check_enough(cfg.num_clients, len(pool), cfg.name)
-    return dirichlet(pool.y, num_classes, cfg.num_clients, cfg.alpha, np.random.default_rng(cfg.seed))
+    rng = np.random.default_rng(cfg.seed)
+    sizes = _deal(pool.y, cfg.num_clients) if cfg.size_sigma == 0 else _lognormal_shares(len(pool), cfg.num_clients, cfg.size_sigma, rng)
+    return dirichlet(pool.y, num_classes, sizes, cfg.alpha, rng)
 
 
 def one_class_partition(cfg: OneClassPartitionConfig, pool: Examples, num_classes: int) -> Partition:
@@ -102,21 +104,32 @@ def _deal(indices: np.ndarray, num_clients: int) -> np.ndarray:
     return np.array([base + 1] * extra + [base] * (num_clients - extra), dtype=np.int64)
 
 
+def _lognormal_shares(total: int, num_clients: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Sizes of num_clients shares of ``total`` examples, each at least 1, the rest split in
+    proportion to LogNormal(0, sigma) draws: a long tail of large clients (as Sent140's)."""
+    weights = rng.lognormal(0.0, sigma, num_clients)
+    spare = total - num_clients
+    exact = spare * weights / weights.sum()
+    sizes = np.floor(exact).astype(np.int64)
+    # the rounding remainder goes to the largest fractional parts, so the shares add up to total
+    sizes[np.argsort(sizes - exact)[: spare - sizes.sum()]] += 1
+    return sizes + 1
+
+
 def iid(num_examples: int, num_clients: int, rng: np.random.Generator) -> Partition:
     order = rng.permutation(num_examples)
     return order, _deal(order, num_clients)
 
 
 def dirichlet(
-    y: np.ndarray, num_classes: int, num_clients: int, alpha: float, rng: np.random.Generator
+    y: np.ndarray, num_classes: int, sizes: np.ndarray, alpha: float, rng: np.random.Generator
 ) -> Partition:
-    """Hsu et al. (2019), as FedBuff App. B.1 uses it for CIFAR-10: each client gets an equal share
-    of the examples; its labels are drawn from q_c ~ Dirichlet(alpha * 1), restricted to the labels
-    that still have unassigned examples (sampling without replacement)."""
+    """Hsu et al. (2019), as FedBuff App. B.1 uses it for CIFAR-10: client c gets sizes[c] examples
+    (equal shares in Hsu et al.); its labels are drawn from q_c ~ Dirichlet(alpha * 1), restricted
+    to the labels that still have unassigned examples (sampling without replacement)."""
     by_label = [rng.permutation(np.flatnonzero(y == k)) for k in range(num_classes)]
     left = np.array([len(ix) for ix in by_label])
     taken = np.zeros(num_classes, dtype=np.int64)
-    sizes = _deal(y, num_clients)
     order = np.empty(len(y), dtype=np.int64)
     pos = 0
     for size in sizes:

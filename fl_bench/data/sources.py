@@ -4,7 +4,7 @@ how a run loads the cache into a FederatedData.
 Raw files go to ``<data_root>/raw/<source>/``; the prepared cache to
 ``<data_root>/<source>/<options tag>/`` (LEAF options are part of the tag, so FedBuff's 15% Sent140
 sample and FedGBO's k=10 Sent140 live side by side). ``digits`` needs no prepare: it ships inside
-scikit-learn.
+scikit-learn; ``mnist1d`` is generated offline by its package, into the cache on first use.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from fl_bench.config import LeafConfig, PartitionConfig, RealDatasetConfig
+from fl_bench.config import LeafConfig, Mnist1DConfig, PartitionConfig, RealDatasetConfig
 from fl_bench.data import leaf
 from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
 from fl_bench.data.formats import read_cifar, read_mnist
@@ -51,6 +51,7 @@ class Source:
     # Per-channel normalisation of images on the [0, 1] scale; None for text.
     image_stats: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     manual: str = ""  # how to get raw files that cannot be fetched by script
+    generated: bool = False  # built offline by a package: a run prepares it on first use
 
 
 # ----------------------------------------------------------------------------- builders
@@ -137,6 +138,18 @@ def _digits(cfg: RealDatasetConfig, raw: Path) -> Prepared:
     return Examples(x, digits.target), empty, None
 
 
+def _mnist1d(cfg: Mnist1DConfig, raw: Path) -> Prepared:
+    """MNIST-1D from the mnist1d package's own generator (``make_dataset``; never its download)."""
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    args = get_dataset_args()
+    args.num_samples, args.seed = cfg.num_samples, cfg.data_seed
+    data = make_dataset(args)
+    train = Examples(data["x"].astype(np.float32), data["y"].astype(np.int64))
+    test = Examples(data["x_test"].astype(np.float32), data["y_test"].astype(np.int64))
+    return train, test, None
+
+
 _MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
 SOURCES: dict[str, Source] = {
@@ -172,6 +185,7 @@ SOURCES: dict[str, Source] = {
     "femnist": Source(62, _femnist, (), ((0.0,), (1.0,))),
     "shakespeare": Source(80, _shakespeare),
     "digits": Source(10, _digits, (), ((0.3053,), (0.3759,))),
+    "mnist1d": Source(10, _mnist1d, generated=True),
 }
 NEEDS_NO_PREPARE = ("digits",)
 
@@ -193,6 +207,8 @@ def cache_dir(cfg: RealDatasetConfig) -> Path:
         tag = f"sf{cfg.fraction:g}_k{cfg.min_samples}_tf{cfg.train_fraction:g}_seed{cfg.sample_seed}-{cfg.split_seed}"
         if cfg.max_users is not None:
             tag += f"_users{cfg.max_users}"
+    if isinstance(cfg, Mnist1DConfig):
+        tag = f"n{cfg.num_samples}_seed{cfg.data_seed}"
     return data_root(cfg) / cfg.source / tag
 
 
@@ -258,6 +274,8 @@ def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> Federat
         train, test, vocab = source.build(cfg, data_root(cfg))
     else:
         directory = cache_dir(cfg)
+        if source.generated and not is_prepared(directory):
+            prepare(cfg)  # offline: no download, generated once into the cache
         if not is_prepared(directory):
             raise DataMissingError(
                 f"dataset '{cfg.name}' is not prepared: no cache at {directory}; prepare it with "
