@@ -84,9 +84,19 @@ def _server_step_knob(algorithm: Any) -> str:
     return ""
 
 
+def _resolution(previous: list[Progress], crossing: Progress) -> int:
+    """How many trips the first evaluation at the target may lie after the true crossing: 0 when at
+    most one new model was made since the last evaluation (synchronous rounds evaluated at every
+    round: that model was evaluated), else the trips since that evaluation."""
+    if not previous or crossing.server_step - previous[0].server_step <= 1:
+        return 0
+    return crossing.trips - previous[0].trips
+
+
 def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
     started = time.perf_counter()
     reached: dict[str, float] = {}
+    previous: list[Progress] = []  # the evaluation before the current one
 
     def on_eval(p: Progress) -> bool:
         exp.trainer.load(exp.server.params)
@@ -98,7 +108,8 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
             )
         log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
         if acc >= cfg.target_accuracy and not reached:
-            reached.update(trips=p.trips, sim_time=p.sim_time)
+            reached.update(trips=p.trips, sim_time=p.sim_time, resolution=_resolution(previous, p))
+        previous[:] = [p]
         bar.update(min(p.trips, cfg.max_trips) - bar.n)
         bar.set_postfix(acc=f"{acc:.3f}", step=p.server_step)
         return bool(reached) and cfg.stop_at_target
@@ -146,6 +157,9 @@ def summarise(exp: Experiment, log: RunLog, reached: dict[str, float], status: s
         # Search objective (Optuna, W&B sweeps): trips to target, or the whole budget when missed.
         "trips_to_target_or_budget": reached.get("trips", cfg.max_trips),
         "trips_to_target": reached.get("trips"),
+        # The true crossing lies in (trips_to_target - resolution, trips_to_target]: eval_every for
+        # asynchronous runs, 0 for rounds evaluated at every round (the grid is the rounds).
+        "trips_to_target_resolution": reached.get("resolution"),
         "sim_time_to_target": reached.get("sim_time"),
         "sim_time": sim.now,
         "mean_staleness": float(np.mean(trips["staleness"])) if len(sim.log) else 0.0,
