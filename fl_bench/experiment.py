@@ -162,6 +162,7 @@ def summarise(exp: Experiment, log: RunLog, reached: dict[str, float], status: s
         "trips_to_target_resolution": reached.get("resolution"),
         "sim_time_to_target": reached.get("sim_time"),
         "sim_time": sim.now,
+        "mean_client_time": sim.delays.mean(),  # FedBuff Table 6's unit of wall-clock time
         "mean_staleness": float(np.mean(trips["staleness"])) if len(sim.log) else 0.0,
         # Communication (FedGBO Table I): bytes every logged trip downloaded and uploaded.
         "bytes_down": int(trips["bytes_down"].sum()),

@@ -46,7 +46,7 @@ def _frames(records: list[tuple[Any, dict, pd.DataFrame, pd.DataFrame, str]], by
         method = " ".join(str(OmegaConf.select(config, key)) for key in by)
         runs.append({"run": run_id, "method": method, "source": where, **summary})
         metrics.append(m.assign(run=run_id, method=method, seed=summary["seed"]))
-        trips.append(t[["staleness", "used"]].assign(run=run_id, method=method))
+        trips.append(t[["staleness", "used", "num_examples"]].assign(run=run_id, method=method))
     return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True), pd.concat(trips, ignore_index=True)
 
 
@@ -91,17 +91,24 @@ def load_wandb_runs(project: str, by: list[str], api: Any = None) -> Frames:
 
 
 def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
-    """Per method: seeds, mean client trips to target (NaN if a seed missed it), ratio to the reference."""
+    """Per method: seeds, mean (and std) client trips to target (NaN if a seed missed it), the
+    evaluation grid's resolution at the crossing, simulated time to target (also in mean client
+    trip times, FedBuff Table 6's unit), and the ratio to the reference method."""
     rows = []
     for method, group in runs.groupby("method", sort=False):
         reached = group["trips_to_target"].notna().all()
+        client_time = group.get("mean_client_time", pd.Series(float("nan"), index=group.index))
         rows.append({
             "method": method,
             "seeds": len(group),
+            "concurrency": int(group["concurrency"].iloc[0]),
             "target_accuracy": group["target_accuracy"].iloc[0],
             "budget": int(group["max_trips"].max()),
             "trips_to_target": group["trips_to_target"].mean() if reached else float("nan"),
+            "trips_std": group["trips_to_target"].std(ddof=0) if reached else float("nan"),
+            "resolution": group.get("trips_to_target_resolution", pd.Series(dtype=float)).max(),
             "sim_time_to_target": group["sim_time_to_target"].mean() if reached else float("nan"),
+            "client_times_to_target": (group["sim_time_to_target"] / client_time).mean() if reached else float("nan"),
             "final_val_accuracy": group["final_val_accuracy"].mean(),
         })
     table = pd.DataFrame(rows)
@@ -113,16 +120,71 @@ def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataF
     return table
 
 
+def _side(value: float) -> str:
+    """Which side of 1 a ratio lies: '>' (above 1.05), '<' (below 0.95) or '=' (within 5%)."""
+    return ">" if value > 1.05 else "<" if value < 0.95 else "="
+
+
+def _paper_value(value: Any) -> float:
+    """A paper entry: a number, or '>x' for a lower bound (the paper's '>600' over the reference)."""
+    return float(str(value).lstrip(">"))
+
+
+def compare_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
+    """Adds, per method: its ratio to the method it is compared with (``arms[m]['vs']``, default the
+    reference) in client trips and in simulated time, the paper's ratios (``arms[m]['paper']``, one
+    per dataset) and whether the direction matches: the same side of 1 as every paper value, '='
+    meaning within 5%; where the paper's values fall on both sides, whether ours lies in their range."""
+    by_method = table.set_index("method")
+    out = table.drop(columns=["vs_reference"], errors="ignore")  # "ratio" says it, per arm
+    for metric, column in (("trips", "trips_to_target"), ("time", "client_times_to_target")):
+        ratios, papers, directions = [], [], []
+        for method in table["method"]:
+            arm = arms.get(method, {})
+            vs = arm.get("vs", reference)
+            ours = by_method.loc[method, column]
+            base = by_method.loc[vs, column] if vs in by_method.index else float("nan")  # vs not run
+            lower_bound = pd.isna(ours) and not pd.isna(base)  # this method missed the target
+            if lower_bound and metric == "trips":
+                ours = by_method.loc[method, "budget"]
+            ratio = ours / base if method != vs else float("nan")
+            paper = list((arm.get("paper") or {}).get(metric, []))
+            ratios.append(("" if pd.isna(ratio) else (">" if lower_bound else "") + f"{ratio:.2f}×"))
+            papers.append(" / ".join(f"{v}×" for v in paper))
+            directions.append(_direction(ratio, lower_bound, [_paper_value(v) for v in paper]))
+        if metric == "time" and not any(papers):
+            continue
+        suffix = "" if metric == "trips" else " (time)"
+        out[f"ratio{suffix}"], out[f"paper{suffix}"], out[f"direction{suffix}"] = ratios, papers, directions
+    return out
+
+
+def _direction(ratio: float, lower_bound: bool, paper: list[float]) -> str:
+    if not paper:
+        return ""
+    if pd.isna(ratio):
+        return "no result"
+    sides = {_side(v) for v in paper}
+    ours = ">" if lower_bound and ratio > 1.05 else _side(ratio)
+    if len(sides) == 1:
+        return "matches" if sides == {ours} else "differs"
+    inside = min(paper) <= ratio <= max(paper) or (lower_bound and ratio <= max(paper))
+    return "within the paper's range" if inside else "outside the paper's range"
+
+
 def markdown(table: pd.DataFrame) -> str:
     shown = table.copy()
     shown["trips_to_target"] = [
-        f"{v:,.0f}" if pd.notna(v) else f">{b:,}" for v, b in zip(table["trips_to_target"], table["budget"])
+        f"{v:,.0f} ± {sd:,.0f}" if pd.notna(v) else f">{b:,}"
+        for v, sd, b in zip(table["trips_to_target"], table["trips_std"], table["budget"])
     ]
     if "vs_reference" in shown:
         shown["vs_reference"] = [f"{v:.2f}×" if pd.notna(v) else "–" for v in table["vs_reference"]]
+    shown["resolution"] = [f"{v:,.0f}" if pd.notna(v) else "–" for v in table["resolution"]]
     shown["sim_time_to_target"] = [f"{v:,.1f}" if pd.notna(v) else "–" for v in table["sim_time_to_target"]]
+    shown["client_times_to_target"] = [f"{v:,.1f}" if pd.notna(v) else "–" for v in table["client_times_to_target"]]
     shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
-    return shown.drop(columns=["budget"]).to_markdown(index=False)
+    return shown.drop(columns=["budget", "trips_std", "target_accuracy"]).to_markdown(index=False)
 
 
 def plot_curves(metrics: pd.DataFrame, target: float, path: Path) -> None:
@@ -171,20 +233,56 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, torch {torch.__version__}"
 
 
-def write_report(frames: Frames, name: str, out: Path, reference: str | None) -> pd.DataFrame:
+def plot_examples(trips: pd.DataFrame, path: Path) -> None:
+    """FedBuff Fig. 7: the example counts of the clients whose updates were used, per method (a
+    method that drops slow clients shifts this towards small clients)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method, group in trips[trips["used"] == 1].groupby("method", sort=False):
+        counts = group["num_examples"].sort_values()
+        ax.step(counts, (pd.RangeIndex(len(counts)) + 1) / len(counts), where="post",
+                label=f"{method} (mean {counts.mean():.1f})")
+    ax.set_xscale("log")
+    ax.set_xlabel("examples of a participating client (used updates)")
+    ax.set_ylabel("fraction of used updates (CDF)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
+                 title: str | None = None, extra_seconds: float = 0.0) -> pd.DataFrame:
+    """``name``.md/.csv and its plots. With ``arms`` (label -> {vs, paper}) the table gains the
+    paper's ratios beside ours and whether the direction matches; ``extra_seconds`` (tuning) is
+    added to the stated wall time."""
     runs, metrics, trips = frames
     table = trips_to_target_table(runs, reference)
+    if arms is not None:
+        table = compare_with_paper(table, arms, reference)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
+    target, budget = table["target_accuracy"].iloc[0], int(table["budget"].max())
+    resolution = table["resolution"].max()
+    reached = table["trips_to_target"].min()
+    if pd.isna(resolution):
+        grid = "no method reached the target"
+    else:
+        grid = f"at most {resolution:,.0f} trips ({resolution / reached:.1%} of the smallest number reported)"
+    seeds = sorted(runs["seed"].unique())
     (out / f"{name}.md").write_text(
-        f"# {name}\n\nClient trips to {table['target_accuracy'].iloc[0]:.0%} validation accuracy, mean over seeds "
-        f"(\">budget\": some seed did not reach it){'; vs_reference: trips needed relative to ' + reference if reference else ''}.\n\n"
-        f"{markdown(table)}\n\n{len(runs)} runs, {runs['wall_seconds'].sum():,.0f} s of run wall time in all "
-        f"(largest {runs['wall_seconds'].max():,.0f} s); report written on {machine()}.\n\n"
-        f"![curves]({name}_curves.png)\n\n![staleness]({name}_staleness.png)\n"
+        f"# {name}\n\n{title + chr(10) * 2 if title else ''}"
+        f"Client trips to {target:.0%} validation accuracy, mean ± std over seeds {', '.join(map(str, seeds))} "
+        f"(\">{budget:,}\": some seed did not reach it within the budget of {budget:,} trips)"
+        f"{'; ratio and vs_reference: trips relative to ' + reference + ' unless the arm names another' if reference else ''}"
+        f"; client_times_to_target: simulated time in mean client trip times. Resolution of trips to target: {grid} "
+        "(0 where every model was evaluated).\n\n"
+        f"{markdown(table)}\n\n{len(runs)} runs, {runs['wall_seconds'].sum() + extra_seconds:,.0f} s of wall time in all "
+        f"({extra_seconds:,.0f} s of it tuning; largest run {runs['wall_seconds'].max():,.0f} s); report written on {machine()}.\n\n"
+        f"![curves]({name}_curves.png)\n\n![staleness]({name}_staleness.png)\n\n![example counts]({name}_examples.png)\n"
     )
-    plot_curves(metrics, float(table["target_accuracy"].iloc[0]), out / f"{name}_curves.png")
+    plot_curves(metrics, float(target), out / f"{name}_curves.png")
     plot_staleness(trips, out / f"{name}_staleness.png")
+    plot_examples(trips, out / f"{name}_examples.png")
     return table
 
 

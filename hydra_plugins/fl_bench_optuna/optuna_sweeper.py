@@ -39,6 +39,7 @@ class OptunaSweeperConfig:
     direction: str = "minimize"  # maximize for e.g. best_val_accuracy (FedGBO's grid)
     n_trials: int = 20  # trials this invocation adds
     seed: Optional[int] = None  # TPE sampler seed
+    n_startup_trials: int = 10  # random trials before TPE models the results (Optuna's default)
     params: Dict[str, str] = field(default_factory=dict)
 
 
@@ -64,9 +65,9 @@ def suggest(trial: optuna.Trial, key: str, space: Any) -> Any:
 
 
 class OptunaSweeper(Sweeper):
-    def __init__(self, study_name, storage, objective, direction, n_trials, seed, params):
+    def __init__(self, study_name, storage, objective, direction, n_trials, seed, n_startup_trials, params):
         self.study_name, self.storage, self.objective, self.direction = study_name, storage, objective, direction
-        self.n_trials, self.seed = n_trials, seed
+        self.n_trials, self.seed, self.n_startup_trials = n_trials, seed, n_startup_trials
         self.space = search_space(dict(params or {}))
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
@@ -87,7 +88,7 @@ class OptunaSweeper(Sweeper):
             Path(self.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         study = optuna.create_study(
             study_name=self.study_name, storage=self.storage, direction=self.direction,
-            sampler=optuna.samplers.TPESampler(seed=self.seed), load_if_exists=True,
+            sampler=optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.n_startup_trials), load_if_exists=True,
         )
         for _ in range(self.n_trials):
             trial = study.ask()

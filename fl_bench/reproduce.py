@@ -1,0 +1,161 @@
+"""Reproduce a paper's tables from one sweep file: tune every study with the same budget, rerun each
+table's arms on fresh seeds, write the tables beside the paper's numbers.
+
+    python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml [TABLE ...] [--jobs 2]
+    python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
+
+Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
+a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``, trials on seed 0),
+its best setting is kept in ``<tuned_dir>/<study>.yaml``; an arm is a multirun over ``seeds`` with
+that setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present,
+so an interrupted reproduction resumes, and arms that several tables share run once. The sweep
+file's own comments document its fields (``sweeps/fedbuff_smoke.yaml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from fl_bench.report import load_runs, write_report
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str
+    study: str
+    overrides: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """A directory name naming exactly what the arm runs (shared by tables that run the same)."""
+        text = " ".join((self.study, *self.overrides))
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("=", "-"))[:60]
+        return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+
+class Reproduction:
+    def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int):
+        self.spec = OmegaConf.to_container(OmegaConf.load(spec_path))
+        self.smoke, self.jobs = smoke, jobs
+        self.runs_dir = runs_dir or Path(self.spec["runs_dir"] + ("_smoke" if smoke else ""))
+        self.tuned_dir = Path(self.spec["tuned_dir"])
+        self.workload = list(self.spec["workload"]) + (list(self.spec["smoke"]) if smoke else [])
+        self.seeds = self.spec["seeds"][:1] if smoke else self.spec["seeds"]
+
+    def tables(self, names: list[str]) -> dict[str, dict]:
+        tables = self.spec["tables"]
+        unknown = [n for n in names if n not in tables]
+        if unknown:
+            raise ValueError(f"unknown table {', '.join(unknown)}: choose from {', '.join(tables)}")
+        return {n: tables[n] for n in names or tables}
+
+    def arms(self, table: dict) -> list[Arm]:
+        arms = [Arm(label, a["study"], tuple(a.get("overrides", []))) for label, a in table["arms"].items()]
+        for arm in arms:
+            if arm.study not in self.spec["studies"]:
+                raise ValueError(f"arm {arm.label!r} names study {arm.study!r}: not among {', '.join(self.spec['studies'])}")
+        if self.smoke:  # one point per table: its reference arm, which every other arm is compared with
+            return [a for a in arms if a.label == table["reference"]]
+        return arms
+
+    # ------------------------------------------------------------------ tuning
+    def tuned(self, study: str) -> dict:
+        """The study's best setting; tuned now unless already on file (smoke runs never tune: they take
+        the file when present, else the algorithm's defaults)."""
+        path = self.tuned_dir / f"{study}.yaml"
+        if path.exists():
+            return OmegaConf.to_container(OmegaConf.load(path))
+        if self.smoke:
+            return {"best_params": {}, "wall_seconds": 0.0}
+        spec = self.spec["studies"][study]
+        sweep_dir = self.runs_dir / f"tune_{study}"
+        started = time.perf_counter()
+        self._fl_bench([
+            *self.workload, *spec["overrides"], f"hparams_search={spec['space']}", "seed=0",
+            f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
+            f"hydra.sweep.dir={sweep_dir}",
+        ], sweep_dir)
+        result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
+        if result["best_params"] is None:
+            raise RuntimeError(f"study {study}: no trial completed (see {sweep_dir}/reproduce.log)")
+        result.update(study=study, overrides=spec["overrides"], space=spec["space"],
+                      wall_seconds=time.perf_counter() - started)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(result), path)
+        return result
+
+    # ------------------------------------------------------------------ runs
+    def run_arm(self, arm: Arm) -> Path:
+        directory = self.runs_dir / arm.key
+        if len(list(directory.glob("*/summary.json"))) >= len(self.seeds):
+            return directory  # already run
+        best = self.tuned(arm.study)["best_params"]
+        self._fl_bench([
+            *self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
+            *arm.overrides, f"seed={','.join(map(str, self.seeds))}", f"hydra.sweep.dir={directory}",
+        ], directory)
+        return directory
+
+    def _fl_bench(self, overrides: list[str], log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
+        with open(log_dir / "reproduce.log", "w") as log:
+            log.write(" ".join(command) + "\n")
+            log.flush()
+            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}): see {log_dir}/reproduce.log")
+
+    def _parallel(self, function, items) -> list:
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            return list(pool.map(function, items))
+
+    # ------------------------------------------------------------------ tables
+    def run(self, names: list[str], out: Path) -> None:
+        tables = self.tables(names)
+        arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
+        self._parallel(self.tuned, sorted({arm.study for arm in arms.values()}))
+        directories = dict(zip(arms, self._parallel(self.run_arm, list(arms.values()))))
+        for name, table in tables.items():
+            chosen = self.arms(table)
+            runs, metrics, trips = load_runs([directories[a.key] for a in chosen], ["algorithm.name"])
+            labels = {str(directories[a.key]): a.label for a in chosen}
+            label_of = runs["source"].map(lambda source: labels[str(Path(source).parent)])
+            runs["method"] = label_of
+            metrics["method"] = metrics["run"].map(label_of)
+            trips["method"] = trips["run"].map(label_of)
+            order = {a.label: i for i, a in enumerate(chosen)}
+            runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
+            tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
+            write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning)
+            print(f"{name}: {out / name}.md")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.reproduce", description=__doc__.splitlines()[0])
+    parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
+    parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")
+    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--runs-dir", type=Path, help="where runs go (default: the file's runs_dir)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (give each threads=1 on a small machine)")
+    parser.add_argument("--smoke", action="store_true", help="one point per table on the file's small workload")
+    args = parser.parse_args(argv)
+    try:
+        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs).run(args.tables, args.out)
+    except (ValueError, RuntimeError, FileNotFoundError) as error:
+        parser.exit(2, f"fl_bench.reproduce: error: {error}\n")
+
+
+if __name__ == "__main__":
+    main()
