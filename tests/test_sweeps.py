@@ -40,9 +40,12 @@ def test_every_search_space_composes_and_parses():
     from fl_bench.cli import CONFIG_DIR
 
     spaces = {}
-    for name in ["fedbuff_synthetic", "fedbuff_sent140", "fedgbo_grid_femnist", "synthetic_lr", "synthetic_lr_fedasync"]:
+    for name, algorithm in [("fedbuff_synthetic", None), ("fedbuff_sent140", None), ("fedgbo_grid_femnist", None),
+                            ("synthetic_lr", None), ("synthetic_lr_fedasync", None),
+                            ("fedbuff_smoke_server_momentum", "fedavgm"), ("fedbuff_smoke_server_sgd", "fedavg"),
+                            ("fedbuff_smoke_fedprox", "fedprox"), ("fedbuff_smoke_fedasync", "fedasync")]:
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=[f"hparams_search={name}"], return_hydra_config=True)
+            cfg = compose("config", overrides=[f"hparams_search={name}", *([f"algorithm={algorithm}"] if algorithm else [])], return_hydra_config=True)
         sweeper = cfg.hydra.sweeper
         assert sweeper._target_.endswith("OptunaSweeper") and sweeper.study_name.startswith(name)
         spaces[name] = search_space(dict(sweeper.params))
