@@ -3,6 +3,7 @@ table's arms on fresh seeds, write the tables beside the paper's numbers.
 
     python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml [TABLE ...] [--jobs 2]
     python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
+    python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
 
 Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
 a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``, trials on seed 0),
@@ -45,12 +46,12 @@ class Arm:
 
 
 class Reproduction:
-    def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int):
+    def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = ()):
         self.spec = OmegaConf.to_container(OmegaConf.load(spec_path))
         self.smoke, self.jobs = smoke, jobs
         self.runs_dir = runs_dir or Path(self.spec["runs_dir"] + ("_smoke" if smoke else ""))
         self.tuned_dir = Path(self.spec["tuned_dir"])
-        self.workload = list(self.spec["workload"]) + (list(self.spec["smoke"]) if smoke else [])
+        self.workload = [*self.spec["workload"], *(self.spec["smoke"] if smoke else []), *overrides]
         self.seeds = self.spec["seeds"][:1] if smoke else self.spec["seeds"]
 
     def tables(self, names: list[str]) -> dict[str, dict]:
@@ -150,9 +151,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs-dir", type=Path, help="where runs go (default: the file's runs_dir)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (give each threads=1 on a small machine)")
     parser.add_argument("--smoke", action="store_true", help="one point per table on the file's small workload")
+    parser.add_argument("--override", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="Hydra overrides for every run, e.g. device=cuda data_root=/data (tuning included)")
     args = parser.parse_args(argv)
     try:
-        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs).run(args.tables, args.out)
+        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override).run(args.tables, args.out)
     except (ValueError, RuntimeError, FileNotFoundError) as error:
         parser.exit(2, f"fl_bench.reproduce: error: {error}\n")
 

@@ -18,7 +18,8 @@ SPEC = Path(__file__).parents[1] / "sweeps" / "fedbuff_smoke.yaml"
 def test_one_point_of_every_table_runs_from_the_sweep_file(tmp_path):
     out, runs = tmp_path / "results", tmp_path / "runs"
     done = subprocess.run([sys.executable, "-m", "fl_bench.reproduce", str(SPEC), "--smoke", "--jobs", "2",
-                           "--out", str(out), "--runs-dir", str(runs)], capture_output=True, text=True)
+                           "--out", str(out), "--runs-dir", str(runs), "--override", f"data_root={tmp_path / 'data'}"],
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     spec = OmegaConf.load(SPEC)
     assert len(spec.tables) == 7
@@ -32,7 +33,7 @@ def test_one_point_of_every_table_runs_from_the_sweep_file(tmp_path):
             assert (out / f"{name}_{plot}.png").stat().st_size > 0
     # every run was started with the sweep file's workload and the table's arm overrides
     logs = "\n".join(p.read_text() for p in runs.glob("*/reproduce.log"))
-    assert "experiment=fedbuff_smoke" in logs and "algorithm.buffer_size=1000 algorithm.staleness_exponent=10" in logs
+    assert "experiment=fedbuff_smoke" in logs and f"data_root={tmp_path / 'data'}" in logs and "algorithm.buffer_size=1000 algorithm.staleness_exponent=10" in logs
 
 
 def test_arms_that_run_the_same_share_a_directory_and_unknown_tables_fail():

@@ -7,6 +7,8 @@ client touches only that client's rows (the LEAF natural partition keeps the sto
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +21,31 @@ _SPLITS = ("train", "test")
 
 
 def save_prepared(directory: Path, train: Examples, test: Examples, meta: dict[str, Any], vocab: list[str] | None = None) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    """Written into a private temporary directory, then renamed into place: two runs preparing the
+    same cache at once (parallel sweep jobs) never read each other's half-written files."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     for split, examples in zip(_SPLITS, (train, test)):
         for field in _FIELDS:
             value = getattr(examples, field)
             if value is not None:
-                np.save(directory / f"{split}_{field}.npy", np.ascontiguousarray(value))
+                np.save(staging / f"{split}_{field}.npy", np.ascontiguousarray(value))
     if vocab is not None:
-        (directory / "vocab.json").write_text(json.dumps(vocab))
-    # Written last: its presence marks a complete cache.
-    (directory / "meta.json").write_text(json.dumps(meta, indent=2))
+        (staging / "vocab.json").write_text(json.dumps(vocab))
+    (staging / "meta.json").write_text(json.dumps(meta, indent=2))  # its presence marks a complete cache
+    old = None
+    if directory.exists():  # an older cache (re-prepare) or one another run just finished: swap it out
+        old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
+        try:
+            directory.rename(old / "cache")
+        except OSError:
+            pass  # another run swapped it out first
+    try:
+        staging.rename(directory)
+    except OSError:  # another run renamed its identical copy in first
+        shutil.rmtree(staging, ignore_errors=True)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def is_prepared(directory: Path) -> bool:
