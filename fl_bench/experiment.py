@@ -84,6 +84,11 @@ def _server_step_knob(algorithm: Any) -> str:
     return ""
 
 
+def _shortfall_score(cfg: Config, rows: list[dict[str, float]]) -> float:
+    best = max((row["val_accuracy"] for row in rows), default=0.0)
+    return cfg.max_trips * (1 + max(cfg.target_accuracy - best, 0.0) / cfg.target_accuracy)
+
+
 def _resolution(previous: list[Progress], crossing: Progress) -> int:
     """How many trips the first evaluation at the target may lie after the true crossing: 0 when at
     most one new model was made since the last evaluation (synchronous rounds evaluated at every
@@ -156,6 +161,9 @@ def summarise(exp: Experiment, log: RunLog, reached: dict[str, float], status: s
         "max_trips": cfg.max_trips,
         # Search objective (Optuna, W&B sweeps): trips to target, or the whole budget when missed.
         "trips_to_target_or_budget": reached.get("trips", cfg.max_trips),
+        # The same, ranking the misses by how far they stayed from the target: budget * (1 + shortfall
+        # / target), in [budget, 2 budget]; a search of a dozen trials where most miss then still learns.
+        "trips_to_target_or_shortfall": reached.get("trips", _shortfall_score(cfg, log.rows)),
         "trips_to_target": reached.get("trips"),
         # The true crossing lies in (trips_to_target - resolution, trips_to_target]: eval_every for
         # asynchronous runs, 0 for rounds evaluated at every round (the grid is the rounds).

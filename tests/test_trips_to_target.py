@@ -23,3 +23,12 @@ def test_coarse_grid_reports_the_crossing_within_its_resolution(run_config, algo
     assert reported - resolution < first <= reported
     if algorithm == "fedbuff":
         assert first < reported  # the case that needs the resolution: the crossing fell between evaluations
+
+
+def test_a_missed_target_scores_by_its_shortfall(run_config):
+    summary, metrics, _ = run_config("algorithm=fedbuff", "max_trips=300", "eval_every=100", "target_accuracy=0.9",
+                                     "concurrency=20", name="miss")
+    best = metrics.val_accuracy.max()
+    assert summary["trips_to_target"] is None and summary["trips_to_target_or_budget"] == 300
+    assert summary["trips_to_target_or_shortfall"] == pytest.approx(300 * (1 + (0.9 - best) / 0.9))
+    assert 300 < summary["trips_to_target_or_shortfall"] < 600
