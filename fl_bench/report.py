@@ -100,6 +100,7 @@ def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataF
         client_time = group.get("mean_client_time", pd.Series(float("nan"), index=group.index))
         rows.append({
             "method": method,
+            "algorithm": group["algorithm"].iloc[0],
             "seeds": len(group),
             "concurrency": int(group["concurrency"].iloc[0]),
             "target_accuracy": group["target_accuracy"].iloc[0],
@@ -184,7 +185,7 @@ def markdown(table: pd.DataFrame) -> str:
     shown["sim_time_to_target"] = [f"{v:,.1f}" if pd.notna(v) else "–" for v in table["sim_time_to_target"]]
     shown["client_times_to_target"] = [f"{v:,.1f}" if pd.notna(v) else "–" for v in table["client_times_to_target"]]
     shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
-    return shown.drop(columns=["budget", "trips_std", "target_accuracy"]).to_markdown(index=False)
+    return shown.drop(columns=["algorithm", "budget", "trips_std", "target_accuracy"]).to_markdown(index=False)
 
 
 def plot_curves(metrics: pd.DataFrame, target: float, path: Path) -> None:
@@ -250,6 +251,24 @@ def plot_examples(trips: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
+    """FedBuff Fig. 3: client trips to target against concurrency, one line per algorithm (a point
+    missing where some seed missed the target)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for algorithm, group in table.groupby("algorithm", sort=False):
+        group = group.sort_values("concurrency")
+        ax.errorbar(group["concurrency"], group["trips_to_target"], yerr=group["trips_std"], marker="o",
+                    capsize=3, label=algorithm)
+    ax.set_xscale("log")
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("client trips to target")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
                  title: str | None = None, extra_seconds: float = 0.0) -> pd.DataFrame:
     """``name``.md/.csv and its plots. With ``arms`` (label -> {vs, paper}) the table gains the
@@ -283,6 +302,10 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     plot_curves(metrics, float(target), out / f"{name}_curves.png")
     plot_staleness(trips, out / f"{name}_staleness.png")
     plot_examples(trips, out / f"{name}_examples.png")
+    if table["concurrency"].nunique() > 1:
+        plot_concurrency(table, out / f"{name}_concurrency.png")
+        with open(out / f"{name}.md", "a") as md:
+            md.write(f"\n![trips to target vs concurrency]({name}_concurrency.png)\n")
     return table
 
 

@@ -27,7 +27,7 @@ def test_one_point_of_every_table_runs_from_the_sweep_file(tmp_path):
         text = (out / f"{name}.md").read_text()
         assert table.title in text and f"| {table.reference} " in text
         csv = pd.read_csv(out / f"{name}.csv")
-        assert {"method", "concurrency", "seeds", "trips_to_target", "resolution", "paper", "direction"} <= set(csv.columns)
+        assert {"method", "algorithm", "concurrency", "seeds", "trips_to_target", "resolution", "paper", "direction"} <= set(csv.columns)
         assert csv.loc[0, "seeds"] == 1 and csv.loc[0, "concurrency"] == 20  # the smoke workload, one seed
         for plot in ("curves", "staleness", "examples"):
             assert (out / f"{name}_{plot}.png").stat().st_size > 0
