@@ -270,10 +270,10 @@ def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
 
 
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
-                 title: str | None = None, extra_seconds: float = 0.0) -> pd.DataFrame:
+                 title: str | None = None, extra_seconds: float = 0.0, notes: str = "") -> pd.DataFrame:
     """``name``.md/.csv and its plots. With ``arms`` (label -> {vs, paper}) the table gains the
     paper's ratios beside ours and whether the direction matches; ``extra_seconds`` (tuning) is
-    added to the stated wall time."""
+    added to the stated wall time; ``notes`` (what was measured about a difference) follow the table."""
     runs, metrics, trips = frames
     table = trips_to_target_table(runs, reference)
     if arms is not None:
@@ -295,7 +295,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         f"{'; ratio and vs_reference: trips relative to ' + reference + ' unless the arm names another' if reference else ''}"
         f"; client_times_to_target: simulated time in mean client trip times. Resolution of trips to target: {grid} "
         "(0 where every model was evaluated).\n\n"
-        f"{markdown(table)}\n\n{len(runs)} runs, {runs['wall_seconds'].sum() + extra_seconds:,.0f} s of wall time in all "
+        f"{markdown(table)}\n\n{notes.strip() + chr(10) * 2 if notes.strip() else ''}{len(runs)} runs, {runs['wall_seconds'].sum() + extra_seconds:,.0f} s of wall time in all "
         f"({extra_seconds:,.0f} s of it tuning; largest run {runs['wall_seconds'].max():,.0f} s); report written on {machine()}.\n\n"
         f"![curves]({name}_curves.png)\n\n![staleness]({name}_staleness.png)\n\n![example counts]({name}_examples.png)\n"
     )

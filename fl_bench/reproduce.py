@@ -139,7 +139,8 @@ class Reproduction:
             order = {a.label: i for i, a in enumerate(chosen)}
             runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
-            write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning)
+            write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
+                         table.get("notes", ""))
             print(f"{name}: {out / name}.md")
 
 
