@@ -102,6 +102,7 @@ def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataF
             "method": method,
             "algorithm": group["algorithm"].iloc[0],
             "seeds": len(group),
+            "diverged": int((group.get("status", pd.Series(dtype=str)) == "diverged").sum()),
             "concurrency": int(group["concurrency"].iloc[0]),
             "target_accuracy": group["target_accuracy"].iloc[0],
             "budget": int(group["max_trips"].max()),
@@ -131,6 +132,11 @@ def _paper_value(value: Any) -> float:
     return float(str(value).lstrip(">"))
 
 
+def _paper_side(value: Any) -> str:
+    """'>' for a lower bound at or above 1 ('>1': the text says larger, without a number)."""
+    return ">" if str(value).startswith(">") and _paper_value(value) >= 1 else _side(_paper_value(value))
+
+
 def compare_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
     """Adds, per method: its ratio to the method it is compared with (``arms[m]['vs']``, default the
     reference) in client trips and in simulated time, the paper's ratios (``arms[m]['paper']``, one
@@ -152,7 +158,7 @@ def compare_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: st
             paper = list((arm.get("paper") or {}).get(metric, []))
             ratios.append(("" if pd.isna(ratio) else (">" if lower_bound else "") + f"{ratio:.2f}×"))
             papers.append(" / ".join(f"{v}×" for v in paper))
-            directions.append(_direction(ratio, lower_bound, [_paper_value(v) for v in paper]))
+            directions.append(_direction(ratio, lower_bound, paper))
         if metric == "time" and not any(papers):
             continue
         suffix = "" if metric == "trips" else " (time)"
@@ -160,12 +166,13 @@ def compare_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: st
     return out
 
 
-def _direction(ratio: float, lower_bound: bool, paper: list[float]) -> str:
+def _direction(ratio: float, lower_bound: bool, paper: list) -> str:
     if not paper:
         return ""
     if pd.isna(ratio):
         return "no result"
-    sides = {_side(v) for v in paper}
+    sides = {_paper_side(v) for v in paper}
+    paper = [_paper_value(v) for v in paper]
     ours = ">" if lower_bound and ratio > 1.05 else _side(ratio)
     if len(sides) == 1:
         return "matches" if sides == {ours} else "differs"
@@ -176,8 +183,8 @@ def _direction(ratio: float, lower_bound: bool, paper: list[float]) -> str:
 def markdown(table: pd.DataFrame) -> str:
     shown = table.copy()
     shown["trips_to_target"] = [
-        f"{v:,.0f} ± {sd:,.0f}" if pd.notna(v) else f">{b:,}"
-        for v, sd, b in zip(table["trips_to_target"], table["trips_std"], table["budget"])
+        f"{v:,.0f} ± {sd:,.0f}" if pd.notna(v) else f">{b:,}" + (f" ({d} diverged)" if d else "")
+        for v, sd, b, d in zip(table["trips_to_target"], table["trips_std"], table["budget"], table["diverged"])
     ]
     if "vs_reference" in shown:
         shown["vs_reference"] = [f"{v:.2f}×" if pd.notna(v) else "–" for v in table["vs_reference"]]
@@ -185,7 +192,7 @@ def markdown(table: pd.DataFrame) -> str:
     shown["sim_time_to_target"] = [f"{v:,.1f}" if pd.notna(v) else "–" for v in table["sim_time_to_target"]]
     shown["client_times_to_target"] = [f"{v:,.1f}" if pd.notna(v) else "–" for v in table["client_times_to_target"]]
     shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
-    return shown.drop(columns=["algorithm", "budget", "trips_std", "target_accuracy"]).to_markdown(index=False)
+    return shown.drop(columns=["algorithm", "budget", "trips_std", "target_accuracy", "diverged"]).to_markdown(index=False)
 
 
 def plot_curves(metrics: pd.DataFrame, target: float, path: Path) -> None:
@@ -252,10 +259,11 @@ def plot_examples(trips: pd.DataFrame, path: Path) -> None:
 
 
 def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
-    """FedBuff Fig. 3: client trips to target against concurrency, one line per algorithm (a point
-    missing where some seed missed the target)."""
+    """FedBuff Fig. 3: client trips to target against concurrency, one line per method label without
+    its trailing concurrency ("fedbuff c10" -> "fedbuff"; a point is missing where a seed missed)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for algorithm, group in table.groupby("algorithm", sort=False):
+    series = table["method"].str.replace(r"\s*c\d+$", "", regex=True)
+    for algorithm, group in table.groupby(series, sort=False):
         group = group.sort_values("concurrency")
         ax.errorbar(group["concurrency"], group["trips_to_target"], yerr=group["trips_std"], marker="o",
                     capsize=3, label=algorithm)

@@ -102,21 +102,25 @@ class Reproduction:
         if len(list(directory.glob("*/summary.json"))) >= len(self.seeds):
             return directory  # already run
         best = self.tuned(arm.study)["best_params"]
-        self._fl_bench([
+        finished = self._fl_bench([
             *self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
             *arm.overrides, f"seed={','.join(map(str, self.seeds))}", f"hydra.sweep.dir={directory}",
-        ], directory)
+        ], directory, check=False)
+        # A seed that diverged still leaves its summary (status diverged): a result, not a failure.
+        if not finished and len(list(directory.glob("*/summary.json"))) < len(self.seeds):
+            raise RuntimeError(f"arm {arm.label!r} failed: see {directory}/reproduce.log")
         return directory
 
-    def _fl_bench(self, overrides: list[str], log_dir: Path) -> None:
+    def _fl_bench(self, overrides: list[str], log_dir: Path, check: bool = True) -> bool:
         log_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
         with open(log_dir / "reproduce.log", "w") as log:
             log.write(" ".join(command) + "\n")
             log.flush()
             done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
-        if done.returncode != 0:
+        if done.returncode != 0 and check:
             raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}): see {log_dir}/reproduce.log")
+        return done.returncode == 0
 
     def _parallel(self, function, items) -> list:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
