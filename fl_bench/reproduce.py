@@ -74,12 +74,14 @@ class Reproduction:
     def tuned(self, study: str) -> dict:
         """The study's best setting; tuned now unless already on file (smoke runs never tune: they take
         the file when present, else the algorithm's defaults)."""
+        spec = self.spec["studies"][study]
+        if "setting_of" in spec:  # not tuned: runs another study's best setting (a diagnostic arm)
+            return {**self.tuned(spec["setting_of"]), "wall_seconds": 0.0}
         path = self.tuned_dir / f"{study}.yaml"
         if path.exists():
             return OmegaConf.to_container(OmegaConf.load(path))
         if self.smoke:
             return {"best_params": {}, "wall_seconds": 0.0}
-        spec = self.spec["studies"][study]
         sweep_dir = self.runs_dir / f"tune_{study}"
         started = time.perf_counter()
         self._fl_bench([
@@ -130,7 +132,9 @@ class Reproduction:
     def run(self, names: list[str], out: Path) -> None:
         tables = self.tables(names)
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
-        self._parallel(self.tuned, sorted({arm.study for arm in arms.values()}))
+        studies = {arm.study for arm in arms.values()}
+        studies = {self.spec["studies"][s].get("setting_of", s) for s in studies}
+        self._parallel(self.tuned, sorted(studies))
         directories = dict(zip(arms, self._parallel(self.run_arm, list(arms.values()))))
         for name, table in tables.items():
             chosen = self.arms(table)
