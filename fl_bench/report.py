@@ -301,7 +301,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         f"# {name}\n\n{title + chr(10) * 2 if title else ''}"
         f"Client trips to {target:.0%} validation accuracy, mean ± std over seeds {', '.join(map(str, seeds))} "
         f"(\">{budget:,}\": some seed did not reach it within the budget of {budget:,} trips)"
-        f"{'; ratio and vs_reference: trips relative to ' + reference + ' unless the arm names another' if reference else ''}"
+        f"{'; ratio: trips (and time) relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
         f"; client_times_to_target: simulated time in mean client trip times. Resolution of trips to target: {grid} "
         "(0 where every model was evaluated).\n\n"
         f"{markdown(table)}\n\n{notes.strip() + chr(10) * 2 if notes.strip() else ''}{len(runs)} runs, {runs['wall_seconds'].sum() + extra_seconds:,.0f} s of wall time in all "
