@@ -8,8 +8,9 @@ table's arms on fresh seeds, write the tables beside the paper's numbers.
 Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
 a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``, trials on seed 0),
 its best setting is kept in ``<tuned_dir>/<study>.yaml``; an arm is a multirun over ``seeds`` with
-that setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present,
-so an interrupted reproduction resumes, and arms that several tables share run once. The sweep
+that setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present
+(an arm's runs when the same command made them), so an interrupted reproduction resumes, arms that
+several tables share run once, and a retuned study reruns its arms. The sweep
 file's own comments document its fields (``sweeps/fedbuff_smoke.yaml``).
 """
 
@@ -19,6 +20,7 @@ import argparse
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -84,11 +86,11 @@ class Reproduction:
             return {"best_params": {}, "wall_seconds": 0.0}
         sweep_dir = self.runs_dir / f"tune_{study}"
         started = time.perf_counter()
-        self._fl_bench([
+        self._run(self._command([
             *self.workload, *spec["overrides"], f"hparams_search={spec['space']}", "seed=0",
             f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
             f"hydra.sweep.dir={sweep_dir}",
-        ], sweep_dir)
+        ]), sweep_dir)
         result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
         if result["best_params"] is None:
             raise RuntimeError(f"study {study}: no trial completed (see {sweep_dir}/reproduce.log)")
@@ -100,22 +102,32 @@ class Reproduction:
 
     # ------------------------------------------------------------------ runs
     def run_arm(self, arm: Arm) -> Path:
+        """The arm's runs, reused when they were made by the same command (a retuned study or an edited
+        arm reruns: the command names the setting)."""
         directory = self.runs_dir / arm.key
-        if len(list(directory.glob("*/summary.json"))) >= len(self.seeds):
-            return directory  # already run
         best = self.tuned(arm.study)["best_params"]
-        finished = self._fl_bench([
+        command = self._command([
             *self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
             *arm.overrides, f"seed={','.join(map(str, self.seeds))}", f"hydra.sweep.dir={directory}",
-        ], directory, check=False)
+        ])
+        log = directory / "reproduce.log"
+        done = len(list(directory.glob("*/summary.json"))) >= len(self.seeds)
+        # (the interpreter's path may differ between machines: compare from the module on)
+        if done and log.exists() and log.read_text().split("\n", 1)[0].endswith(" ".join(command[1:])):
+            return directory
+        shutil.rmtree(directory, ignore_errors=True)
+        finished = self._run(command, directory, check=False)
         # A seed that diverged still leaves its summary (status diverged): a result, not a failure.
         if not finished and len(list(directory.glob("*/summary.json"))) < len(self.seeds):
-            raise RuntimeError(f"arm {arm.label!r} failed: see {directory}/reproduce.log")
+            raise RuntimeError(f"arm {arm.label!r} failed: see {log}")
         return directory
 
-    def _fl_bench(self, overrides: list[str], log_dir: Path, check: bool = True) -> bool:
+    @staticmethod
+    def _command(overrides: list[str]) -> list[str]:
+        return [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
+
+    def _run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
         log_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
         with open(log_dir / "reproduce.log", "w") as log:
             log.write(" ".join(command) + "\n")
             log.flush()

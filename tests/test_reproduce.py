@@ -69,3 +69,24 @@ def test_direction_against_the_paper():
     assert got.loc["mixed", "direction"] == "within the paper's range"  # 1.2x in [0.94, 1.67]
     assert got.loc["vs_other", "ratio"] == "2.00×" and got.loc["vs_other", "direction"] == "matches"
     assert got.loc["ref", "ratio"] == "" and got.loc["ref", "direction"] == ""
+
+
+def test_an_arm_reruns_only_when_its_command_changed(tmp_path, monkeypatch):
+    repro = Reproduction(SPEC, smoke=True, runs_dir=tmp_path, jobs=1)
+    calls = []
+
+    def fake_run(command, log_dir, check=True):  # what a finished multirun leaves
+        calls.append(command)
+        (log_dir / "0_fedbuff_seed1").mkdir(parents=True)
+        (log_dir / "0_fedbuff_seed1" / "summary.json").write_text("{}")
+        (log_dir / "reproduce.log").write_text(" ".join(command) + "\n")
+        return True
+
+    monkeypatch.setattr(repro, "_run", fake_run)
+    arm = Arm("K=10", "fedbuff", ())
+    repro.run_arm(arm)
+    repro.run_arm(arm)
+    assert len(calls) == 1  # the second call found the runs of the same command
+    monkeypatch.setattr(repro, "tuned", lambda study: {"best_params": {"algorithm.client_lr": 0.5}})
+    repro.run_arm(arm)
+    assert len(calls) == 2 and "algorithm.client_lr=0.5" in calls[1]  # a new setting reruns
