@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -22,7 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
 from fl_bench.config import register_configs
-from fl_bench.errors import FLBenchError
+from fl_bench.errors import ConfigError, FLBenchError
 
 register_configs()
 
@@ -58,8 +61,14 @@ def _main(dict_cfg: DictConfig) -> float | None:
     from fl_bench.experiment import run_experiment  # heavy imports after argument checking
 
     try:
+        _check_optional_groups()
         cfg = OmegaConf.to_object(dict_cfg)  # runs the schemas' range checks
-        summary = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
+        with sigterm_as_interrupt():
+            summary = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (SLURM before preemption): the run's logs are written, status interrupted.
+        print(f"fl_bench: interrupted: logs written to {HydraConfig.get().runtime.output_dir}", file=sys.stderr)
+        sys.exit(130)
     except FLBenchError as error:
         # In a sweep the job fails alone (a diverged trial must not end the study): Hydra records
         # the error in the job's result and the sweeper goes on.
@@ -78,6 +87,36 @@ def _main(dict_cfg: DictConfig) -> float | None:
         highlight=False,
     )
     return float(target) if target is not None else None
+
+
+OPTIONAL_GROUPS = ("experiment", "hparams_search")
+
+
+def _check_optional_groups() -> None:
+    """Hydra silently skips an unknown option of an optional group (``experiment=nope`` would run the
+    default config): make it the same one-line error as any other unknown option."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+    for group in OPTIONAL_GROUPS:
+        name = HydraConfig.get().runtime.choices.get(group)
+        options = loader.get_group_options(group)
+        if name not in (None, "null") and name not in options:
+            raise ConfigError(f"unknown {group} {name!r}: choose one of {', '.join(options)}")
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so a run stopped by SLURM or ``kill`` writes
+    its logs and summary (status interrupted) instead of vanishing."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def exit_with_error(error: BaseException) -> NoReturn:

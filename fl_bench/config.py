@@ -888,6 +888,9 @@ class Config:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        _require(self.seed >= 0, "seed", self.seed, "must be >= 0 (numpy seeds are non-negative)")
+        if isinstance(self.partition, PartitionConfig):
+            _require(self.partition.seed >= 0, "partition.seed", self.partition.seed, "must be >= 0")
         _require(self.concurrency >= 1, "concurrency", self.concurrency, "must be a positive integer")
         _require(self.arrival_rate is None or self.arrival_rate > 0, "arrival_rate", self.arrival_rate, "must be > 0 or null")
         _require(self.max_trips >= 1, "max_trips", self.max_trips, "must be >= 1")

@@ -1,5 +1,7 @@
 """Errors that reach the user as one line (see fl_bench.cli), never as a traceback."""
 
+from __future__ import annotations
+
 
 class FLBenchError(Exception):
     """Base class: the message alone must tell the user what was wrong and what is allowed."""
@@ -14,4 +16,8 @@ class DataMissingError(FLBenchError):
 
 
 class DivergenceError(FLBenchError):
-    """Training produced a non-finite model or loss."""
+    """Training produced a non-finite model or loss; says at which client trip and server step."""
+
+    def __init__(self, message: str, trips: int | None = None, server_step: int | None = None):
+        super().__init__(message)
+        self.trips, self.server_step = trips, server_step

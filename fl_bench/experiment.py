@@ -102,15 +102,13 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
     started = time.perf_counter()
     reached: dict[str, float] = {}
     previous: list[Progress] = []  # the evaluation before the current one
+    diverged: dict[str, int] = {}
 
     def on_eval(p: Progress) -> bool:
         exp.trainer.load(exp.server.params)
         loss, acc = exp.task.evaluate(exp.data.x_val, exp.data.y_val)
         if not (math.isfinite(loss) and math.isfinite(acc)):
-            raise DivergenceError(
-                f"training diverged (validation loss {loss}) after {p.trips} trips, server step {p.server_step}: "
-                f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}"
-            )
+            raise DivergenceError(f"validation loss {loss}", trips=p.trips, server_step=p.server_step)
         log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
         if acc >= cfg.target_accuracy and not reached:
             reached.update(trips=p.trips, sim_time=p.sim_time, resolution=_resolution(previous, p))
@@ -127,26 +125,34 @@ def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
     try:
         exp.simulator.run()
         status = "completed"
-    except DivergenceError:
+    except DivergenceError as error:
         status = "diverged"
-        raise
+        diverged.update(trips=error.trips, server_step=error.server_step)
+        raise DivergenceError(
+            f"training diverged ({error}) after {error.trips} trips, server step {error.server_step}: "
+            f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}",
+            error.trips, error.server_step,
+        ) from None
     except KeyboardInterrupt:
         status = "interrupted"
         raise
     finally:
         bar.close()
         timing = dict(wall_seconds=time.perf_counter() - started, simulate_seconds=time.perf_counter() - simulate_start)
-        summary = summarise(exp, log, reached, status, timing, run_dir)
+        summary = summarise(exp, log, reached, status, timing, run_dir, diverged)
         log.finish(exp.simulator.log.columns(), summary)
     return summary
 
 
 def summarise(exp: Experiment, log: RunLog, reached: dict[str, float], status: str, timing: dict[str, float],
-              run_dir: Path) -> dict[str, Any]:
+              run_dir: Path, diverged: dict[str, int]) -> dict[str, Any]:
     cfg, sim, trips = exp.cfg, exp.simulator, exp.simulator.log.columns()
     final = log.rows[-1] if log.rows else {}
     return {
         "status": status,  # completed | diverged | interrupted | failed
+        # Where a NaN/Inf model (checked after every server step) or loss stopped the run.
+        "diverged_at_trips": diverged.get("trips"),
+        "diverged_at_step": diverged.get("server_step"),
         "algorithm": cfg.algorithm.name,
         "dataset": exp.data.name,
         "seed": cfg.seed,

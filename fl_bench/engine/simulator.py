@@ -32,7 +32,7 @@ from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import StepPolicy
 from fl_bench.engine.selection import Selection
 from fl_bench.engine.trip_log import TripLog
-from fl_bench.errors import ConfigError
+from fl_bench.errors import ConfigError, DivergenceError
 
 
 class Trainer(Protocol):
@@ -291,6 +291,9 @@ class Simulator:
         if self._waiting[server.version]:
             self._snapshots[server.version] = server.broadcast().clone()  # it is about to move
         server.step()
+        if not torch.isfinite(server.params).all():  # stop at once, not at the next evaluation
+            raise DivergenceError(f"the model has NaN/Inf values after server step {server.version}",
+                                  trips=self.trips, server_step=server.version)
         if self._waiting_for_clients and self.availability.unit == "steps":
             self._waiting_for_clients = False
             self.policy.on_availability(self)
