@@ -22,7 +22,7 @@ from fl_bench.data import FederatedData, build_dataset
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
-from fl_bench.errors import DivergenceError
+from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.models import build_model
 from fl_bench.run_log import RunLog
 from fl_bench.task import ClassificationTask
@@ -31,6 +31,12 @@ from fl_bench.task import ClassificationTask
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device={name} is not available: torch sees no CUDA GPU on this machine; use device=auto or cpu")
+        index = torch.device(name).index
+        if index is not None and index >= torch.cuda.device_count():
+            raise ConfigError(f"device={name} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
     return torch.device(name)
 
 

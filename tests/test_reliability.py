@@ -60,3 +60,31 @@ def test_misspelt_optional_groups_and_negative_seeds_fail_in_one_line(tmp_path):
     ]:
         result = fl_bench(override, "max_trips=10", cwd=tmp_path)
         assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr, override
+
+
+def test_the_not_prepared_hint_repeats_every_data_override(tmp_path, compose_config):
+    from fl_bench.data import build_dataset
+    from fl_bench.data.sources import cache_dir
+    from fl_bench.errors import DataMissingError
+
+    cfg = compose_config("dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=0.05")
+    with pytest.raises(DataMissingError) as error:
+        build_dataset(cfg.dataset, cfg.partition)
+    command = str(error.value).split("`")[1]
+    assert f"data_root={tmp_path}" in command and "dataset.fraction=0.05" in command
+    # following the hint literally names the same cache the run looks for
+    words = command.split()  # python -m fl_bench.data prepare <dataset> <overrides...>
+    prepared = compose_config(f"dataset={words[4]}", *words[5:])
+    assert cache_dir(prepared.dataset) == cache_dir(cfg.dataset)
+
+
+def test_a_gpu_device_without_a_gpu_fails_in_one_line(monkeypatch):
+    import torch
+
+    from fl_bench.errors import ConfigError
+    from fl_bench.experiment import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="device=cuda:1 is not available: torch sees no CUDA GPU"):
+        resolve_device("cuda:1")
+    assert resolve_device("auto") == torch.device("cpu")

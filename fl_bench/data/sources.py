@@ -212,6 +212,16 @@ def cache_dir(cfg: RealDatasetConfig) -> Path:
     return data_root(cfg) / cfg.source / tag
 
 
+def prepare_command(cfg: RealDatasetConfig) -> str:
+    """The command that prepares exactly this run's cache: its data_root and every option in the cache's tag."""
+    words = ["python -m fl_bench.data prepare", cfg.name, f"data_root={cfg.root}"]
+    if isinstance(cfg, LeafConfig):
+        for key in ("fraction", "min_samples", "train_fraction", "sample_seed", "split_seed", "max_users"):
+            value = getattr(cfg, key)
+            words.append(f"dataset.{key}={'null' if value is None else value}")
+    return " ".join(words)
+
+
 def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
     """Download what the network allows, build the federated split, write the cache."""
     source = source_of(cfg)
@@ -222,7 +232,7 @@ def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
     raw = data_root(cfg) / "raw" / cfg.source
     raw.mkdir(parents=True, exist_ok=True)
     for item in source.downloads:
-        _fetch(item, raw, cfg.name, log)
+        _fetch(item, raw, prepare_command(cfg), log)
     started = time.perf_counter()
     train, test, vocab = source.build(cfg, raw)
     meta = {"source": cfg.source, "train_examples": len(train), "test_examples": len(test), "num_classes": source.num_classes}
@@ -235,7 +245,8 @@ def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
     return target
 
 
-def _fetch(item: Download, raw: Path, name: str, log: Callable[[str], None]) -> None:
+def _fetch(item: Download, raw: Path, again: str, log: Callable[[str], None]) -> None:
+    """Download one raw file; ``again`` is the prepare command to name in an error."""
     dest = raw / item.filename
     if (raw / (item.provides or item.filename)).exists() or (raw / "all_data").is_dir():
         return  # already downloaded (and extracted), or LEAF's JSON is there instead
@@ -250,11 +261,11 @@ def _fetch(item: Download, raw: Path, name: str, log: Callable[[str], None]) -> 
             reason = getattr(err, "reason", err)
             raise DataMissingError(
                 f"cannot download {item.url} ({reason}): download it by hand to {dest} "
-                f"and run `python -m fl_bench.data prepare {name}` again"
+                f"and run `{again}` again"
             ) from None
         tmp.rename(dest)
     if item.md5 and _md5(dest) != item.md5:
-        raise DataMissingError(f"{dest} is corrupt (md5 mismatch): delete it and run `python -m fl_bench.data prepare {name}` again")
+        raise DataMissingError(f"{dest} is corrupt (md5 mismatch): delete it and run `{again}` again")
     if item.extract:
         shutil.unpack_archive(dest, raw)
 
@@ -279,8 +290,7 @@ def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> Federat
         if not is_prepared(directory):
             raise DataMissingError(
                 f"dataset '{cfg.name}' is not prepared: no cache at {directory}; prepare it with "
-                f"`python -m fl_bench.data prepare {cfg.name}` (plus this run's dataset.* overrides, if any), "
-                "or run the embedded dataset=synthetic or dataset=digits"
+                f"`{prepare_command(cfg)}`, or run the embedded dataset=synthetic, digits or mnist1d"
             )
         train, test, _, vocab = load_prepared(directory)
     if isinstance(cfg, LeafConfig) and cfg.drop_without_top_words is not None:
