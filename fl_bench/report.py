@@ -196,6 +196,12 @@ def markdown(table: pd.DataFrame) -> str:
     return shown.drop(columns=["algorithm", "budget", "trips_std", "target_accuracy", "diverged"]).to_markdown(index=False)
 
 
+def _save(fig: plt.Figure, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def plot_curves(metrics: pd.DataFrame, target: float, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, x in zip(axes, ["trips", "sim_time"]):
@@ -211,9 +217,7 @@ def plot_curves(metrics: pd.DataFrame, target: float, path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("validation accuracy")
     axes[0].legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_staleness(trips: pd.DataFrame, path: Path) -> None:
@@ -225,9 +229,7 @@ def plot_staleness(trips: pd.DataFrame, path: Path) -> None:
     ax.set_xlabel("staleness (server steps between download and use)")
     ax.set_ylabel("fraction of trips")
     ax.legend(loc="upper right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def machine() -> str:
@@ -254,9 +256,7 @@ def plot_examples(trips: pd.DataFrame, path: Path) -> None:
     ax.set_xlabel("examples of a participating client (used updates)")
     ax.set_ylabel("fraction of used updates (CDF)")
     ax.legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
@@ -273,9 +273,7 @@ def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
     ax.set_ylabel("client trips to target")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
@@ -297,6 +295,8 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         relative = (table["resolution"] / table["trips_to_target"]).max()
         grid = f"at most {resolution:,.0f} trips, at most {relative:.1%} of the number it qualifies"
     seeds = sorted(runs["seed"].unique())
+    # Fig. 3's trips against concurrency when the table spans several concurrencies
+    plots = ["curves", "staleness", "examples"] + (["concurrency"] if table["concurrency"].nunique() > 1 else [])
     (out / f"{name}.md").write_text(
         f"# {name}\n\n{title + chr(10) * 2 if title else ''}"
         f"Client trips to {target:.0%} validation accuracy, mean ± std over seeds {', '.join(map(str, seeds))} "
@@ -306,15 +306,13 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         "(0 where every model was evaluated).\n\n"
         f"{markdown(table)}\n\n{notes.strip() + chr(10) * 2 if notes.strip() else ''}{len(runs)} runs, {runs['wall_seconds'].sum() + extra_seconds:,.0f} s of wall time in all "
         f"({extra_seconds:,.0f} s of it tuning; largest run {runs['wall_seconds'].max():,.0f} s); report written on {machine()}.\n\n"
-        f"![curves]({name}_curves.png)\n\n![staleness]({name}_staleness.png)\n\n![example counts]({name}_examples.png)\n"
+        + "".join(f"![{plot}]({name}_{plot}.png)\n\n" for plot in plots)
     )
     plot_curves(metrics, float(target), out / f"{name}_curves.png")
     plot_staleness(trips, out / f"{name}_staleness.png")
     plot_examples(trips, out / f"{name}_examples.png")
-    if table["concurrency"].nunique() > 1:
+    if "concurrency" in plots:
         plot_concurrency(table, out / f"{name}_concurrency.png")
-        with open(out / f"{name}.md", "a") as md:
-            md.write(f"\n![trips to target vs concurrency]({name}_concurrency.png)\n")
     return table
 
 
