@@ -219,6 +219,8 @@ def prepare_command(cfg: RealDatasetConfig) -> str:
         for key in ("fraction", "min_samples", "train_fraction", "sample_seed", "split_seed", "max_users"):
             value = getattr(cfg, key)
             words.append(f"dataset.{key}={'null' if value is None else value}")
+    if isinstance(cfg, Mnist1DConfig):
+        words += [f"dataset.num_samples={cfg.num_samples}", f"dataset.data_seed={cfg.data_seed}"]
     return " ".join(words)
 
 
@@ -292,7 +294,7 @@ def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> Federat
                 f"dataset '{cfg.name}' is not prepared: no cache at {directory}; prepare it with "
                 f"`{prepare_command(cfg)}`, or run the embedded dataset=synthetic, digits or mnist1d"
             )
-        train, test, _, vocab = load_prepared(directory)
+        train, test, _, vocab = load_prepared(directory, source.num_classes, prepare_command(cfg))
     if isinstance(cfg, LeafConfig) and cfg.drop_without_top_words is not None:
         train, test = (with_top_words(e, cfg.drop_without_top_words) for e in (train, test))
     if cfg.eval_split == "holdout":
