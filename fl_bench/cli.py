@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -26,6 +23,8 @@ from rich.console import Console
 
 from fl_bench.config import register_configs
 from fl_bench.errors import ConfigError, FLBenchError
+from fl_bench.interrupt import stop_signals_handled
+from fl_bench.run_dir import RunDirectory
 
 register_configs()
 
@@ -60,19 +59,30 @@ CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 def _main(dict_cfg: DictConfig) -> float | None:
     from fl_bench.experiment import run_experiment  # heavy imports after argument checking
 
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    directory = RunDirectory(run_dir)
     try:
-        _check_optional_groups()
-        cfg = OmegaConf.to_object(dict_cfg)  # runs the schemas' range checks
-        with sigterm_as_interrupt():
-            summary = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
+        try:
+            _check_optional_groups()
+            cfg = OmegaConf.to_object(dict_cfg)  # runs the schemas' range checks
+        except BaseException:
+            directory.remove_if_fresh()  # bad input leaves no orphan run directory
+            raise
+        # Hydra's own .hydra/*.yaml (its writing is off in conf/config.yaml: see RunDirectory.save_configs)
+        hydra_files = {"config.yaml": dict_cfg, "hydra.yaml": OmegaConf.create({"hydra": hydra_cfg}),
+                       "overrides.yaml": hydra_cfg.overrides.task}
+        with stop_signals_handled():
+            summary = run_experiment(cfg, run_dir, hydra_files)
     except KeyboardInterrupt:
-        # Ctrl-C or SIGTERM (SLURM before preemption): the run's logs are written, status interrupted.
-        print(f"fl_bench: interrupted: logs written to {HydraConfig.get().runtime.output_dir}", file=sys.stderr)
+        # Ctrl-C or SIGTERM (SLURM before preemption): checkpoint and logs written, status interrupted.
+        print(f"fl_bench: interrupted: checkpoint and logs written to {run_dir}; "
+              "run the same command again to go on", file=sys.stderr)
         sys.exit(130)
     except FLBenchError as error:
         # In a sweep the job fails alone (a diverged trial must not end the study): Hydra records
         # the error in the job's result and the sweeper goes on.
-        if os.environ.get("FL_BENCH_TRACEBACK") or HydraConfig.get().mode == RunMode.MULTIRUN:
+        if os.environ.get("FL_BENCH_TRACEBACK") or hydra_cfg.mode == RunMode.MULTIRUN:
             raise
         # Exit from inside the job: Hydra would otherwise add its own "Error executing job" line.
         exit_with_error(error)
@@ -105,20 +115,6 @@ def _check_optional_groups() -> None:
             raise ConfigError(f"unknown {group} {name!r}: choose one of {', '.join(options)}")
 
 
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so a run stopped by SLURM or ``kill`` writes
-    its logs and summary (status interrupted) instead of vanishing."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def exit_with_error(error: BaseException) -> NoReturn:
     print(f"fl_bench: error: {one_line(error)}", file=sys.stderr)
     sys.exit(1)
@@ -134,3 +130,8 @@ def main() -> None:
         if os.environ.get("FL_BENCH_TRACEBACK"):
             raise
         exit_with_error(error)
+    except OSError as error:  # Hydra could not create or write the run directory (hydra.run.dir)
+        if os.environ.get("FL_BENCH_TRACEBACK"):
+            raise
+        exit_with_error(ConfigError(f"{error.filename}: {error.strerror} (for the run directory: set hydra.run.dir, "
+                                    "or hydra.sweep.dir with --multirun, to a writable path)"))

@@ -845,12 +845,19 @@ class NoDPConfig(DPConfig):
 LOGGERS = ("csv", "wandb")
 
 
+WANDB_MODES = ("online", "offline", "disabled")
+
+
 @dataclass
 class WandbConfig:
     project: str = "fl_bench"
     entity: Optional[str] = None
-    # online | offline | disabled; WANDB_MODE in the environment wins.
+    # online | offline | disabled; WANDB_MODE in the environment wins. Online without an API key
+    # falls back to offline (one warning line; `wandb sync` uploads the run later).
     mode: str = "online"
+
+    def __post_init__(self) -> None:
+        _choice("wandb.mode", self.mode, WANDB_MODES)
 
 
 @dataclass
@@ -886,6 +893,13 @@ class Config:
     logger: str = "csv"
     wandb: WandbConfig = field(default_factory=WandbConfig)
     progress: bool = True
+    # Checkpoints (fl_bench.checkpoint): every this many server steps, and/or every this many
+    # minutes of wall time; always when the run is interrupted (Ctrl-C, SIGTERM). null: never.
+    checkpoint_every: Optional[int] = None
+    checkpoint_minutes: Optional[float] = 10.0
+    # null: continue from the run directory's checkpoint if it has one of this config (re-running
+    # the same command resumes); true: there must be one; false: start over, discarding it.
+    resume: Optional[bool] = None
 
     def __post_init__(self) -> None:
         _require(self.seed >= 0, "seed", self.seed, "must be >= 0 (numpy seeds are non-negative)")
@@ -903,6 +917,17 @@ class Config:
         _require(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1 or null")
         _require(self.vmap_chunk >= 1, "vmap_chunk", self.vmap_chunk, "must be >= 1")
         _choice("logger", self.logger, LOGGERS)
+        _require(self.checkpoint_every is None or self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every,
+                 "must be >= 1 (server steps) or null")
+        _require(self.checkpoint_minutes is None or self.checkpoint_minutes > 0, "checkpoint_minutes",
+                 self.checkpoint_minutes, "must be > 0 or null")
+
+
+# Run keys that change where a run writes, how visibly, or on which hardware, not what it computes:
+# a resumed run may change them (a checkpoint of any other difference is refused), and a run
+# directory's finished run counts as this config's whatever they are (fl_bench.experiment).
+NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
+                   "device", "data_root")
 
 
 SCHEMAS: dict[str, dict[str, type]] = {

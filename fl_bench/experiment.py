@@ -1,9 +1,13 @@
 """One run, in three parts: ``build`` every object from the Config, ``simulate`` on the engine,
 ``summarise``. The run log is closed in a ``finally``: a diverged, failed or interrupted run still
-leaves its metrics.csv, trips.csv and summary.json (with its ``status``)."""
+leaves its metrics.csv, trips.csv and summary.json (with its ``status``). Checkpoints
+(fl_bench.checkpoint) let a killed or interrupted run go on from where it was."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -16,16 +20,22 @@ from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
 from fl_bench.algorithms import ServerAlgorithm
+from fl_bench.checkpoint import (CHECKPOINT, CheckpointSchedule, load_checkpoint,
+                                 remove_partial_checkpoints, save_checkpoint, set_rng_states)
 from fl_bench.client import ClientTrainer, LocalTraining
-from fl_bench.config import Config, build
+from fl_bench.config import NOT_RESULT_KEYS, Config, build
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.engine.population import ClientPopulation
-from fl_bench.engine.protocol import build_protocol
+from fl_bench.engine.protocol import Rounds, build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
 from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.models import build_model
+from fl_bench.interrupt import STOP
+from fl_bench.run_dir import RunDirectory
 from fl_bench.run_log import RunLog
 from fl_bench.task import ClassificationTask
+
+logger = logging.getLogger(__name__)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -50,7 +60,7 @@ class Experiment:
     simulator: Simulator
 
 
-def build_experiment(cfg: Config, on_eval) -> Experiment:
+def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     """Every object of a run; bad input fails here, before any output is written."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -77,6 +87,7 @@ def build_experiment(cfg: Config, on_eval) -> Experiment:
         on_eval=on_eval,
         seed=cfg.seed,
         concurrency=cfg.concurrency,
+        between_events=between_events,
     )
     return Experiment(cfg, data, task, trainer, server, simulator)
 
@@ -104,55 +115,168 @@ def _resolution(previous: list[Progress], crossing: Progress) -> int:
     return crossing.trips - previous[0].trips
 
 
-def run_experiment(cfg: Config, run_dir: Path) -> dict[str, Any]:
-    started = time.perf_counter()
-    reached: dict[str, float] = {}
-    previous: list[Progress] = []  # the evaluation before the current one
-    diverged: dict[str, int] = {}
+class Run:
+    """One run's progress around the simulator: evaluations and the target, the logs, checkpoints."""
 
-    def on_eval(p: Progress) -> bool:
+    def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any]):
+        self.cfg, self.run_dir, self.config = cfg, run_dir, config
+        self.reached: dict[str, float] = {}  # the first evaluation at the target
+        self.previous: list[Progress] = []  # the evaluation before the current one
+        self.resumed_at: list[int] = []  # client trips at which this run was resumed
+        self.seconds_before = 0.0  # wall seconds of the run's earlier (interrupted) parts
+        self.schedule = CheckpointSchedule(cfg.checkpoint_every, cfg.checkpoint_minutes)
+        self.exp: Experiment
+        self.log: RunLog
+        self.bar: tqdm
+
+    def on_eval(self, p: Progress) -> bool:
+        exp, cfg = self.exp, self.cfg
         exp.trainer.load(exp.server.params)
         loss, acc = exp.task.evaluate(exp.data.x_val, exp.data.y_val)
         if not (math.isfinite(loss) and math.isfinite(acc)):
             raise DivergenceError(f"validation loss {loss}", trips=p.trips, server_step=p.server_step)
-        log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
-        if acc >= cfg.target_accuracy and not reached:
-            reached.update(trips=p.trips, sim_time=p.sim_time, resolution=_resolution(previous, p))
-        previous[:] = [p]
-        bar.update(min(p.trips, cfg.max_trips) - bar.n)
-        bar.set_postfix(acc=f"{acc:.3f}", step=p.server_step)
-        return bool(reached) and cfg.stop_at_target
+        self.log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
+        self.log.trips(exp.simulator.log.columns())
+        if acc >= cfg.target_accuracy and not self.reached:
+            self.reached.update(trips=p.trips, sim_time=p.sim_time, resolution=_resolution(self.previous, p))
+        self.previous[:] = [p]
+        self.bar.update(min(p.trips, cfg.max_trips) - self.bar.n)
+        self.bar.set_postfix(acc=f"{acc:.3f}", step=p.server_step)
+        logger.info("trips %d, server step %d, sim time %.2f: val accuracy %.4f, loss %.4f",
+                    p.trips, p.server_step, p.sim_time, acc, loss)
+        return bool(self.reached) and cfg.stop_at_target
 
-    exp = build_experiment(cfg, on_eval)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    log = RunLog(run_dir, OmegaConf.to_container(OmegaConf.structured(cfg)), cfg.logger, cfg.wandb)
-    bar = tqdm(total=cfg.max_trips, unit="trip", disable=not cfg.progress, dynamic_ncols=True)
-    status, simulate_start = "failed", time.perf_counter()
-    try:
-        exp.simulator.run()
-        status = "completed"
-    except DivergenceError as error:
-        status = "diverged"
-        diverged.update(trips=error.trips, server_step=error.server_step)
-        raise DivergenceError(
-            f"training diverged ({error}) after {error.trips} trips, server step {error.server_step}: "
-            f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}",
-            error.trips, error.server_step,
-        ) from None
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        bar.close()
-        timing = dict(wall_seconds=time.perf_counter() - started, simulate_seconds=time.perf_counter() - simulate_start)
-        summary = summarise(exp, log, reached, status, timing, run_dir, diverged)
-        log.finish(exp.simulator.log.columns(), summary)
+    def between_events(self) -> None:
+        version = self.exp.server.version
+        if self.schedule.due(version):
+            self.checkpoint()
+        if STOP.signal is not None:  # Ctrl-C / SIGTERM arrived during the last event
+            self.checkpoint()
+            STOP.raise_if_requested()
+
+    def checkpoint(self) -> None:
+        sim = self.exp.simulator
+        run = dict(reached=self.reached, previous=self.previous, rows=self.log.rows, resumed_at=self.resumed_at,
+                   seconds=self.seconds_before + time.perf_counter() - self.started, wandb_id=self.log.wandb_id)
+        save_checkpoint(self.run_dir / CHECKPOINT, self.config, sim.state_dict(), run)
+        self.log.trips(sim.log.columns())
+        self.schedule.done(sim.server.version)
+        logger.info("checkpoint at trips %d, server step %d", sim.trips, sim.server.version)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Go on from a checkpoint: the simulator's state, the RNGs, and this run's progress."""
+        sim, run = self.exp.simulator, state["run"]
+        sim.load_state_dict(state["simulator"])
+        self.exp.server = sim.server
+        set_rng_states(state["rng"])
+        self.reached, self.previous = run["reached"], run["previous"]
+        self.resumed_at = [*run["resumed_at"], sim.trips]
+        self.seconds_before = run["seconds"]
+        self.schedule.done(sim.server.version)
+
+    def execute(self, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
+        cfg, exp, run_dir = self.cfg, self.exp, self.run_dir
+        self.started = time.perf_counter()
+        if checkpoint is not None:
+            self.restore(checkpoint)
+        run = checkpoint["run"] if checkpoint else {}
+        self.log = RunLog(run_dir, self.config, cfg.logger, cfg.wandb, run.get("rows", ()), run.get("wandb_id"))
+        self.bar = tqdm(total=cfg.max_trips, unit="trip", disable=not cfg.progress, dynamic_ncols=True)
+        if checkpoint is not None:
+            self.log.trips(exp.simulator.log.columns())
+            self.bar.update(min(exp.simulator.trips, cfg.max_trips))
+            logger.info("resumed from the checkpoint at trips %d, server step %d", exp.simulator.trips, exp.server.version)
+        status, diverged, simulate_start = "failed", {}, time.perf_counter()
+        try:
+            with STOP.deferred():
+                exp.simulator.run(resume=checkpoint is not None)
+            status = "completed"
+        except DivergenceError as error:
+            status = "diverged"
+            diverged.update(trips=error.trips, server_step=error.server_step)
+            raise DivergenceError(
+                f"training diverged ({error}) after {error.trips} trips, server step {error.server_step}: "
+                f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}",
+                error.trips, error.server_step,
+            ) from None
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            self.bar.close()
+            now = time.perf_counter()
+            timing = dict(wall_seconds=self.seconds_before + now - self.started, simulate_seconds=now - simulate_start)
+            summary = summarise(self, status, timing, diverged)
+            self.log.finish(exp.simulator.log.columns(), summary)
+            if status in ("completed", "diverged"):  # final: nothing to resume
+                (run_dir / CHECKPOINT).unlink(missing_ok=True)
+            if status == "completed":
+                exp.trainer.load(exp.server.params)
+                torch.save(exp.task.model.state_dict(), run_dir / "model.pt")
+            logger.info("%s: %s", status, json.dumps({k: summary[k] for k in _SUMMARY_LINE}))
+        return summary
+
+
+_SUMMARY_LINE = ("final_val_accuracy", "client_trips", "server_steps", "trips_to_target", "sim_time", "wall_seconds")
+
+
+def result_config(cfg: Config) -> dict[str, Any]:
+    return OmegaConf.to_container(OmegaConf.structured(cfg))
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """A short hash of every key that changes results (not where or how visibly a run logs)."""
+    relevant = {key: value for key, value in config.items() if key not in NOT_RESULT_KEYS}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run ``cfg`` in ``run_dir``, or go on from the checkpoint there (``cfg.resume``). A run
+    directory already holding this config's finished run is left as it is (its summary returned);
+    another config's finished run is replaced, another config's checkpoint refused."""
+    run_dir = Path(run_dir)
+    config = result_config(cfg)
+    run = Run(cfg, run_dir, config)
+    directory = RunDirectory(run_dir)
+    with directory.locked():
+        try:
+            finished = _finished_summary(directory, cfg, config)
+            if finished is not None:
+                return finished
+            checkpoint = _checkpoint_to_resume(directory, cfg, config)
+            run.exp = build_experiment(cfg, run.on_eval, run.between_events)
+        except BaseException:
+            directory.remove_if_fresh()  # bad input leaves no orphan run directory
+            raise
+        directory.save_configs(hydra_files or {})
+        remove_partial_checkpoints(run_dir)
+        return run.execute(checkpoint)
+
+
+def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, Any]) -> dict[str, Any] | None:
+    summary = directory.summary()
+    if cfg.resume is False or summary is None or summary.get("status") not in ("completed", "diverged"):
+        return None
+    if summary.get("config_digest") != config_digest(config):
+        logger.warning("%s holds a finished run of another config: this run replaces it", directory.path)
+        return None
+    logger.info("%s already holds this run (%s); resume=false runs it again", directory.path, summary["status"])
+    print(f"fl_bench: {directory.path} already holds this run ({summary['status']}): nothing to do; resume=false runs it again")
     return summary
 
 
-def summarise(exp: Experiment, log: RunLog, reached: dict[str, float], status: str, timing: dict[str, float],
-              run_dir: Path, diverged: dict[str, int]) -> dict[str, Any]:
-    cfg, sim, trips = exp.cfg, exp.simulator, exp.simulator.log.columns()
+def _checkpoint_to_resume(directory: RunDirectory, cfg: Config, config: dict[str, Any]) -> dict[str, Any] | None:
+    path = directory.path / CHECKPOINT
+    if cfg.resume is False or not path.exists():
+        if cfg.resume:
+            raise ConfigError(f"resume=true but {directory.path} holds no {CHECKPOINT}: run without resume=true to start it")
+        return None
+    return load_checkpoint(path, config, resolve_device(cfg.device))
+
+
+def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[str, int]) -> dict[str, Any]:
+    cfg, exp, log, reached = run.cfg, run.exp, run.log, run.reached
+    sim, trips = exp.simulator, exp.simulator.log.columns()
     final = log.rows[-1] if log.rows else {}
     best = max((row["val_accuracy"] for row in log.rows), default=None)
     return {
@@ -172,6 +296,9 @@ def summarise(exp: Experiment, log: RunLog, reached: dict[str, float], status: s
         "server_steps": exp.server.version,
         "target_accuracy": cfg.target_accuracy,
         "max_trips": cfg.max_trips,
+        # exact: the run stops at max_trips; whole rounds: a synchronous run ends on a whole round, so
+        # client_trips may pass max_trips by up to one round's trips (over-selected ones included).
+        "trip_budget": "whole rounds" if isinstance(exp.simulator.policy, Rounds) else "exact",
         # Search objective (Optuna, W&B sweeps): trips to target, or the whole budget when missed.
         "trips_to_target_or_budget": reached.get("trips", cfg.max_trips),
         # The same, ranking the misses by how far they stayed from the target: budget * (1 + shortfall
@@ -192,5 +319,9 @@ def summarise(exp: Experiment, log: RunLog, reached: dict[str, float], status: s
         "client_state_bytes": exp.server.client_state_nbytes(),
         "population_bytes": sim.population.nbytes,
         **timing,  # wall_seconds: the whole run; simulate_seconds: the event loop (training, aggregation, evaluation)
-        "run_dir": str(run_dir),
+        "run_dir": str(run.run_dir),
+        # Client trips at which the run went on from a checkpoint (empty: one uninterrupted run).
+        "resumed_at_trips": run.resumed_at,
+        "wandb_run_id": log.wandb_id,  # logger=wandb: the W&B run (a resumed run continues it)
+        "config_digest": config_digest(run.config),  # equal for runs of one config (seed included)
     }

@@ -9,7 +9,8 @@ Reads every run directory below the given paths (``summary.json``, ``metrics.csv
   <name>.md / <name>.csv   client trips to the target accuracy, mean over seeds, and the ratio to
                            the reference method's (FedBuff Table 1: "FedAvgM needs 1.7x"),
                            simulated time to the target;
-                           ">budget" where some seed missed the target;
+                           ">budget" where some seed missed the target; runs of one method that
+                           differ in more than the seed get a row each (see ``_methods``);
   <name>_curves.png        validation accuracy against client trips and against simulated time,
                            one line per method, a band from the lowest to the highest seed;
   <name>_staleness.png     histogram of staleness over all trips, per method.
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,18 +34,65 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from fl_bench.config import NOT_RESULT_KEYS  # noqa: E402
 from fl_bench.run_log import METRIC_COLUMNS  # noqa: E402
 
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 
+# Config keys that cannot change what a run measures, so runs that differ only in them are averaged
+# together: the seed (what the table averages over), NOT_RESULT_KEYS (where data and outputs go,
+# logging, checkpoints, device, threads), the cache path, and vmap batching (the same computation
+# batched: float rounding or augmentation draws differ at most). experiment_name only names a preset;
+# the settings it makes are in the other keys.
+NOT_WORKLOAD = {*NOT_RESULT_KEYS, "seed", "experiment_name", "dataset.root", "vmap_clients", "vmap_chunk"}
+
+
+def _workload(config: Any) -> dict[str, str]:
+    """The run's flattened config ("dataset.name": "synthetic") without the NOT_WORKLOAD keys."""
+    flat = pd.json_normalize(OmegaConf.to_container(config)).iloc[0]
+    return {key: str(value) for key, value in flat.items()
+            if key not in NOT_WORKLOAD and key.split(".")[0] not in NOT_RESULT_KEYS}
+
+
+def _determined(runs: pd.DataFrame, keys: list[str], key: str) -> bool:
+    """Whether among ``runs`` each combination of values of ``keys`` comes with one value of ``key``."""
+    return bool(keys) and runs.groupby(keys, dropna=False)[key].nunique(dropna=False).max() == 1
+
+
+def _telling_keys(differing: pd.DataFrame) -> list[str]:
+    """The differing keys a label names: a config group's choice (``dataset.name``) stands for the keys
+    it sets (that dataset's size, its paper's partition and model), so those are left out."""
+    choices = []
+    for key in differing:  # in config order: dataset.name before the partition.name it sets
+        if key.endswith(".name") and not _determined(differing, choices, key):
+            choices.append(key)
+    return [key for key in differing if key in choices or not _determined(differing, choices, key)]
+
+
+def _methods(configs: list[Any], by: list[str]) -> list[str]:
+    """Each run's method label: its ``by`` config values, and where runs with the same values differ in
+    any workload key but the seed, the keys that tell them apart ("fedbuff [dataset.name=synthetic]"):
+    one row per setting rather than a mean over different experiments. A line on stderr names the keys."""
+    workloads = pd.DataFrame([_workload(config) for config in configs])  # NaN: a key this run lacks (unlabelled)
+    labels = pd.Series([" ".join(str(OmegaConf.select(config, key)) for key in by) for config in configs])
+    for label, runs in workloads.groupby(labels, sort=False):
+        differing = runs[[key for key in runs if runs[key].nunique(dropna=False) > 1]]
+        if differing.empty:
+            continue
+        print(f"fl_bench.report: runs of {label} differ in {', '.join(differing)} besides the seed: "
+              "one row per setting", file=sys.stderr)
+        for run, values in differing[_telling_keys(differing)].iterrows():
+            labels[run] = f"{label} [{', '.join(f'{k}={v}' for k, v in values.items() if pd.notna(v))}]"
+    return labels.tolist()
+
 
 def _frames(records: list[tuple[Any, dict, pd.DataFrame, pd.DataFrame, str]], by: list[str]) -> Frames:
-    """(runs, metrics, trips) from (config, summary, metrics, trips, where) per run; ``method`` is
-    made of the ``by`` config keys."""
+    """(runs, metrics, trips) from (config, summary, metrics, trips, where) per run; ``method`` as
+    _methods labels it."""
     runs, metrics, trips = [], [], []
-    for run_id, (config, summary, m, t, where) in enumerate(records):
-        method = " ".join(str(OmegaConf.select(config, key)) for key in by)
+    methods = _methods([config for config, *_ in records], by)
+    for run_id, ((_, summary, m, t, where), method) in enumerate(zip(records, methods)):
         runs.append({"run": run_id, "method": method, "source": where, **summary})
         metrics.append(m.assign(run=run_id, method=method, seed=summary["seed"]))
         trips.append(t[["staleness", "used", "num_examples"]].assign(run=run_id, method=method))
@@ -261,9 +310,10 @@ def plot_examples(trips: pd.DataFrame, path: Path) -> None:
 
 def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
     """FedBuff Fig. 3: client trips to target against concurrency, one line per method label without
-    its trailing concurrency ("fedbuff c10" -> "fedbuff"; a point is missing where a seed missed)."""
+    its trailing concurrency ("fedbuff c10" or "fedbuff [concurrency=10]" -> "fedbuff"; a point is
+    missing where a seed missed)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    series = table["method"].str.replace(r"\s*c\d+$", "", regex=True)
+    series = table["method"].str.replace(r"\s*(c\d+|\[concurrency=\d+\])$", "", regex=True)
     for algorithm, group in table.groupby(series, sort=False):
         group = group.sort_values("concurrency")
         ax.errorbar(group["concurrency"], group["trips_to_target"], yerr=group["trips_std"], marker="o",

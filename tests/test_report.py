@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.report import load_runs, load_wandb_runs, write_report
+from fl_bench.report import load_runs, load_wandb_runs, trips_to_target_table, write_report
 from fl_bench.report import main as report_main
 from tests.test_cli import fl_bench
 
@@ -98,3 +98,57 @@ def test_wandb_source_gives_the_same_report_as_the_run_directories(multirun, tmp
     remote = write_report(load_wandb_runs("me/fl_bench", ["algorithm.name"], api=api), "remote", tmp_path, "fedavgm")
     pd.testing.assert_frame_equal(local, remote)
     assert (tmp_path / "remote_staleness.png").stat().st_size > 0
+
+
+BASE = {"dataset": {"name": "synthetic", "num_samples": 1000, "root": "${data_root}"}, "partition": {"name": "natural"},
+        "algorithm": {"name": "fedbuff", "client_lr": 0.1}, "seed": 0, "concurrency": 20, "max_trips": 600,
+        "target_accuracy": 0.5, "device": "cpu", "data_root": "~/.cache/fl_bench", "wandb": {"project": "fl_bench"}}
+
+
+def fake_run(root, name, trips_to_target, config):
+    """A finished run directory whose config is BASE with ``config`` (dotted keys) over it, and which
+    reaches the target at ``trips_to_target``."""
+    run_dir = root / name
+    (run_dir / ".hydra").mkdir(parents=True)
+    cfg = OmegaConf.create(BASE)
+    for key, value in config.items():
+        OmegaConf.update(cfg, key, value)
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    (run_dir / "summary.json").write_text(json.dumps({
+        "algorithm": cfg.algorithm.name, "seed": cfg.seed, "concurrency": cfg.concurrency, "max_trips": cfg.max_trips,
+        "target_accuracy": cfg.target_accuracy, "trips_to_target": trips_to_target,
+        "sim_time_to_target": trips_to_target / 10, "final_val_accuracy": 0.6, "wall_seconds": 1.0,
+    }))
+    pd.DataFrame({"trips": [0, trips_to_target], "server_step": [0, 1], "sim_time": [0.0, trips_to_target / 10],
+                  "val_accuracy": [0.1, 0.6], "val_loss": [2.0, 1.0]}).to_csv(run_dir / "metrics.csv", index=False)
+    pd.DataFrame({"staleness": [0, 1], "used": [1, 1], "num_examples": [5, 7]}).to_csv(run_dir / "trips.csv",
+                                                                                       index=False)
+
+
+def table_of(root):
+    return trips_to_target_table(load_runs([root], ["algorithm.name"])[0], None).set_index("method")
+
+
+@pytest.mark.parametrize("other, labels", [
+    # a dataset brings its own size and partition: its name tells the rows apart
+    ({"dataset.name": "mnist1d", "dataset.num_samples": 5000, "partition.name": "dirichlet"},
+     ["fedbuff [dataset.name=synthetic]", "fedbuff [dataset.name=mnist1d]"]),
+    ({"max_trips": 2000}, ["fedbuff [max_trips=600]", "fedbuff [max_trips=2000]"]),
+])
+def test_runs_of_one_algorithm_with_different_configs_are_not_averaged(tmp_path, capsys, other, labels):
+    for seed in (0, 1):
+        fake_run(tmp_path, f"base_seed{seed}", 200, {"seed": seed})
+        fake_run(tmp_path, f"other_seed{seed}", 400, {"seed": seed, **other})
+    table = table_of(tmp_path)
+    assert list(table.index) == labels and list(table["seeds"]) == [2, 2]
+    assert list(table["trips_to_target"]) == [200, 400]
+    assert f"runs of fedbuff differ in {', '.join(other)} besides the seed" in capsys.readouterr().err
+
+
+def test_runs_that_differ_only_in_the_seed_and_where_they_ran_are_averaged(tmp_path, capsys):
+    fake_run(tmp_path, "seed0", 200, {"seed": 0})
+    fake_run(tmp_path, "seed1", 400, {"seed": 1, "device": "cuda", "data_root": "/data", "wandb.project": "other"})
+    table = table_of(tmp_path)
+    assert list(table.index) == ["fedbuff"] and table.loc["fedbuff", "seeds"] == 2
+    assert table.loc["fedbuff", "trips_to_target"] == 300
+    assert capsys.readouterr().err == ""

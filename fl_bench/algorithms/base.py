@@ -90,5 +90,14 @@ class ServerOptimizerStep:
     def grad(self) -> torch.Tensor:
         return self._param.grad
 
+    # A pickled Parameter drops its .grad (checkpoints pickle the server): carry it alongside.
+    def __getstate__(self) -> dict:
+        return {**vars(self), "_grad": self._param.grad}
+
+    def __setstate__(self, state: dict) -> None:
+        grad = state.pop("_grad")
+        vars(self).update(state)
+        self._param.grad = grad
+
     def step(self) -> None:
         self._opt.step()

@@ -106,10 +106,12 @@ class Simulator:
         on_eval: Callable[[Progress], bool],
         seed: int = 0,
         concurrency: int | None = None,
+        between_events: Callable[[], None] | None = None,
     ):
         self.server, self.trainer, self.population = server, trainer, population
         self.selection, self.delays, self.policy, self.rng = selection, delays, policy, rng
         self.max_trips, self.eval_every, self.on_eval = max_trips, eval_every, on_eval
+        self.between_events = between_events  # e.g. checkpoints: the state is complete only there
         self.sizes = population.sizes
         self.availability = population.availability
         self._check_enough_clients(concurrency)
@@ -155,10 +157,23 @@ class Simulator:
                 f"at once but at most {most} are ever available at once"
             )
 
+    # ------------------------------------------------------------------ checkpoints
+    _NOT_STATE = ("trainer", "on_eval", "between_events")  # the code around the state, rebuilt on resume
+
+    def state_dict(self) -> dict:
+        """Everything the loop needs to go on (fl_bench.checkpoint pickles it in one piece)."""
+        return {name: value for name, value in vars(self).items() if name not in self._NOT_STATE}
+
+    def load_state_dict(self, state: dict) -> None:
+        vars(self).update(state)
+
     # ------------------------------------------------------------------ the loop
-    def run(self) -> TripLog:
-        self.evaluate_if_due()  # the initial model
-        self.policy.begin(self)
+    def run(self, resume: bool = False) -> TripLog:
+        """Run to the end of the budget; ``resume``: go on from a loaded state instead of starting."""
+        if not resume:
+            self.evaluate_if_due()  # the initial model
+            self.policy.begin(self)
+        between_events = self.between_events or (lambda: None)
         while not self.stopped and self.trips < self.max_trips:
             if not self._events:
                 raise ConfigError(
@@ -182,6 +197,7 @@ class Simulator:
                 else:
                     self._waiting_for_clients = False
                     self.policy.on_availability(self)
+            between_events()
         if not self.stopped and self.trips % self.eval_every:
             self.evaluate_if_due(force=True)  # the final model
         return self.log

@@ -4,8 +4,13 @@ whose SQLite storage breaks under SQLAlchemy 2).
 Select it with ``override /hydra/sweeper: fl_bench_optuna`` (see conf/hparams_search/). Each
 trial is one Hydra job launched through the configured launcher; its objective is a key of the
 run's summary.json, by default ``trips_to_target_or_budget``: client trips to the target
-accuracy, or the run's budget (``max_trips``) when the target was missed. With ``storage: sqlite:///file.db`` several invocations, on several machines
-sharing the file, add trials to one study (``load_if_exists``).
+accuracy, or the run's budget (``max_trips``) when the target was missed. Several invocations,
+one after another or at once, add trials to one study (``load_if_exists``): ``storage:
+sqlite:///file.db`` on one machine or a shared file system, ``postgresql+psycopg2://user@host/db``
+from several machines; give each its own ``seed``, or they repeat the same random startup trials.
+
+``n_jobs`` trials are asked together and launched as one batch, so a parallel launcher
+(``hydra/launcher=local_cores``: joblib; ``hydra/launcher=slurm``: submitit) runs them at once.
 
 Search space: ``hydra.sweeper.params`` maps a config key to Hydra's sweep syntax:
 ``interval(a, b)`` (float; ``tag(log, interval(a, b))`` log scale; ``tag(int, interval(a, b))``
@@ -14,11 +19,13 @@ integers), ``choice(x, y, ...)``, ``range(a, b[, step])``; a plain value is fixe
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import optuna
+import sqlalchemy.exc
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
@@ -38,6 +45,7 @@ class OptunaSweeperConfig:
     objective: str = "trips_to_target_or_budget"  # a key of the run's summary.json
     direction: str = "minimize"  # maximize for e.g. best_val_accuracy (FedGBO's grid)
     n_trials: int = 20  # trials this invocation adds
+    n_jobs: int = 1  # trials launched together (one launcher batch): parallel with joblib or SLURM
     seed: Optional[int] = None  # TPE sampler seed
     n_startup_trials: int = 10  # random trials before TPE models the results (Optuna's default)
     params: Dict[str, str] = field(default_factory=dict)
@@ -64,10 +72,29 @@ def suggest(trial: optuna.Trial, key: str, space: Any) -> Any:
     return space  # fixed
 
 
+# Invocations started together on a fresh database race to create Optuna's tables and the study:
+# the loser's CREATE or INSERT fails, and a retry finds what the winner made.
+CREATE_RACE_ERRORS = (optuna.exceptions.DuplicatedStudyError, optuna.exceptions.StorageInternalError,
+                      sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError)
+
+
+def open_study(attempts: int = 5, **kwargs) -> optuna.Study:
+    for attempt in range(attempts):
+        try:
+            return optuna.create_study(load_if_exists=True, **kwargs)
+        except CREATE_RACE_ERRORS:
+            if attempt == attempts - 1:
+                raise
+            log.info("study creation raced another invocation: loading it again")
+            time.sleep(0.5 * (attempt + 1))
+
+
 class OptunaSweeper(Sweeper):
-    def __init__(self, study_name, storage, objective, direction, n_trials, seed, n_startup_trials, params):
+    def __init__(self, study_name, storage, objective, direction, n_trials, n_jobs, seed, n_startup_trials, params):
+        if n_jobs < 1:
+            raise ValueError(f"hydra.sweeper.n_jobs={n_jobs}: must be at least 1")
         self.study_name, self.storage, self.objective, self.direction = study_name, storage, objective, direction
-        self.n_trials, self.seed, self.n_startup_trials = n_trials, seed, n_startup_trials
+        self.n_trials, self.n_jobs, self.seed, self.n_startup_trials = n_trials, n_jobs, seed, n_startup_trials
         self.space = search_space(dict(params or {}))
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
@@ -86,24 +113,12 @@ class OptunaSweeper(Sweeper):
         fixed_lines = [o.input_line for o in fixed]
         if self.storage and self.storage.startswith("sqlite:///"):
             Path(self.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        study = optuna.create_study(
+        study = open_study(
             study_name=self.study_name, storage=self.storage, direction=self.direction,
-            sampler=optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.n_startup_trials), load_if_exists=True,
+            sampler=optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.n_startup_trials),
         )
-        for _ in range(self.n_trials):
-            trial = study.ask()
-            values = {key: suggest(trial, key, space) for key, space in self.space.items()}
-            overrides = [*fixed_lines, *(f"{key}={value}" for key, value in values.items())]
-            [result] = self.launcher.launch([overrides], initial_job_idx=trial.number)
-            if result.status != JobStatus.COMPLETED:
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                log.warning(f"trial {trial.number} failed: {result._return_value}")
-                continue
-            run_dir = Path(result.hydra_cfg.hydra.runtime.output_dir)
-            summary = json.loads((run_dir / "summary.json").read_text())
-            value = float(summary[self.objective])
-            study.tell(trial, value)
-            log.info(f"trial {trial.number}: {value} with {values}")
+        for start in range(0, self.n_trials, self.n_jobs):
+            self.run_batch(study, fixed_lines, min(self.n_jobs, self.n_trials - start))
         done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         best = study.best_trial if done else None  # every trial may have failed (e.g. diverged)
         summary = {"study_name": self.study_name, "storage": self.storage, "trials": len(study.trials),
@@ -118,3 +133,28 @@ class OptunaSweeper(Sweeper):
         else:
             log.warning(f"no trial of study {self.study_name} completed")
         return study
+
+    def run_batch(self, study: optuna.Study, fixed_lines: List[str], size: int) -> None:
+        """Ask ``size`` trials, launch them as one batch, tell each its objective."""
+        trials = [study.ask() for _ in range(size)]
+        values = [{key: suggest(trial, key, space) for key, space in self.space.items()} for trial in trials]
+        overrides = [[*fixed_lines, *(f"{key}={value}" for key, value in v.items())] for v in values]
+        # hydra.job.num (the run directory's prefix) is trials[0].number + position: the trial
+        # number itself unless another invocation took numbers in between; run_dir records the truth.
+        try:
+            results = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
+        except Exception:
+            # e.g. submitit raises for the whole batch when a SLURM job dies: no trial stays RUNNING
+            for trial in trials:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        for trial, v, result in zip(trials, values, results):
+            if result.status != JobStatus.COMPLETED:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                log.warning(f"trial {trial.number} failed: {result._return_value}")
+                continue
+            run_dir = Path(result.hydra_cfg.hydra.runtime.output_dir)
+            trial.set_user_attr("run_dir", str(run_dir))
+            value = float(json.loads((run_dir / "summary.json").read_text())[self.objective])
+            study.tell(trial, value)
+            log.info(f"trial {trial.number}: {value} with {v}")

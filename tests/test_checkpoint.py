@@ -1,0 +1,122 @@
+"""Checkpoint and exact resume: a run killed at a random point and resumed ends bit for bit where the
+uninterrupted run ends (final model, metrics.csv, trips.csv)."""
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fl_bench.checkpoint import CHECKPOINT
+from fl_bench.errors import ConfigError
+from fl_bench.experiment import Run, run_experiment
+from fl_bench.run_dir import RunDirectory
+from tests.conftest import compose_run_config
+from tests.test_cli import fl_bench
+
+WORKLOAD = ("max_trips=1200", "eval_every=200", "concurrency=50")
+
+
+def assert_same_run(a, b):
+    assert (a / "metrics.csv").read_bytes() == (b / "metrics.csv").read_bytes()
+    assert (a / "trips.csv").read_bytes() == (b / "trips.csv").read_bytes()
+    model_a, model_b = torch.load(a / "model.pt"), torch.load(b / "model.pt")
+    assert model_a.keys() == model_b.keys() and all(torch.equal(model_a[k], model_b[k]) for k in model_a)
+
+
+@pytest.mark.parametrize("algorithm", ["fedbuff", "fedavgm"])
+def test_a_run_killed_with_sigkill_at_a_random_point_and_resumed_ends_identical(tmp_path, algorithm):
+    overrides = ["progress=false", f"algorithm={algorithm}", "max_trips=2000", "eval_every=100", "checkpoint_every=2"]
+    assert fl_bench(*overrides, f"hydra.run.dir={tmp_path / 'whole'}", cwd=tmp_path).returncode == 0
+    killed = tmp_path / "killed"
+    # A random point, the same on every run of this test: after this many evaluations were written.
+    evaluations = random.Random(algorithm).randint(3, 15)
+    command = [sys.executable, "-m", "fl_bench", *overrides, f"hydra.run.dir={killed}"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = killed / "metrics.csv"
+    while process.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) > evaluations and (killed / CHECKPOINT).exists():
+            process.kill()  # SIGKILL: nothing runs after it
+        try:
+            process.wait(timeout=0.02)
+        except subprocess.TimeoutExpired:
+            pass
+    assert process.returncode == -9 and not (killed / "summary.json").exists()
+    resumed = fl_bench(*overrides, f"hydra.run.dir={killed}", cwd=tmp_path)  # the same command again
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["status"] == "completed" and 0 < summary["resumed_at_trips"][0] < 2000
+    assert not (killed / CHECKPOINT).exists()  # a finished run keeps no checkpoint
+    assert_same_run(tmp_path / "whole", killed)
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL in-process: nothing catches it."""
+
+
+@pytest.mark.parametrize("overrides", [
+    ("algorithm=fedbuff",),
+    ("algorithm=fedbuff", "vmap_clients=true"),
+    ("algorithm=fedasync", "checkpoint_every=25"),  # a server step per trip
+    ("algorithm=fedavg", "algorithm.over_selection=0.3"),
+    ("algorithm=fedprox", "algorithm.deadline=1.0", "algorithm.late_uploads=deliver"),
+    ("algorithm=fedavgm", "algorithm/server_optimizer=adam", "model=cnn4", "dataset=digits", "partition=iid",
+     "partition.num_clients=100", "concurrency=10", "max_trips=300", "eval_every=50"),
+], ids=lambda o: "-".join(o))
+def test_every_algorithm_resumes_bit_for_bit_from_any_checkpoint(tmp_path, monkeypatch, overrides):
+    cfg = compose_run_config(*WORKLOAD, "checkpoint_every=1", *overrides)
+    run_experiment(cfg, tmp_path / "whole")
+    written = []
+    stop_after = random.Random(str(overrides)).randint(2, 12)  # checkpoints before the "kill"
+    checkpoint = Run.checkpoint
+
+    def checkpoint_then_die(self):
+        checkpoint(self)
+        written.append(self.exp.server.version)
+        if len(written) == stop_after:
+            raise Killed
+
+    monkeypatch.setattr(Run, "checkpoint", checkpoint_then_die)
+    with pytest.raises(Killed):
+        run_experiment(cfg, tmp_path / "killed")
+    monkeypatch.setattr(Run, "checkpoint", checkpoint)
+    summary = run_experiment(cfg, tmp_path / "killed")
+    assert summary["resumed_at_trips"] and summary["status"] == "completed"
+    assert_same_run(tmp_path / "whole", tmp_path / "killed")
+
+
+def test_a_checkpoint_of_another_config_is_refused_and_resume_false_starts_over(tmp_path, monkeypatch):
+    monkeypatch.setattr(Run, "execute", lambda self, checkpoint: checkpoint)  # stop before running
+    cfg = compose_run_config(*WORKLOAD)
+    from fl_bench.checkpoint import save_checkpoint
+    from fl_bench.experiment import result_config
+
+    save_checkpoint(tmp_path / CHECKPOINT, result_config(cfg), {}, {})
+    other = compose_run_config(*WORKLOAD, "algorithm.client_lr=0.5")
+    with pytest.raises(ConfigError, match=r"another config \(algorithm.client_lr: [\d.]+ -> 0.5\)"):
+        run_experiment(other, tmp_path)
+    assert run_experiment(compose_run_config(*WORKLOAD, "progress=true"), tmp_path) is not None  # display keys may change
+    assert run_experiment(compose_run_config(*WORKLOAD, "algorithm.client_lr=0.5", "resume=false"), tmp_path) is None
+    with pytest.raises(ConfigError, match="resume=true but .* holds no checkpoint.pt"):
+        run_experiment(compose_run_config(*WORKLOAD, "resume=true"), tmp_path / "empty")
+
+
+def test_a_finished_run_is_not_run_again_and_a_held_directory_is_refused(tmp_path):
+    run_dir = tmp_path / "run"
+    first = fl_bench("progress=false", "max_trips=500", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    metrics = (run_dir / "metrics.csv").read_bytes()
+    again = fl_bench("progress=false", "max_trips=500", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert again.returncode == 0 and "already holds this run (completed): nothing to do" in again.stdout
+    assert (run_dir / "metrics.csv").read_bytes() == metrics
+    with RunDirectory(run_dir).locked():  # a run holds it
+        busy = fl_bench("progress=false", "max_trips=600", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert busy.returncode == 1 and busy.stderr.count("\n") == 1
+    assert f"run directory {run_dir} is in use by pid " in busy.stderr
+    assert (run_dir / "metrics.csv").read_bytes() == metrics  # untouched, its config too
+    assert "max_trips: 500" in (run_dir / ".hydra" / "config.yaml").read_text()
+    other = fl_bench("progress=false", "max_trips=600", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert other.returncode == 0 and "holds a finished run of another config: this run replaces it" in other.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["client_trips"] == 600
