@@ -9,6 +9,7 @@ run's logs are then written with status interrupted. A second signal, or one out
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -45,7 +46,11 @@ STOP = StopRequest()
 
 @contextmanager
 def stop_signals_handled() -> Iterator[None]:
-    """Route Ctrl-C and SIGTERM through :data:`STOP` for the duration of a run."""
+    """Route Ctrl-C and SIGTERM through :data:`STOP` for the duration of a run (only the main thread
+    may install handlers: a run in another thread keeps the defaults)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = {signum: signal.signal(signum, STOP.handle) for signum in SIGNALS}
     try:
         yield
