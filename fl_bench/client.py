@@ -39,6 +39,7 @@ class LocalTraining:
     steps: int | None = None  # fixed Q local steps instead of whole epochs
     lr_norm: bool = False  # FedBuff Sec. 5: a batch of n < B examples uses lr * n / B
     prox_mu: float = 0.0  # FedProx: + (mu/2) ||y - y_0||^2 in the local objective
+    decay: float = 1.0  # lr * decay^v for a trip that downloaded model version v (FedLaAvg Sec. 5)
 
     @classmethod
     def from_config(cls, cfg: AlgorithmConfig) -> "LocalTraining":
@@ -49,6 +50,7 @@ class LocalTraining:
             steps=cfg.local_steps,
             lr_norm=cfg.lr_norm,
             prox_mu=cfg.prox_mu,
+            decay=cfg.lr_decay,
         )
 
     def num_steps(self, num_examples: np.ndarray) -> np.ndarray:
@@ -56,10 +58,21 @@ class LocalTraining:
             return np.full_like(num_examples, self.steps)
         return self.epochs * -(-num_examples // self.batch_size)
 
-    def step_lr(self, count):
-        """The lr of a local step on ``count`` examples (an integer, or a tensor of counts per trip):
-        ``lr``, or with LR-norm (FedBuff Sec. 5) ``lr * count / B``, so a short batch moves less."""
-        return self.lr * count / self.batch_size if self.lr_norm else self.lr
+    def step_lr(self, count, version=0):
+        """The lr of a local step on ``count`` examples (an integer, or a tensor of counts per trip)
+        of a trip from model version ``version`` (an integer, or a tensor broadcasting with count):
+        ``lr * decay^version``, times ``count / B`` with LR-norm (FedBuff Sec. 5), so a short batch
+        moves less. A plain float where neither applies (the batched path's fast case)."""
+        lr = self.lr if self.decay == 1.0 else self.lr * self.decay ** version
+        if self.lr_norm:
+            return lr * count / self.batch_size
+        if isinstance(lr, torch.Tensor):  # per-trip decayed lrs: one per trip and step, as counts
+            return lr.expand_as(count).to(torch.get_default_dtype())
+        return lr
+
+    def lr_at(self, version: int) -> float:
+        """The (full-batch) client lr of rounds from model version ``version``."""
+        return self.lr * self.decay ** version
 
 
 def _per_trip(lr: torch.Tensor, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -242,12 +255,13 @@ class ClientTrainer:
             start = starts[i]
             self.load(start.params)
             state = {k: start.state[k] for k in self.update.state_keys}
-            self._local_sgd(client, seed, start.params, state, rows[i], counts[i, : plan.steps[i]].tolist())
+            self._local_sgd(client, seed, start.params, state, rows[i], counts[i, : plan.steps[i]].tolist(), start.version)
             torch.sub(start.params, self.flat, out=out[i])
         return out
 
     def _local_sgd(
-        self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor], rows: torch.Tensor, counts: list[int]
+        self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor], rows: torch.Tensor,
+        counts: list[int], version: int,
     ) -> None:
         """Local steps on the loaded model: step t uses example rows ``rows[t, :counts[t]]``;
         ``start`` is y_0, the model the trip downloaded, and ``state`` the flat server state the
@@ -261,7 +275,7 @@ class ClientTrainer:
             idx = rows[step, :count]
             grads = list(torch.autograd.grad(self.task.loss(x[idx], y[idx], gen), params))
             with torch.no_grad():
-                update.step(params, grads, anchors, local.step_lr(count), state_views)
+                update.step(params, grads, anchors, local.step_lr(count, version), state_views)
 
     def _train_batched(
         self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]
@@ -280,7 +294,8 @@ class ClientTrainer:
         mask = plan.mask.to(self.device)[order_t]
         counts = mask.sum(-1)  # [b, S] examples per step
         weights = mask / counts.clamp(min=1)[..., None]  # per-trip mean over its real examples
-        lrs = local.step_lr(counts)  # [b, S] per trip and step under LR-norm, else one float
+        versions = torch.tensor([starts[i].version for i in order], device=self.device)[:, None]
+        lrs = local.step_lr(counts, versions)  # [b, S] per trip and step under LR-norm or decay, else one float
         origin, stacked, *flat_state = self._workspace(len(clients))  # [b, P] each, reused across calls
         torch.stack([starts[i].params for i in order], out=origin)
         for key, buffer in zip(update.state_keys, flat_state):
@@ -315,7 +330,8 @@ class ClientTrainer:
             counts_left = plan.mask[longest, together : plan.steps[longest]].sum(-1).tolist()
             rows_left = plan.rows[longest, together:].to(self.device)
             state_left = {key: buffer[0] for key, buffer in zip(update.state_keys, flat_state)}
-            self._local_sgd(clients[longest], seeds[longest], origin[0], state_left, rows_left, counts_left)
+            self._local_sgd(clients[longest], seeds[longest], origin[0], state_left, rows_left, counts_left,
+                            starts[longest].version)
             stacked[0] = self.flat
         for row, i in enumerate(order):
             torch.sub(origin[row], stacked[row], out=out[i])

@@ -78,6 +78,25 @@ class SyntheticConfig(DatasetConfig):
 
 
 @dataclass
+class TwoMeansConfig(DatasetConfig):
+    """FedLaAvg Example 1 (Sec. 3.1): learn the mean of 1-D data held by clients with different
+    means; client i holds examples_per_client values mu_i (+ N(0, noise^2)), labelled i so that
+    availability groups can name it. noise 0 gives the exact gradients of Thm. 1-2."""
+
+    name: str = "two_means"
+    means: list[float] = field(default_factory=lambda: [0.0, 1.0])
+    examples_per_client: int = 10
+    noise: float = 0.0
+    data_seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(len(self.means) >= 1, "dataset.means", self.means, "need one mean per client")
+        _require(self.examples_per_client >= 2, "dataset.examples_per_client", self.examples_per_client, "must be >= 2")
+        _require(self.noise >= 0, "dataset.noise", self.noise, "must be >= 0")
+
+
+@dataclass
 class RealDatasetConfig(DatasetConfig):
     """Real data: read from the cache that ``python -m fl_bench.data prepare <name>`` writes under
     ``root`` (or, for ``digits``, straight from the installed scikit-learn)."""
@@ -269,6 +288,9 @@ class PachinkoPartitionConfig(_CountedPartitionConfig):
 
 
 # ----------------------------------------------------------------------------- model
+TASKS = ("classification", "mean_squared_error")
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING
@@ -276,9 +298,24 @@ class ModelConfig:
     _target_: str = MISSING
     # L2 regularisation (weight_decay / 2) * ||w||^2 added to the loss (HFL: eps ||w||^2, eps = 1e-4).
     weight_decay: float = 0.0
+    # What the model's output is scored by (fl_bench.task.TASKS): classification (cross-entropy,
+    # accuracy) or mean_squared_error (no accuracy: val_accuracy is NaN).
+    task: str = "classification"
 
     def __post_init__(self) -> None:
         _require(self.weight_decay >= 0, "model.weight_decay", self.weight_decay, "must be >= 0")
+        _choice("model.task", self.task, TASKS)
+
+
+@dataclass
+class ScalarMeanConfig(ModelConfig):
+    """One scalar parameter w estimating the data mean (FedLaAvg Example 1): the task is
+    mean_squared_error, 1/2 (w - x)^2 averaged over the batch; ``init`` is w_0."""
+
+    name: str = "scalar_mean"
+    _target_: str = "fl_bench.models.ScalarMean"
+    task: str = "mean_squared_error"
+    init: float = 0.0
 
 
 @dataclass
@@ -514,6 +551,9 @@ class AlgorithmConfig:
     # LR-norm (FedBuff Sec. 5, App. C.6): a local step on a batch of n < B examples uses lr * n / B.
     # A client rule, so any algorithm can use it; FedBuff's YAML turns it on as the paper does.
     lr_norm: bool = False
+    # Per-round learning-rate decay (FedLaAvg Sec. 5, tuned with the initial lr): a trip from model
+    # version t trains with client_lr * lr_decay^t (one version per synchronous round).
+    lr_decay: float = 1.0
     # --- server: how updates are weighted and combined (the server step is the algorithm's own:
     # server_optimizer for FedBuff and the FedAvg family, mixing for FedAsync)
     # examples: w_i = n_i / mean(n) over the buffer (mean 1) | uniform: w_i = 1 (FedBuff Table 7;
@@ -529,6 +569,7 @@ class AlgorithmConfig:
         _require(self.local_epochs >= 1, a + "local_epochs", self.local_epochs, "must be >= 1")
         _require(self.local_steps is None or self.local_steps >= 1, a + "local_steps", self.local_steps, "must be >= 1 or null")
         _require(self.prox_mu >= 0, a + "prox_mu", self.prox_mu, "must be >= 0")
+        _require(0 < self.lr_decay <= 1, a + "lr_decay", self.lr_decay, "must be in (0, 1] (1: no decay)")
         _require(self.weighting != "lrnorm", a + "weighting", self.weighting,
                  "LR-norm is the client setting algorithm.lr_norm=true now; choose weighting examples or uniform")
         _choice(a + "weighting", self.weighting, WEIGHTINGS)
@@ -600,6 +641,39 @@ class FedProxConfig(SyncConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _require(self.prox_mu > 0, "algorithm.prox_mu", self.prox_mu, "FedProx needs mu > 0 (mu = 0 is FedAvg)")
+
+
+@dataclass
+class FedLaAvgConfig(SyncConfig):
+    """FedLaAvg (Yan et al. 2020, Alg. 1 / App. E): rounds of beta N clients (cohort), the available
+    ones absent longest (conf/algorithm/fedlaavg.yaml chooses selection=longest_absent); the server
+    steps with the average of every client's latest gradient. Its step is its own (eta_t = client_lr
+    * lr_decay^t): no server optimizer."""
+
+    name: str = "fedlaavg"
+    _target_: str = "fl_bench.algorithms.fedlaavg.FedLaAvg"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.late_uploads == "drop", "algorithm.late_uploads", self.late_uploads,
+                 "FedLaAvg's latest gradients are computed at the round's model: must be drop")
+
+
+@dataclass
+class CentralizedConfig(SyncConfig):
+    """Sequential SGD on the pooled data (FedLaAvg's S-SGD, HFL's S-SGD): every round one trip of the
+    same local steps, batch size and lr schedule as the federated runs, on all clients' examples
+    pooled into one; w <- its result. Logged on the same axes (rounds, trips) as the others."""
+
+    name: str = "centralized"
+    _target_: str = "fl_bench.algorithms.synchronous.Centralized"
+    cohort: Optional[int] = 1
+    weighting: str = "uniform"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.cohort == 1, "algorithm.cohort", self.cohort, "centralized training is one model: must be 1")
+        _require(self.over_selection == 0, "algorithm.over_selection", self.over_selection, "must be 0 (one model)")
 
 
 @dataclass
@@ -931,7 +1005,8 @@ NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes
 
 
 SCHEMAS: dict[str, dict[str, type]] = {
-    "dataset": {"synthetic": SyntheticConfig, "real": RealDatasetConfig, "leaf": LeafConfig, "mnist1d": Mnist1DConfig},
+    "dataset": {"synthetic": SyntheticConfig, "real": RealDatasetConfig, "leaf": LeafConfig, "mnist1d": Mnist1DConfig,
+                "two_means": TwoMeansConfig},
     "partition": {
         "natural": NaturalPartitionConfig,
         "iid": IIDPartitionConfig,
@@ -943,6 +1018,7 @@ SCHEMAS: dict[str, dict[str, type]] = {
     },
     "model": {
         "logreg": LogRegConfig,
+        "scalar_mean": ScalarMeanConfig,
         "mlp": MLPConfig,
         "cnn4": CNN4Config,
         "tutorial_cnn": TutorialCNNConfig,
@@ -957,6 +1033,8 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "fedprox": FedProxConfig,
         "fedbuff": FedBuffConfig,
         "fedasync": FedAsyncConfig,
+        "fedlaavg": FedLaAvgConfig,
+        "centralized": CentralizedConfig,
     },
     # nested in algorithm: conf/algorithm/server_optimizer/<name>.yaml, package algorithm.server_optimizer
     "server_optimizer": {

@@ -23,7 +23,7 @@ from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.checkpoint import (CHECKPOINT, CheckpointSchedule, load_checkpoint,
                                  remove_partial_checkpoints, save_checkpoint, set_rng_states)
 from fl_bench.client import ClientTrainer, LocalTraining
-from fl_bench.config import NOT_RESULT_KEYS, Config, build
+from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, build
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
@@ -33,7 +33,7 @@ from fl_bench.models import build_model
 from fl_bench.interrupt import STOP
 from fl_bench.run_dir import RunDirectory
 from fl_bench.run_log import RunLog
-from fl_bench.task import ClassificationTask
+from fl_bench.task import TASKS, ClassificationTask
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +67,13 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     torch.manual_seed(cfg.seed)  # model initialisation
     device = resolve_device(cfg.device)
     data = build_dataset(cfg.dataset, cfg.partition).to(device)
+    if isinstance(cfg.algorithm, CentralizedConfig):
+        _check_centralized(cfg)
+        data = data.pooled()
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
-    task = ClassificationTask(model, data.num_classes, cfg.model.weight_decay, transform=data.transform).to(device)
+    task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform).to(device)
     trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm), vmap=cfg.vmap_clients, chunk=cfg.vmap_chunk)
-    server = build(cfg.algorithm, trainer.flat.clone(), data.num_clients)
+    server = build(cfg.algorithm, trainer.flat.clone(), data.num_clients, client_sizes=data.sizes)
     population = ClientPopulation(data.sizes, build(cfg.availability, data))
     delays = build(cfg.speed, cfg.delay, data)
     selection = build(cfg.selection, population, delays.client_means())
@@ -90,6 +93,15 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         between_events=between_events,
     )
     return Experiment(cfg, data, task, trainer, server, simulator)
+
+
+def _check_centralized(cfg: Config) -> None:
+    """The pooled data is one client, always there: a schedule or selection of clients means nothing."""
+    for group, allowed in (("availability", "always"), ("selection", "uniform"), ("speed", "none")):
+        name = getattr(cfg, group).name
+        if name != allowed:
+            raise ConfigError(f"{group}={name} is not allowed with algorithm=centralized: it trains one model on the "
+                              f"pooled data (one client, always available); use {group}={allowed}")
 
 
 def _server_step_knob(algorithm: Any) -> str:
@@ -133,7 +145,7 @@ class Run:
         exp, cfg = self.exp, self.cfg
         exp.trainer.load(exp.server.params)
         loss, acc = exp.task.evaluate(exp.data.x_val, exp.data.y_val)
-        if not (math.isfinite(loss) and math.isfinite(acc)):
+        if not math.isfinite(loss) or math.isinf(acc):  # NaN accuracy: a task without one
             raise DivergenceError(f"validation loss {loss}", trips=p.trips, server_step=p.server_step)
         self.log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
         self.log.trips(exp.simulator.log.columns())

@@ -369,6 +369,18 @@ class BagOfWordsLinear(nn.Module):
 
 
 # ----------------------------------------------------------------------------- linear and MLP
+class ScalarMean(nn.Module):
+    """One scalar w (FedLaAvg Example 1); the output w - x is the residual the
+    mean_squared_error task scores."""
+
+    def __init__(self, cfg, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None):
+        super().__init__()
+        self.w = nn.Parameter(torch.full((1,), float(cfg.init)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w - x.reshape(*x.shape[:-1])  # x: [..., 1] values -> [...] residuals
+
+
 def logreg(
     cfg: LogRegConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
 ) -> nn.Module:

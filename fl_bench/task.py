@@ -85,3 +85,23 @@ class ClassificationTask(L.LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+
+class MeanSquaredErrorTask(ClassificationTask):
+    """Regression on the model's residuals (FedLaAvg Example 1: the model outputs w - x): objective
+    1/2 r^2 averaged over the batch, so a full batch's gradient is exactly w - mean(x). It has no
+    accuracy: ``evaluate`` returns (validation objective, NaN)."""
+
+    def objective(self, residuals, y, params, weights: torch.Tensor | None = None) -> torch.Tensor:
+        squared = 0.5 * residuals.pow(2)
+        loss = squared.mean() if weights is None else (squared * weights).sum()
+        if self.weight_decay:
+            loss = loss + 0.5 * self.weight_decay * sum(p.pow(2).sum() for p in params)
+        return loss
+
+    @torch.no_grad()
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 8192) -> tuple[float, float]:
+        return (0.5 * self.model(x).pow(2).mean()).item(), float("nan")
+
+
+TASKS = {"classification": ClassificationTask, "mean_squared_error": MeanSquaredErrorTask}

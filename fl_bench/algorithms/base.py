@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from fl_bench.algorithms.client_state import ClientState
@@ -36,10 +37,12 @@ class ServerAlgorithm(ABC):
 
     upload: ClassVar[str] = "delta"
 
-    def __init__(self, cfg, params: torch.Tensor, num_clients: int):
+    def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes: np.ndarray | None = None):
         self.cfg = cfg
         self.params = params
         self.num_clients = num_clients
+        # Every client's training examples n_i (for weights p_i = n_i / n over all clients); equal if unknown.
+        self.client_sizes = np.ones(num_clients, dtype=np.int64) if client_sizes is None else np.asarray(client_sizes)
         self.version = 0  # server steps taken so far
 
     def broadcast(self) -> Broadcast:

@@ -20,8 +20,8 @@ class FedBuff(ServerAlgorithm):
     reuses this aggregation with the round's uploads (zero staleness).
     """
 
-    def __init__(self, cfg, params: torch.Tensor, num_clients: int):
-        super().__init__(cfg, params, num_clients)
+    def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
+        super().__init__(cfg, params, num_clients, client_sizes)
         self._optimizer = ServerOptimizerStep(cfg, params)
         self._sum = torch.zeros_like(params)  # sum_i s_i w_i Delta_i, w_i unnormalised (n_i or 1)
         self._weight_sum = 0.0  # sum_i w_i: K * mean(w), the normaliser of the weights
@@ -49,8 +49,8 @@ class FedAsync(ServerAlgorithm):
 
     upload = "model"
 
-    def __init__(self, cfg, params: torch.Tensor, num_clients: int):
-        super().__init__(cfg, params, num_clients)
+    def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
+        super().__init__(cfg, params, num_clients, client_sizes)
         self._client_model: torch.Tensor | None = None
         self._mix = 0.0
 

@@ -18,3 +18,9 @@ class FedAvgM(FedAvg):
 class FedProx(FedAvg):
     """FedProx (Li et al. 2020): FedAvg whose clients minimise F_i(y) + (mu/2)||y - w||^2
     (the proximal gradient is added in fl_bench.client)."""
+
+
+class Centralized(FedAvg):
+    """Sequential SGD on the pooled data (FedLaAvg's and HFL's S-SGD): the experiment pools every
+    client's examples into one client, each round is one trip of local steps on it, and w <- y
+    (FedAvg with a cohort of one and server lr 1)."""

@@ -75,6 +75,11 @@ class FederatedData:
         lo, hi = self.offsets[i], self.offsets[i + 1]
         return self.x[lo:hi], self.y[lo:hi]
 
+    def pooled(self) -> "FederatedData":
+        """Every client's examples as one client (centralized training on the same data)."""
+        return FederatedData(self.name, self.x, self.y, np.array([0, len(self.y)]), self.x_val, self.y_val,
+                             self.num_classes, self.transform, self.vocab)
+
     def to(self, device: torch.device) -> "FederatedData":
         return FederatedData(
             self.name, self.x.to(device), self.y.to(device), self.offsets,

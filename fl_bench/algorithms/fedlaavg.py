@@ -1,0 +1,41 @@
+"""FedLaAvg (Yan et al. 2020): federated *latest* averaging under intermittent availability."""
+
+from __future__ import annotations
+
+import torch
+
+from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.algorithms.client_state import ClientTable
+from fl_bench.engine.messages import Upload
+
+
+class FedLaAvg(ServerAlgorithm):
+    """Alg. 1 with App. E's local steps. The server keeps every client's latest gradient g_i (zero
+    before it first takes part) in an N x P table and their average gbar = sum_i p_i g_i over *all*
+    clients (p_i = n_i / n). A round's clients (the available ones absent longest:
+    ``selection=longest_absent``) each send g_i^t - g_i^prev; the server updates
+    gbar <- gbar + sum_i p_i (g_i^t - g_i^prev) (eq. 4) and steps w_t = w_{t-1} - eta_t gbar_t.
+    With local steps the "gradient" is the trip's accumulated update over its lr, Delta / eta_t
+    (App. E), and eta_t = client_lr * lr_decay^t decays per round as the paper tunes it. With full
+    participation and fresh gradients this is FedAvg with weights p_i.
+    """
+
+    def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
+        super().__init__(cfg, params, num_clients, client_sizes)
+        sizes = torch.as_tensor(self.client_sizes, dtype=torch.float64)
+        self._weights = (sizes / sizes.sum()).tolist()  # p_i
+        self.latest = ClientTable(num_clients, params.numel(), dtype=params.dtype, device=params.device)  # g_i
+        self.average = torch.zeros_like(params)  # gbar
+
+    def lr(self, version: int) -> float:
+        """eta_t, the lr of rounds that start from model version t (clients and server alike)."""
+        return self.cfg.client_lr * self.cfg.lr_decay ** version
+
+    def add(self, upload: Upload) -> None:
+        gradient = upload.vector / self.lr(upload.version)  # App. E: accumulated update / lr
+        difference = gradient - self.latest[upload.client]  # what the client uploads (Alg. 1 line 8)
+        self.average.add_(difference, alpha=self._weights[upload.client])  # eq. (4)
+        self.latest[upload.client] = gradient
+
+    def _step(self) -> None:
+        self.params.sub_(self.average, alpha=self.lr(self.version))  # w_t = w_{t-1} - eta_t gbar_t
