@@ -150,7 +150,8 @@ class Run:
         self.log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
         self.log.trips(exp.simulator.log.columns())
         if acc >= cfg.target_accuracy and not self.reached:
-            self.reached.update(trips=p.trips, sim_time=p.sim_time, resolution=_resolution(self.previous, p))
+            self.reached.update(trips=p.trips, sim_time=p.sim_time, server_step=p.server_step,
+                                resolution=_resolution(self.previous, p))
         self.previous[:] = [p]
         self.bar.update(min(p.trips, cfg.max_trips) - self.bar.n)
         self.bar.set_postfix(acc=f"{acc:.3f}", step=p.server_step)
@@ -317,6 +318,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         # / target), in [budget, 2 budget]; a search of a dozen trials where most miss then still learns.
         "trips_to_target_or_shortfall": reached.get("trips", _shortfall_score(cfg, best)),
         "trips_to_target": reached.get("trips"),
+        "steps_to_target": reached.get("server_step"),  # rounds to target, for round-based papers (FedLaAvg Table 3)
         # The true crossing lies in (trips_to_target - resolution, trips_to_target]: eval_every for
         # asynchronous runs, 0 for rounds evaluated at every round (the grid is the rounds).
         "trips_to_target_resolution": reached.get("resolution"),

@@ -171,6 +171,81 @@ def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataF
     return table
 
 
+def rounds_view(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with rounds (server steps) in place of client trips, for round-based papers
+    (FedLaAvg Table 3): every round is evaluated, so the crossing is exact."""
+    return runs.assign(trips_to_target=runs["steps_to_target"].astype(float), max_trips=runs["server_steps"],
+                       trips_to_target_resolution=0)
+
+
+def best_accuracy_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """Per method: best validation accuracy within the budget (FedLaAvg Table 2, FedGBO Table IV),
+    mean and std over seeds, and its difference to the reference method in points."""
+    rows = []
+    for method, group in runs.groupby("method", sort=False):
+        rows.append({
+            "method": method,
+            "algorithm": group["algorithm"].iloc[0],
+            "seeds": len(group),
+            "diverged": int((group.get("status", pd.Series(dtype=str)) == "diverged").sum()),
+            "budget": int(group["max_trips"].max()),
+            "rounds": int(group["server_steps"].max()),
+            "best_accuracy": 100 * group["best_val_accuracy"].mean(),
+            "best_std": 100 * group["best_val_accuracy"].std(ddof=0),
+            "final_val_accuracy": group["final_val_accuracy"].mean(),
+        })
+    table = pd.DataFrame(rows)
+    if reference is not None:
+        base = table.loc[table["method"] == reference, "best_accuracy"]
+        if base.empty:
+            raise ValueError(f"reference method {reference!r} is not among the runs: {', '.join(table['method'])}")
+        table["vs_reference"] = table["best_accuracy"] - base.iloc[0]
+    return table
+
+
+def _points_side(difference: float) -> str:
+    """Which side of 0 a difference in accuracy points lies: '=' within half a point."""
+    return ">" if difference > 0.5 else "<" if difference < -0.5 else "="
+
+
+def compare_accuracy_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
+    """Per arm with a paper number (``paper: {accuracy: 60.98}``, in %): its difference in points to
+    the arm it is compared with (``vs``, default the reference), the paper's difference, whether the
+    sign matches ('=' within half a point) and the difference over the larger seed std (a margin
+    above 1 is larger than the seed spread)."""
+    by_method = table.set_index("method")
+    paper_of = {m: (a.get("paper") or {}).get("accuracy") for m, a in arms.items()}
+    out = table.drop(columns=["vs_reference"], errors="ignore")
+    diffs, papers, paper_diffs, directions, margins = [], [], [], [], []
+    for method in table["method"]:
+        vs = arms.get(method, {}).get("vs", reference)
+        paper = paper_of.get(method)
+        papers.append("" if paper is None else f"{paper:.2f}")
+        if method == vs or vs not in by_method.index:
+            diffs.append(""), paper_diffs.append(""), directions.append(""), margins.append("")
+            continue
+        ours = by_method.loc[method, "best_accuracy"] - by_method.loc[vs, "best_accuracy"]
+        spread = max(by_method.loc[method, "best_std"], by_method.loc[vs, "best_std"])
+        diffs.append(f"{ours:+.2f} vs {vs}")
+        margins.append(f"{abs(ours) / spread:.1f}" if spread > 0 else "–")
+        theirs = paper - paper_of[vs] if paper is not None and paper_of.get(vs) is not None else None
+        paper_diffs.append("" if theirs is None else f"{theirs:+.2f}")
+        directions.append("" if theirs is None else "matches" if _points_side(ours) == _points_side(theirs) else "differs")
+    out["difference"], out["paper"], out["paper difference"] = diffs, papers, paper_diffs
+    out["direction"], out["margin / seed std"] = directions, margins
+    return out
+
+
+def accuracy_markdown(table: pd.DataFrame) -> str:
+    shown = table.copy()
+    shown["best_accuracy"] = [f"{v:.2f} ± {sd:.2f}" + (f" ({d} diverged)" if d else "")
+                              for v, sd, d in zip(table["best_accuracy"], table["best_std"], table["diverged"])]
+    shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
+    if "vs_reference" in shown:
+        shown["vs_reference"] = [f"{v:+.2f}" for v in table["vs_reference"]]
+    return shown.drop(columns=["algorithm", "best_std", "diverged"]).to_markdown(index=False)
+
+
 def _side(value: float) -> str:
     """Which side of 1 a ratio lies: '>' (above 1.05), '<' (below 0.95) or '=' (within 5%)."""
     return ">" if value > 1.05 else "<" if value < 0.95 else "="
@@ -251,18 +326,22 @@ def _save(fig: plt.Figure, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_curves(metrics: pd.DataFrame, target: float, path: Path) -> None:
+AXIS_LABELS = {"trips": "client trips", "sim_time": "simulated time", "server_step": "rounds (server steps)"}
+
+
+def plot_curves(metrics: pd.DataFrame, target: float, path: Path, xs: tuple[str, str] = ("trips", "sim_time")) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, x in zip(axes, ["trips", "sim_time"]):
+    for ax, x in zip(axes, xs):
         for method, group in metrics.groupby("method", sort=False):
-            # Evaluations happen at the same trip counts in every seed; simulated time differs, so
-            # it is averaged at each evaluation.
-            stats = group.groupby("trips").agg(x=(x, "mean"), mean=("val_accuracy", "mean"),
+            # Evaluations happen at the same trip counts (or rounds) in every seed; simulated time
+            # differs, so it is averaged at each evaluation.
+            key = "server_step" if x == "server_step" else "trips"
+            stats = group.groupby(key).agg(x=(x, "mean"), mean=("val_accuracy", "mean"),
                                                low=("val_accuracy", "min"), high=("val_accuracy", "max"))
             line = ax.plot(stats["x"], stats["mean"], label=method)[0]
             ax.fill_between(stats["x"], stats["low"], stats["high"], color=line.get_color(), alpha=0.2)
         ax.axhline(target, color="grey", linestyle=":", linewidth=1)
-        ax.set_xlabel("client trips" if x == "trips" else "simulated time")
+        ax.set_xlabel(AXIS_LABELS[x])
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("validation accuracy")
     axes[0].legend(loc="lower right", fontsize="small")
@@ -326,39 +405,62 @@ def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
+MEASURES = ("trips", "rounds", "best_accuracy")
+
+
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
-                 title: str | None = None, extra_seconds: float = 0.0, notes: str = "") -> pd.DataFrame:
-    """``name``.md/.csv and its plots. With ``arms`` (label -> {vs, paper}) the table gains the
-    paper's ratios beside ours and whether the direction matches; ``extra_seconds`` (tuning) is
-    added to the stated wall time; ``notes`` (what was measured about a difference) follow the table."""
+                 title: str | None = None, extra_seconds: float = 0.0, notes: str = "",
+                 measure: str = "trips") -> pd.DataFrame:
+    """``name``.md/.csv and its plots. ``measure``: client ``trips`` to the target (FedBuff),
+    ``rounds`` to the target (round-based papers: FedLaAvg Table 3) or ``best_accuracy`` within the
+    budget (FedLaAvg Table 2). With ``arms`` (label -> {vs, paper}) the table gains the paper's
+    numbers beside ours and whether the direction matches; ``extra_seconds`` (tuning) is added to the
+    stated wall time; ``notes`` (what was measured about a difference) follow the table."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure {measure!r}: choose one of {', '.join(MEASURES)}")
     runs, metrics, trips = frames
-    table = trips_to_target_table(runs, reference)
-    if arms is not None:
-        table = compare_with_paper(table, arms, reference)
+    seeds = sorted(runs["seed"].unique())
+    if measure == "best_accuracy":
+        table = best_accuracy_table(runs, reference)
+        if arms is not None:
+            table = compare_accuracy_with_paper(table, arms, reference)
+        budget = int(table["budget"].max())
+        body = (f"Best validation accuracy (%) within the budget ({budget:,} client trips, {int(table['rounds'].max()):,} "
+                f"rounds), mean ± std over seeds {', '.join(map(str, seeds))}"
+                f"{'; difference: points relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
+                f".\n\n{accuracy_markdown(table)}")
+    else:
+        unit = "rounds" if measure == "rounds" else "client trips"
+        table = trips_to_target_table(rounds_view(runs) if measure == "rounds" else runs, reference)
+        if arms is not None:
+            table = compare_with_paper(table, arms, reference)
+        target, budget = table["target_accuracy"].iloc[0], int(table["budget"].max())
+        resolution = table["resolution"].max()
+        if pd.isna(resolution):
+            grid = "no method reached the target"
+        else:
+            relative = (table["resolution"] / table["trips_to_target"]).max()
+            grid = f"at most {resolution:,.0f} {unit}, at most {relative:.1%} of the number it qualifies"
+        body = (f"{unit.capitalize()} to {target:.0%} validation accuracy (column trips_to_target), mean ± std over seeds "
+                f"{', '.join(map(str, seeds))} (\">{budget:,}\": some seed did not reach it within the budget of {budget:,} {unit})"
+                f"{'; ratio: ' + unit + ' (and time) relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
+                f"; client_times_to_target: simulated time in mean client trip times. Resolution of {unit} to target: {grid} "
+                f"(0 where every model was evaluated).\n\n{markdown(table)}")
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
-    target, budget = table["target_accuracy"].iloc[0], int(table["budget"].max())
-    resolution = table["resolution"].max()
-    if pd.isna(resolution):
-        grid = "no method reached the target"
-    else:
-        relative = (table["resolution"] / table["trips_to_target"]).max()
-        grid = f"at most {resolution:,.0f} trips, at most {relative:.1%} of the number it qualifies"
-    seeds = sorted(runs["seed"].unique())
     # Fig. 3's trips against concurrency when the table spans several concurrencies
-    plots = ["curves", "staleness", "examples"] + (["concurrency"] if table["concurrency"].nunique() > 1 else [])
+    plots = ["curves", "staleness", "examples"]
+    if "concurrency" in table and table["concurrency"].nunique() > 1:
+        plots.append("concurrency")
     (out / f"{name}.md").write_text(
-        f"# {name}\n\n{title + chr(10) * 2 if title else ''}"
-        f"Client trips to {target:.0%} validation accuracy, mean ± std over seeds {', '.join(map(str, seeds))} "
-        f"(\">{budget:,}\": some seed did not reach it within the budget of {budget:,} trips)"
-        f"{'; ratio: trips (and time) relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
-        f"; client_times_to_target: simulated time in mean client trip times. Resolution of trips to target: {grid} "
-        "(0 where every model was evaluated).\n\n"
-        f"{markdown(table)}\n\n{notes.strip() + chr(10) * 2 if notes.strip() else ''}{len(runs)} runs, {runs['wall_seconds'].sum() + extra_seconds:,.0f} s of wall time in all "
+        f"# {name}\n\n{title + chr(10) * 2 if title else ''}{body}\n\n"
+        f"{notes.strip() + chr(10) * 2 if notes.strip() else ''}{len(runs)} runs, {runs['wall_seconds'].sum() + extra_seconds:,.0f} s of wall time in all "
         f"({extra_seconds:,.0f} s of it tuning; largest run {runs['wall_seconds'].max():,.0f} s); report written on {machine()}.\n\n"
         + "".join(f"![{plot}]({name}_{plot}.png)\n\n" for plot in plots)
     )
-    plot_curves(metrics, float(target), out / f"{name}_curves.png")
+    target = float(runs["target_accuracy"].iloc[0])
+    axes = ("trips", "sim_time") if measure == "trips" else ("server_step", "trips")
+    plot_curves(metrics, target, out / f"{name}_curves.png", axes)
     plot_staleness(trips, out / f"{name}_staleness.png")
     plot_examples(trips, out / f"{name}_examples.png")
     if "concurrency" in plots:
@@ -373,16 +475,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="report", help="file name stem of the outputs")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--by", nargs="+", default=["algorithm.name"], help="config keys that name a method")
-    parser.add_argument("--reference", help="method the others' trips are divided by")
+    parser.add_argument("--reference", help="method the others are compared with")
+    parser.add_argument("--measure", choices=MEASURES, default="trips",
+                        help="client trips or rounds to the target, or best accuracy within the budget")
     args = parser.parse_args(argv)
     try:
         if bool(args.paths) == bool(args.wandb):
             raise ValueError("give run directories or --wandb ENTITY/PROJECT (one of the two)")
         frames = load_wandb_runs(args.wandb, args.by) if args.wandb else load_runs(args.paths, args.by)
-        table = write_report(frames, args.name, args.out, args.reference)
+        table = write_report(frames, args.name, args.out, args.reference, measure=args.measure)
     except (FileNotFoundError, ValueError) as error:
         parser.exit(2, f"fl_bench.report: error: {error}\n")
-    print(markdown(table))
+    print(accuracy_markdown(table) if args.measure == "best_accuracy" else markdown(table))
     print(f"written to {args.out}/{args.name}.md, .csv, _curves.png, _staleness.png")
 
 

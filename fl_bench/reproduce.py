@@ -160,7 +160,7 @@ class Reproduction:
             runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
             write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
-                         table.get("notes", ""))
+                         table.get("notes", ""), table.get("measure", "trips"))
             print(f"{name}: {out / name}.md")
 
 

@@ -152,3 +152,43 @@ def test_runs_that_differ_only_in_the_seed_and_where_they_ran_are_averaged(tmp_p
     assert list(table.index) == ["fedbuff"] and table.loc["fedbuff", "seeds"] == 2
     assert table.loc["fedbuff", "trips_to_target"] == 300
     assert capsys.readouterr().err == ""
+
+
+def _runs(rows):
+    """A runs frame as load_runs makes it, from (method, seed, best accuracy, steps to target) rows."""
+    return pd.DataFrame([
+        {"method": m, "algorithm": m.split()[0], "seed": seed, "status": "completed", "max_trips": 1000,
+         "server_steps": 100, "best_val_accuracy": best, "final_val_accuracy": best - 0.01,
+         "steps_to_target": steps, "trips_to_target": None if steps is None else 10 * steps,
+         "concurrency": 10, "target_accuracy": 0.8, "sim_time_to_target": steps, "mean_client_time": 1.0,
+         "trips_to_target_resolution": 10}
+        for m, seed, best, steps in rows])
+
+
+def test_best_accuracy_table_compares_differences_in_points_with_the_paper():
+    runs = _runs([("fedavg ICA", 1, 0.80, 50), ("fedavg ICA", 2, 0.82, 60),
+                  ("fedlaavg ICA", 1, 0.85, 40), ("fedlaavg ICA", 2, 0.87, 44)])
+    from fl_bench.report import best_accuracy_table, compare_accuracy_with_paper
+
+    table = best_accuracy_table(runs, "fedavg ICA").set_index("method")
+    assert table.loc["fedlaavg ICA", "best_accuracy"] == pytest.approx(86.0)
+    assert table.loc["fedlaavg ICA", "best_std"] == pytest.approx(1.0)
+    assert table.loc["fedlaavg ICA", "vs_reference"] == pytest.approx(5.0)
+    arms = {"fedavg ICA": {"paper": {"accuracy": 56.75}}, "fedlaavg ICA": {"paper": {"accuracy": 60.98}}}
+    compared = compare_accuracy_with_paper(best_accuracy_table(runs, "fedavg ICA"), arms, "fedavg ICA").set_index("method")
+    row = compared.loc["fedlaavg ICA"]
+    assert row["difference"] == "+5.00 vs fedavg ICA" and row["paper difference"] == "+4.23"
+    assert row["direction"] == "matches" and row["margin / seed std"] == "5.0"  # 5 points over a std of 1
+    arms["fedlaavg ICA"]["paper"]["accuracy"] = 50.0  # a paper that had it lower
+    flipped = compare_accuracy_with_paper(best_accuracy_table(runs, "fedavg ICA"), arms, "fedavg ICA")
+    assert flipped.set_index("method").loc["fedlaavg ICA", "direction"] == "differs"
+
+
+def test_rounds_to_target_come_from_the_server_steps(tmp_path):
+    from fl_bench.report import rounds_view
+
+    runs = _runs([("base", 1, 0.9, 100), ("base", 2, 0.9, 120), ("small N", 1, 0.9, 330), ("small N", 2, 0.9, None)])
+    table = trips_to_target_table(rounds_view(runs), "base").set_index("method")
+    assert table.loc["base", "trips_to_target"] == pytest.approx(110)  # rounds, not the 1,100 trips
+    assert pd.isna(table.loc["small N", "trips_to_target"]) and table.loc["small N", "budget"] == 100  # >100 rounds
+    assert table.loc["base", "resolution"] == 0  # every round is evaluated
