@@ -40,6 +40,7 @@ class LocalTraining:
     lr_norm: bool = False  # FedBuff Sec. 5: a batch of n < B examples uses lr * n / B
     prox_mu: float = 0.0  # FedProx: + (mu/2) ||y - y_0||^2 in the local objective
     decay: float = 1.0  # lr * decay^v for a trip that downloaded model version v (FedLaAvg Sec. 5)
+    schedule: str = "exponential"  # exponential: lr * decay^v | inverse: lr / (1 + v) (HFL Sec. 5)
 
     @classmethod
     def from_config(cls, cfg: AlgorithmConfig) -> "LocalTraining":
@@ -51,6 +52,7 @@ class LocalTraining:
             lr_norm=cfg.lr_norm,
             prox_mu=cfg.prox_mu,
             decay=cfg.lr_decay,
+            schedule=cfg.lr_schedule,
         )
 
     def num_steps(self, num_examples: np.ndarray) -> np.ndarray:
@@ -63,16 +65,25 @@ class LocalTraining:
         of a trip from model version ``version`` (an integer, or a tensor broadcasting with count):
         ``lr * decay^version``, times ``count / B`` with LR-norm (FedBuff Sec. 5), so a short batch
         moves less. A plain float where neither applies (the batched path's fast case)."""
-        lr = self.lr if self.decay == 1.0 else self.lr * self.decay ** version
+        lr = self.lr if self.constant else self.lr * self._scale(version)
         if self.lr_norm:
             return lr * count / self.batch_size
         if isinstance(lr, torch.Tensor):  # per-trip decayed lrs: one per trip and step, as counts
             return lr.expand_as(count).to(torch.get_default_dtype())
         return lr
 
+    @property
+    def constant(self) -> bool:
+        return self.schedule == "exponential" and self.decay == 1.0
+
+    def _scale(self, version):
+        """The schedule's factor at model version(s) ``version`` (an integer or a tensor)."""
+        return 1.0 / (1 + version) if self.schedule == "inverse" else self.decay ** version
+
     def lr_at(self, version: int) -> float:
-        """The (full-batch) client lr of rounds from model version ``version``."""
-        return self.lr * self.decay ** version
+        """eta_t: the client lr of trips from model version ``version`` (servers that step with the
+        clients' lr, FedLaAvg and HFL, use it too)."""
+        return self.lr * self._scale(version)
 
 
 def _per_trip(lr: torch.Tensor, tensors: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -530,6 +530,7 @@ def _schema_server_optimizer() -> ServerOptimizerConfig:
 
 # ----------------------------------------------------------------------------- algorithm
 WEIGHTINGS = ("examples", "uniform")
+LR_SCHEDULES = ("exponential", "inverse")
 REDUCTIONS = ("sum", "mean")
 
 
@@ -554,6 +555,8 @@ class AlgorithmConfig:
     # Per-round learning-rate decay (FedLaAvg Sec. 5, tuned with the initial lr): a trip from model
     # version t trains with client_lr * lr_decay^t (one version per synchronous round).
     lr_decay: float = 1.0
+    # exponential: client_lr * lr_decay^t | inverse: client_lr / (1 + t) (HFL Sec. 5: eta_t = eta_0 / (1 + t))
+    lr_schedule: str = "exponential"
     # --- server: how updates are weighted and combined (the server step is the algorithm's own:
     # server_optimizer for FedBuff and the FedAvg family, mixing for FedAsync)
     # examples: w_i = n_i / mean(n) over the buffer (mean 1) | uniform: w_i = 1 (FedBuff Table 7;
@@ -570,6 +573,7 @@ class AlgorithmConfig:
         _require(self.local_steps is None or self.local_steps >= 1, a + "local_steps", self.local_steps, "must be >= 1 or null")
         _require(self.prox_mu >= 0, a + "prox_mu", self.prox_mu, "must be >= 0")
         _require(0 < self.lr_decay <= 1, a + "lr_decay", self.lr_decay, "must be in (0, 1] (1: no decay)")
+        _choice(a + "lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _require(self.weighting != "lrnorm", a + "weighting", self.weighting,
                  "LR-norm is the client setting algorithm.lr_norm=true now; choose weighting examples or uniform")
         _choice(a + "weighting", self.weighting, WEIGHTINGS)
@@ -604,6 +608,9 @@ class SyncConfig(AlgorithmConfig):
     over_selection: float = 0.0
     # Close the round this long (virtual time) after it started, whatever is in (null: no deadline).
     deadline: Optional[float] = None
+    # Rounds of exactly `deadline`: the round closes only then, even when all its uploads are in
+    # (HFL's communication rounds, whose stragglers are late by whole rounds).
+    fixed_rounds: bool = False
     # A trip still running when its round closes: drop (aborted then, a wasted trip) or deliver (it
     # finishes and its upload joins the round open when it arrives, with its staleness: HFL).
     late_uploads: str = "drop"
@@ -616,6 +623,8 @@ class SyncConfig(AlgorithmConfig):
         _require(self.over_selection >= 0, "algorithm.over_selection", self.over_selection, "must be >= 0")
         _require(self.deadline is None or self.deadline > 0, "algorithm.deadline", self.deadline, "must be > 0 or null")
         _choice("algorithm.late_uploads", self.late_uploads, LATE_UPLOADS)
+        _require(not self.fixed_rounds or self.deadline is not None, "algorithm.fixed_rounds", self.fixed_rounds,
+                 "fixed-length rounds need algorithm.deadline (their length)")
 
 
 @dataclass
@@ -657,6 +666,32 @@ class FedLaAvgConfig(SyncConfig):
         super().__post_init__()
         _require(self.late_uploads == "drop", "algorithm.late_uploads", self.late_uploads,
                  "FedLaAvg's latest gradients are computed at the round's model: must be drop")
+
+
+LAMBDA_SCHEDULES = ("printed", "decay_with_staleness")
+
+
+@dataclass
+class HFLConfig(SyncConfig):
+    """HFL with AD-SGD (eq. 9): all normal devices every round (selection=all_available, set by
+    conf/algorithm/hfl.yaml), stragglers' uploads merged when they arrive (late_uploads=deliver),
+    rounds of ``deadline`` (speed=stragglers' round_time), eta_t = client_lr / (1 + t)."""
+
+    name: str = "hfl"
+    _target_: str = "fl_bench.algorithms.hfl.HFL"
+    lambda_0: float = 0.5
+    lambda_schedule: str = "printed"  # eq. 8 as printed | decay_with_staleness (the text's intent)
+    max_staleness: int = 10  # past models kept (tau_max): a ring of max_staleness + 1
+    deadline: Optional[float] = 1.0
+    fixed_rounds: bool = True
+    late_uploads: str = "deliver"
+    lr_schedule: str = "inverse"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(0 <= self.lambda_0 <= 1, "algorithm.lambda_0", self.lambda_0, "must be in [0, 1]")
+        _choice("algorithm.lambda_schedule", self.lambda_schedule, LAMBDA_SCHEDULES)
+        _require(self.max_staleness >= 1, "algorithm.max_staleness", self.max_staleness, "must be >= 1")
 
 
 @dataclass
@@ -854,6 +889,27 @@ class TwoTierSpeedConfig(SpeedConfig):
 
 
 @dataclass
+class StragglersSpeedConfig(SpeedConfig):
+    """HFL Sec. 5: a seeded ``fraction`` of clients are stragglers whose upload arrives tau rounds
+    late, tau uniform over {1..tau_max}, fixed per straggler (persistent) or drawn per trip; a
+    straggler's trip lasts the delay law's draw + tau * round_time. Use with rounds of round_time
+    (algorithm.deadline) and a delay law shorter than it (delay=constant delay.value=0.5)."""
+
+    name: str = "stragglers"
+    _target_: str = "fl_bench.engine.delays.stragglers"
+    fraction: float = 0.5
+    tau_max: int = 10
+    persistent: bool = True
+    round_time: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _require(0 <= self.fraction <= 1, "speed.fraction", self.fraction, "must be in [0, 1]")
+        _require(self.tau_max >= 1, "speed.tau_max", self.tau_max, "must be >= 1")
+        _require(self.round_time > 0, "speed.round_time", self.round_time, "must be > 0")
+
+
+@dataclass
 class ByGroupSpeedConfig(SpeedConfig):
     """Group g (clients whose main label is in groups[g]) draws its trip durations from delays[g],
     a delay law written inline ({name: uniform, low: 1, high: 2})."""
@@ -1035,6 +1091,7 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "fedasync": FedAsyncConfig,
         "fedlaavg": FedLaAvgConfig,
         "centralized": CentralizedConfig,
+        "hfl": HFLConfig,
     },
     # nested in algorithm: conf/algorithm/server_optimizer/<name>.yaml, package algorithm.server_optimizer
     "server_optimizer": {
@@ -1050,7 +1107,8 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "constant": ConstantDelayConfig,
     },
     "availability": {"always": AlwaysAvailableConfig, "diurnal": DiurnalAvailabilityConfig, "trace": TraceAvailabilityConfig},
-    "speed": {"none": NoSpeedConfig, "two_tier": TwoTierSpeedConfig, "by_group": ByGroupSpeedConfig},
+    "speed": {"none": NoSpeedConfig, "two_tier": TwoTierSpeedConfig, "by_group": ByGroupSpeedConfig,
+              "stragglers": StragglersSpeedConfig},
     "selection": {
         "uniform": UniformSelectionConfig,
         "longest_absent": LongestAbsentSelectionConfig,

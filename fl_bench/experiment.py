@@ -331,6 +331,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "bytes_up": int(trips["bytes_up"].sum()),
         # Memory of per-client state: the server algorithm's store and the engine's population arrays.
         "client_state_bytes": exp.server.client_state_nbytes(),
+        "server_state_bytes": exp.server.server_state_nbytes(),  # e.g. HFL's past models
         "population_bytes": sim.population.nbytes,
         **timing,  # wall_seconds: the whole run; simulate_seconds: the event loop (training, aggregation, evaluation)
         "run_dir": str(run.run_dir),

@@ -62,6 +62,8 @@ class Killed(BaseException):
     ("algorithm=fedasync", "checkpoint_every=25"),  # a server step per trip
     ("algorithm=fedavg", "algorithm.over_selection=0.3"),
     ("algorithm=fedprox", "algorithm.deadline=1.0", "algorithm.late_uploads=deliver"),
+    ("experiment=fedlaavg_table2_smoke", "algorithm=fedlaavg", "concurrency=10", "max_trips=400", "eval_every=20",
+     "algorithm.lr_decay=0.99"),  # the N x P gradient table, longest-absent selection, diurnal availability
     ("algorithm=fedavgm", "algorithm/server_optimizer=adam", "model=cnn4", "dataset=digits", "partition=iid",
      "partition.num_clients=100", "concurrency=10", "max_trips=300", "eval_every=50"),
 ], ids=lambda o: "-".join(o))

@@ -65,6 +65,10 @@ class ServerAlgorithm(ABC):
     def _step(self) -> None:
         """Apply the added uploads to ``params``."""
 
+    def server_state_nbytes(self) -> int:
+        """Memory of other server state that grows with the setting (HFL's ring of past models)."""
+        return 0
+
     def client_state_nbytes(self) -> int:
         """Memory of the per-client state this algorithm keeps (the run summary states it)."""
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, ClientState))

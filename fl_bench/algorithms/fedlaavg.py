@@ -6,6 +6,7 @@ import torch
 
 from fl_bench.algorithms.base import ServerAlgorithm
 from fl_bench.algorithms.client_state import ClientTable
+from fl_bench.client import LocalTraining
 from fl_bench.engine.messages import Upload
 
 
@@ -26,10 +27,11 @@ class FedLaAvg(ServerAlgorithm):
         self._weights = (sizes / sizes.sum()).tolist()  # p_i
         self.latest = ClientTable(num_clients, params.numel(), dtype=params.dtype, device=params.device)  # g_i
         self.average = torch.zeros_like(params)  # gbar
+        self._local = LocalTraining.from_config(cfg)
 
     def lr(self, version: int) -> float:
         """eta_t, the lr of rounds that start from model version t (clients and server alike)."""
-        return self.cfg.client_lr * self.cfg.lr_decay ** version
+        return self._local.lr_at(version)
 
     def add(self, upload: Upload) -> None:
         gradient = upload.vector / self.lr(upload.version)  # App. E: accumulated update / lr

@@ -121,6 +121,33 @@ class ClientDelays:
         return float(np.mean(self.client_means()))
 
 
+class StragglerDelays(ClientDelays):
+    """HFL Sec. 5: a seeded fraction of clients are stragglers whose upload comes tau rounds late:
+    their trip takes the delay law's draw plus tau * round_time, tau uniform over {1..tau_max},
+    fixed per straggler (``tau[c]``) or drawn per trip. With rounds of ``round_time`` (a deadline)
+    and normal trips shorter than it, a straggler that starts in round t uploads in round t + tau."""
+
+    def __init__(self, laws, sizes, straggler: np.ndarray, tau: np.ndarray, tau_max: int, round_time: float,
+                 per_trip: bool):
+        super().__init__(laws, sizes)
+        self.straggler, self.tau, self.tau_max = straggler, tau, tau_max
+        self.round_time, self.per_trip = round_time, per_trip
+
+    def sample(self, rng, client):
+        duration = super().sample(rng, client)
+        if not self.straggler[client]:
+            return duration
+        tau = int(rng.integers(1, self.tau_max + 1)) if self.per_trip else int(self.tau[client])
+        return duration + tau * self.round_time
+
+    def client_means(self):
+        expected = (self.tau_max + 1) / 2 if self.per_trip else self.tau
+        return super().client_means() + np.where(self.straggler, expected * self.round_time, 0.0)
+
+    def mean(self) -> float:
+        return float(np.mean(self.client_means()))
+
+
 # ----------------------------------------------------------------------------- speed models
 def law_from_spec(spec: dict, key: str) -> Delay:
     """A delay law written inline, e.g. ``{name: uniform, low: 8, high: 12}`` (checked by its schema)."""
@@ -159,3 +186,13 @@ def by_group(cfg, delay_cfg, data) -> ClientDelays:
     laws = [law_from_spec(spec, f"speed.delays[{g}]") for g, spec in enumerate(cfg.delays)]
     groups = groups_by_label(data.y.cpu().numpy(), data.offsets, data.num_classes, cfg.groups, "speed.groups")
     return ClientDelays(laws, data.sizes, law_of=groups)
+
+
+def stragglers(cfg, delay_cfg, data) -> StragglerDelays:
+    """A seeded ``fraction`` of clients are stragglers, tau_i uniform over {1..tau_max} (HFL)."""
+    rng = np.random.default_rng(cfg.seed)
+    straggler = np.zeros(data.num_clients, dtype=bool)
+    straggler[rng.choice(data.num_clients, round(cfg.fraction * data.num_clients), replace=False)] = True
+    tau = np.where(straggler, rng.integers(1, cfg.tau_max + 1, data.num_clients), 0)
+    return StragglerDelays([build(delay_cfg)], data.sizes, straggler, tau, cfg.tau_max, cfg.round_time,
+                           per_trip=not cfg.persistent)

@@ -5,7 +5,7 @@
   server steps every ``buffer_size`` uploads.
 - :class:`Rounds` (the FedAvg family): a round starts ``ceil((1 + over_selection) * cohort)``
   clients on one model version (or every available one) and closes when ``cohort`` of its uploads
-  are in, when all its trips are over, or at its ``deadline``; then the server steps and the next
+  are in, when all its trips are over, or at its ``deadline`` (only then with ``fixed_rounds``); then the server steps and the next
   round starts. A trip still running at the close is dropped (a wasted trip, as over-selection does)
   or, with ``late_uploads=deliver``, finishes and joins the round open when it arrives, with its
   staleness and start version (HFL's stragglers). The role FLSim gives ``should_update_global_model``.
@@ -100,11 +100,13 @@ class BufferedAsync(StepPolicy):
 
 
 class Rounds(StepPolicy):
-    def __init__(self, cohort: int | None, over_selection: float, deadline: float | None, late_uploads: str, takes_all: bool):
+    def __init__(self, cohort: int | None, over_selection: float, deadline: float | None, late_uploads: str, takes_all: bool,
+                 fixed_rounds: bool = False):
         self.cohort = cohort  # uploads that close a round; None: all of its trips
         # Trips a round starts (a selection that takes every available client ignores it).
         self.round_size = math.ceil((1 + over_selection) * cohort) if cohort else 0
         self.deadline = deadline
+        self.fixed_rounds = fixed_rounds  # close at the deadline only (rounds of one length)
         self.late_uploads = late_uploads
         self.takes_all = takes_all  # the selection takes every available client
         self.round = -1
@@ -146,6 +148,8 @@ class Rounds(StepPolicy):
         del self._trips[trip.id]
         self._ended += 1
         self._uploads += not trip.aborted
+        if self.fixed_rounds:
+            return
         if self._uploads >= min(self.cohort or self._started, self._started) or self._ended == self._started:
             self._close(sim)
 
@@ -172,7 +176,7 @@ def build_protocol(cfg: AlgorithmConfig, concurrency: int, arrival_rate: float |
     if isinstance(cfg, SyncConfig):
         # cohort null: the run's concurrency, or, when every available client is selected, all of them
         cohort = cfg.cohort or (None if takes_all else concurrency)
-        return Rounds(cohort, cfg.over_selection, cfg.deadline, cfg.late_uploads, takes_all)
+        return Rounds(cohort, cfg.over_selection, cfg.deadline, cfg.late_uploads, takes_all, cfg.fixed_rounds)
     if takes_all:
         raise ConfigError(
             f"selection=all_available is not allowed with algorithm={cfg.name}: it starts every available client "

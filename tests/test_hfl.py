@@ -1,0 +1,96 @@
+"""HFL with AD-SGD: the delayed-gradient correction (eq. 7) in O(P), lambda (eq. 8), the merge
+(eq. 9) on a scripted round, and HFL without stragglers is FedAvg over every device."""
+
+import math
+import resource
+
+import numpy as np
+import pytest
+import torch
+
+from fl_bench.algorithms.hfl import HFL, corrected_gradient
+from fl_bench.config import HFLConfig
+from fl_bench.engine.messages import Upload
+from fl_bench.errors import ConfigError
+from fl_bench.experiment import build_experiment
+from tests.conftest import compose_run_config
+
+
+def test_the_correction_is_exact_with_the_true_hessian_and_the_outer_product_by_hand():
+    A = torch.tensor([[2.0, 0.5], [0.5, 1.0]])  # F(w) = 1/2 w^T A w: g(w) = A w, H = A
+    old, new = torch.tensor([1.0, -1.0]), torch.tensor([0.5, 0.2])
+    exact = corrected_gradient(A @ old, new - old, hessian_times=lambda d: A @ d)
+    assert torch.allclose(exact, A @ new)
+    g, d = A @ old, new - old  # g = (1.5, -0.5), d = (-0.5, 1.2): g^T d = -1.35
+    assert torch.allclose(corrected_gradient(g, d), torch.tensor([1.5 - 1.5 * 1.35, -0.5 + 0.5 * 1.35]))
+
+
+def test_the_correction_never_builds_a_p_by_p_matrix():
+    p = 1_000_000  # a P x P float32 matrix would be 4 TB
+    g, d = torch.randn(p), torch.randn(p)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    out = corrected_gradient(g, d)
+    assert out.shape == (p,) and torch.allclose(out, g + g * torch.dot(g, d))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # < 64 MiB more
+
+
+def hfl(**knobs):
+    cfg = HFLConfig(client_lr=0.1, **knobs)
+    return HFL(cfg, torch.tensor([1.0, 2.0]), 3, client_sizes=np.array([1, 3, 2]))
+
+
+def test_lambda_schedules_against_hand_values():
+    server = hfl()
+    server.version = 4
+    assert server.lam(3) == pytest.approx(0.5 * math.exp(-1))  # eq. 8 as printed: lambda_0 exp(-(t - tau))
+    assert server.lam(6) == pytest.approx(0.5 * math.exp(2))  # ... which grows with tau
+    intent = hfl(lambda_schedule="decay_with_staleness", max_staleness=10)
+    intent.version = 4  # lambda_0 exp(-tau / tau_max) eta_t / eta_0, eta_t = eta_0 / (1 + t)
+    assert intent.lam(3) == pytest.approx(0.5 * math.exp(-0.3) / 5)
+    assert intent.lam(6) < intent.lam(3)
+
+
+def test_a_round_with_a_late_straggler_follows_eq_9_by_hand():
+    server = hfl(lambda_0=0.5)
+    w0 = server.params.clone()
+    # round 0: normal devices 0 (n=1) and 1 (n=3); eta_0 = 0.1
+    server.add(Upload(0, 0, 0, 1, torch.tensor([0.1, 0.0])))
+    server.add(Upload(1, 0, 0, 3, torch.tensor([0.0, 0.2])))
+    server.step()
+    w1 = (1 * (w0 - torch.tensor([0.1, 0.0])) + 3 * (w0 - torch.tensor([0.0, 0.2]))) / 4
+    assert torch.allclose(server.params, w1)
+    # round 1 (eta_1 = 0.05): normal device 0, and straggler 2 (n=2) that downloaded w0 (tau = 1)
+    server.add(Upload(0, 1, 0, 1, torch.tensor([0.05, 0.05])))
+    server.add(Upload(2, 0, 1, 2, torch.tensor([0.01, -0.02])))
+    server.step()
+    kernel = w1 - torch.tensor([0.05, 0.05])
+    g = torch.tensor([0.01, -0.02]) / 0.1  # its delayed gradient: Delta / eta_0
+    g_tilde = g + g * torch.dot(g, w1 - w0)  # eq. 7 with R = g g^T
+    lam = 0.5 * math.exp(-(1 - 1))  # eq. 8 at t = 1, tau = 1
+    expected = (1 - lam) * kernel + lam * (w0 - 0.05 * g_tilde)  # eq. 9, the one straggler's p normalised
+    assert torch.allclose(server.params, expected, atol=1e-6)
+    assert server.server_state_nbytes() == 3 * 2 * 4  # w0, w1, w2 kept (max_staleness 10)
+
+
+def test_an_upload_older_than_the_kept_models_is_a_clear_error():
+    server = hfl(max_staleness=1)
+    for _ in range(3):
+        server.add(Upload(0, server.version, 0, 1, torch.zeros(2)))
+        server.step()
+    with pytest.raises(ConfigError, match="raise algorithm.max_staleness"):
+        server.add(Upload(1, 0, 3, 1, torch.zeros(2)))
+
+
+def test_without_stragglers_hfl_is_fedavg_over_every_device():
+    common = ("dataset.num_clients=30", "max_trips=150", "eval_every=30", "delay=constant", "delay.value=0.5")
+    models = {}
+    for algorithm in ("hfl", "fedavg"):
+        extra = ("speed=stragglers", "speed.fraction=0") if algorithm == "hfl" else (
+            "selection=all_available", "algorithm.lr_schedule=inverse", "algorithm.deadline=1.0",
+            "algorithm.server_optimizer.lr=1.0", "algorithm.local_epochs=5", "algorithm.batch_size=64",
+            "algorithm.client_lr=0.1")
+        cfg = compose_run_config(f"algorithm={algorithm}", *common, *extra)
+        exp = build_experiment(cfg, lambda p: False)
+        exp.simulator.run()
+        models[algorithm] = exp.server.params
+    assert torch.allclose(models["hfl"], models["fedavg"], atol=1e-6)
