@@ -301,6 +301,7 @@ class ModelConfig:
     # What the model's output is scored by (fl_bench.task.TASKS): classification (cross-entropy,
     # accuracy) or mean_squared_error (no accuracy: val_accuracy is NaN).
     task: str = "classification"
+    zero_init: bool = False  # every parameter 0 at the start (HFL: w_0 = 0)
 
     def __post_init__(self) -> None:
         _require(self.weight_decay >= 0, "model.weight_decay", self.weight_decay, "must be >= 0")
@@ -1009,6 +1010,9 @@ class Config:
     # null: concurrency / mean delay, so the system fills in about one mean trip duration.
     arrival_rate: Optional[float] = None
     max_trips: int = 20000  # budget of client trips
+    # A budget of rounds (server steps) as well, whichever is spent first (HFL's T = 200 rounds: methods
+    # whose rounds hold different numbers of trips get the same rounds). null: trips only.
+    max_rounds: Optional[int] = None
     eval_every: int = 500  # evaluate the global model every this many client trips
     target_accuracy: float = 0.7
     stop_at_target: bool = False
@@ -1038,6 +1042,7 @@ class Config:
         _require(self.concurrency >= 1, "concurrency", self.concurrency, "must be a positive integer")
         _require(self.arrival_rate is None or self.arrival_rate > 0, "arrival_rate", self.arrival_rate, "must be > 0 or null")
         _require(self.max_trips >= 1, "max_trips", self.max_trips, "must be >= 1")
+        _require(self.max_rounds is None or self.max_rounds >= 1, "max_rounds", self.max_rounds, "must be >= 1 or null")
         _require(self.eval_every >= 1, "eval_every", self.eval_every, "must be >= 1")
         _require(0 < self.target_accuracy <= 1, "target_accuracy", self.target_accuracy, "must be in (0, 1]")
         _require(

@@ -86,6 +86,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         policy=build_protocol(cfg.algorithm, cfg.concurrency, cfg.arrival_rate, selection.takes_all),
         rng=np.random.default_rng(cfg.seed),
         max_trips=cfg.max_trips,
+        max_steps=cfg.max_rounds,
         eval_every=cfg.eval_every,
         on_eval=on_eval,
         seed=cfg.seed,
@@ -309,6 +310,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "server_steps": exp.server.version,
         "target_accuracy": cfg.target_accuracy,
         "max_trips": cfg.max_trips,
+        "max_rounds": cfg.max_rounds,
         # exact: the run stops at max_trips; whole rounds: a synchronous run ends on a whole round, so
         # client_trips may pass max_trips by up to one round's trips (over-selected ones included).
         "trip_budget": "whole rounds" if isinstance(exp.simulator.policy, Rounds) else "exact",

@@ -401,4 +401,9 @@ def build_model(
     cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
 ) -> nn.Module:
     """The model for ``cfg``: a plain nn.Module mapping an input batch to logits [B, num_classes]."""
-    return build(cfg, tuple(input_shape), num_classes, vocab)
+    model = build(cfg, tuple(input_shape), num_classes, vocab)
+    if cfg.zero_init:
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.zero_()
+    return model

@@ -202,6 +202,7 @@ def best_accuracy_table(runs: pd.DataFrame, reference: str | None, metrics: pd.D
             "best_std": 100 * group["best_val_accuracy"].std(ddof=0),
             "tail_accuracy": 100 * np.mean([tails.get(run, np.nan) for run in group["run"]]) if tails else np.nan,
             "final_val_accuracy": group["final_val_accuracy"].mean(),
+            "final_std": group["final_val_accuracy"].std(ddof=0),
         })
     table = pd.DataFrame(rows)
     if reference is not None:
@@ -249,11 +250,12 @@ def accuracy_markdown(table: pd.DataFrame) -> str:
     shown = table.copy()
     shown["best_accuracy"] = [f"{v:.2f} ± {sd:.2f}" + (f" ({d} diverged)" if d else "")
                               for v, sd, d in zip(table["best_accuracy"], table["best_std"], table["diverged"])]
-    shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
+    shown["final_val_accuracy"] = [f"{100 * v:.2f} ± {100 * sd:.2f}" for v, sd in zip(table["final_val_accuracy"], table["final_std"])]
     shown["tail_accuracy"] = shown["tail_accuracy"].map(lambda v: "–" if pd.isna(v) else f"{v:.2f}")
     if "vs_reference" in shown:
         shown["vs_reference"] = [f"{v:+.2f}" for v in table["vs_reference"]]
-    return shown.drop(columns=["algorithm", "best_std", "diverged"]).to_markdown(index=False)
+    return shown.drop(columns=["algorithm", "best_std", "final_std", "diverged"]).rename(
+        columns={"final_val_accuracy": "final_accuracy"}).to_markdown(index=False)
 
 
 def _side(value: float) -> str:

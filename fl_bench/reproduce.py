@@ -79,6 +79,8 @@ class Reproduction:
         spec = self.spec["studies"][study]
         if "setting_of" in spec:  # not tuned: runs another study's best setting (a diagnostic arm)
             return {**self.tuned(spec["setting_of"]), "wall_seconds": 0.0}
+        if "space" not in spec:  # not tuned: the paper's fixed setting (HFL: eta_0 = 0.1 for every method)
+            return {"best_params": {}, "wall_seconds": 0.0}
         path = self.tuned_dir / f"{study}.yaml"
         if path.exists():
             return OmegaConf.to_container(OmegaConf.load(path))

@@ -107,10 +107,12 @@ class Simulator:
         seed: int = 0,
         concurrency: int | None = None,
         between_events: Callable[[], None] | None = None,
+        max_steps: int | None = None,
     ):
         self.server, self.trainer, self.population = server, trainer, population
         self.selection, self.delays, self.policy, self.rng = selection, delays, policy, rng
         self.max_trips, self.eval_every, self.on_eval = max_trips, eval_every, on_eval
+        self.max_steps = max_steps  # a budget of server steps (rounds) as well, for round-based papers
         self.between_events = between_events  # e.g. checkpoints: the state is complete only there
         self.sizes = population.sizes
         self.availability = population.availability
@@ -174,7 +176,7 @@ class Simulator:
             self.evaluate_if_due()  # the initial model
             self.policy.begin(self)
         between_events = self.between_events or (lambda: None)
-        while not self.stopped and self.trips < self.max_trips:
+        while not self.stopped and not self.budget_spent():
             if not self._events:
                 raise ConfigError(
                     f"the run is stuck at time {self.now:g} (server step {self.server.version}): no trip is in flight "
@@ -274,7 +276,7 @@ class Simulator:
         self.trips = self.ended
 
     def budget_spent(self) -> bool:
-        return self.trips >= self.max_trips
+        return self.trips >= self.max_trips or (self.max_steps is not None and self.server.version >= self.max_steps)
 
     def evaluate_if_due(self, force: bool = False) -> bool:
         """Evaluate each time counted trips cross a multiple of eval_every; True means stop."""
