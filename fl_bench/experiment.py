@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,8 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform).to(device)
     trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm), vmap=cfg.vmap_clients, chunk=cfg.vmap_chunk)
-    server = build(cfg.algorithm, trainer.flat.clone(), data.num_clients, client_sizes=data.sizes)
+    server = build(cfg.algorithm, trainer.flat.clone(), data.num_clients)
+    server.client_sizes = data.sizes  # n_i of every client (p_i = n_i / n: FedLaAvg, HFL)
     population = ClientPopulation(data.sizes, build(cfg.availability, data))
     delays = build(cfg.speed, cfg.delay, data)
     selection = build(cfg.selection, population, delays.client_means())
@@ -252,7 +254,8 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
     config = result_config(cfg)
     run = Run(cfg, run_dir, config)
     directory = RunDirectory(run_dir)
-    with directory.locked():
+    threads = torch.get_num_threads()  # cfg.threads is this run's: restored for whatever runs next in-process
+    with directory.locked(), _restored_threads(threads):
         try:
             finished = _finished_summary(directory, cfg, config)
             if finished is not None:
@@ -265,6 +268,14 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
         directory.save_configs(hydra_files or {})
         remove_partial_checkpoints(run_dir)
         return run.execute(checkpoint)
+
+
+@contextmanager
+def _restored_threads(threads: int):
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, Any]) -> dict[str, Any] | None:

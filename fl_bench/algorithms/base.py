@@ -41,7 +41,8 @@ class ServerAlgorithm(ABC):
         self.cfg = cfg
         self.params = params
         self.num_clients = num_clients
-        # Every client's training examples n_i (for weights p_i = n_i / n over all clients); equal if unknown.
+        # Every client's training examples n_i (for weights p_i = n_i / n over all clients); equal if
+        # unknown. The engine sets it after construction, so a subclass's __init__ need not take it.
         self.client_sizes = np.ones(num_clients, dtype=np.int64) if client_sizes is None else np.asarray(client_sizes)
         self.version = 0  # server steps taken so far
 

@@ -23,11 +23,10 @@ class FedLaAvg(ServerAlgorithm):
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
-        sizes = torch.as_tensor(self.client_sizes, dtype=torch.float64)
-        self._weights = (sizes / sizes.sum()).tolist()  # p_i
         self.latest = ClientTable(num_clients, params.numel(), dtype=params.dtype, device=params.device)  # g_i
         self.average = torch.zeros_like(params)  # gbar
         self._local = LocalTraining.from_config(cfg)
+        self._total: float | None = None
 
     def lr(self, version: int) -> float:
         """eta_t, the lr of rounds that start from model version t (clients and server alike)."""
@@ -36,7 +35,10 @@ class FedLaAvg(ServerAlgorithm):
     def add(self, upload: Upload) -> None:
         gradient = upload.vector / self.lr(upload.version)  # App. E: accumulated update / lr
         difference = gradient - self.latest[upload.client]  # what the client uploads (Alg. 1 line 8)
-        self.average.add_(difference, alpha=self._weights[upload.client])  # eq. (4)
+        if self._total is None:  # n, once the engine has set client_sizes
+            self._total = float(self.client_sizes.sum())
+        weight = float(self.client_sizes[upload.client]) / self._total  # p_i = n_i / n
+        self.average.add_(difference, alpha=weight)  # eq. (4)
         self.latest[upload.client] = gradient
 
     def _step(self) -> None:
