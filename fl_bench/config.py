@@ -737,6 +737,29 @@ class FedAsyncConfig(AsyncConfig):
         _require(0 < self.mixing <= 1, "algorithm.mixing", self.mixing, "FedAsync's mixing weight a must be in (0, 1]")
 
 
+WEIGHT_RULES = ("eq8", "alg1")
+
+
+@dataclass
+class FedStaleWeightConfig(AsyncConfig):
+    """FedStaleWeight (Ma et al., Alg. 1): buffered asynchronous aggregation whose update weights grow
+    with the client's expected staleness, alpha_j ~ E[tau_j] b + 1 (eq. 8; weight_rule=alg1: E[tau_j]
+    + 1), normalised; w <- w + eta_g sum alpha_j (y_Q - y_0)."""
+
+    name: str = "fedstaleweight"
+    _target_: str = "fl_bench.algorithms.fedstaleweight.FedStaleWeight"
+    buffer_size: int = 5  # b
+    weight_rule: str = "eq8"
+    staleness_ema: float = 0.5  # beta: E[tau] <- (1 - beta) E[tau] + beta tau (the first upload sets it)
+    server_lr: float = 1.0  # eta_g
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice("algorithm.weight_rule", self.weight_rule, WEIGHT_RULES)
+        _require(0 < self.staleness_ema <= 1, "algorithm.staleness_ema", self.staleness_ema, "must be in (0, 1]")
+        _require(math.isfinite(self.server_lr) and self.server_lr > 0, "algorithm.server_lr", self.server_lr, "must be > 0")
+
+
 # ----------------------------------------------------------------------------- delay
 @dataclass
 class DelayConfig:
@@ -1097,6 +1120,7 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "fedlaavg": FedLaAvgConfig,
         "centralized": CentralizedConfig,
         "hfl": HFLConfig,
+        "fedstaleweight": FedStaleWeightConfig,
     },
     # nested in algorithm: conf/algorithm/server_optimizer/<name>.yaml, package algorithm.server_optimizer
     "server_optimizer": {

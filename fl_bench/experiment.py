@@ -107,6 +107,19 @@ def _check_centralized(cfg: Config) -> None:
                               f"pooled data (one client, always available); use {group}={allowed}")
 
 
+def _accuracy_by_class(exp: Experiment) -> list[float]:
+    if exp.cfg.model.task != "classification":
+        return []
+    exp.trainer.load(exp.server.params)
+    with torch.no_grad():
+        exp.task.eval()
+        predicted = torch.cat([exp.task(x).argmax(-1) for x in exp.data.x_val.split(8192)])
+        exp.task.train()
+    y = exp.data.y_val
+    return [float((predicted[y == c] == c).float().mean()) if (y == c).any() else float("nan")
+            for c in range(exp.data.num_classes)]
+
+
 def _server_step_knob(algorithm: Any) -> str:
     """' or <the key that sizes the server step> (<value>)', for the divergence message."""
     if hasattr(algorithm, "server_optimizer"):
@@ -316,6 +329,8 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "final_val_accuracy": final.get("val_accuracy"),
         "final_val_loss": final.get("val_loss"),
         "best_val_accuracy": best,  # FedGBO Table IV
+        # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
+        "final_val_accuracy_by_class": _accuracy_by_class(exp),
         "client_trips": sim.trips,
         "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": exp.server.version,

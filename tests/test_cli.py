@@ -53,7 +53,7 @@ def test_multirun_over_algorithms_and_seeds(tmp_path):
     "override, expected",
     [
         ("concurrency=0", "concurrency=0"),
-        ("algorithm=nope", "unknown algorithm 'nope': choose one of centralized, fedasync, fedavg, fedavgm, fedbuff, fedlaavg, fedprox, hfl"),
+        ("algorithm=nope", "unknown algorithm 'nope': choose one of buffered_fedavg, centralized, fedasync, fedavg, fedavgm, fedbuff, fedlaavg, fedprox, fedstaleweight, hfl"),
         ("algorithm.buffer_size=-1", "algorithm.buffer_size=-1"),
         ("algorithm.bufer_size=3", "bufer_size"),
         ("concurrency=5000", "concurrency=5000 is impossible"),

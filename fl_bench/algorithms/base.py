@@ -36,6 +36,9 @@ class ServerAlgorithm(ABC):
     """
 
     upload: ClassVar[str] = "delta"
+    # The last step's normalised weight of each upload, in add order, for an algorithm that defines
+    # one (FedStaleWeight's alpha_j): the engine logs it in trips.csv's ``weight`` (fairness metrics).
+    step_weights: list[float] | None = None
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes: np.ndarray | None = None):
         self.cfg = cfg

@@ -26,6 +26,7 @@ class FedBuff(ServerAlgorithm):
         self._sum = torch.zeros_like(params)  # sum_i s_i w_i Delta_i, w_i unnormalised (n_i or 1)
         self._weight_sum = 0.0  # sum_i w_i: K * mean(w), the normaliser of the weights
         self._scaled_weight_sum = 0.0  # sum_i s_i w_i
+        self._scaled: list[float] = []  # s_i w_i of this step's uploads (fairness logs)
 
     def add(self, upload: Upload) -> None:
         weight = float(upload.num_examples) if self.cfg.weighting == "examples" else 1.0
@@ -33,12 +34,15 @@ class FedBuff(ServerAlgorithm):
         self._sum.add_(upload.vector, alpha=scaled)
         self._weight_sum += weight
         self._scaled_weight_sum += scaled
+        self._scaled.append(scaled)
 
     def _step(self) -> None:
         # sum: (1/K) sum_i s_i (w_i / mean w) Delta_i = sum_i s_i w_i Delta_i / sum_i w_i
         denominator = self._weight_sum if self.cfg.reduction == "sum" else self._scaled_weight_sum
         torch.div(self._sum, denominator, out=self._optimizer.grad)
         self._optimizer.step()
+        self.step_weights = [scaled / denominator for scaled in self._scaled]  # each upload's share of Dbar
+        self._scaled = []
         self._sum.zero_()
         self._weight_sum, self._scaled_weight_sum = 0.0, 0.0
 

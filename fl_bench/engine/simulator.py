@@ -54,7 +54,7 @@ class Progress:
 
 @dataclass(eq=False)
 class Trip:
-    __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row")
+    __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row", "log_row")
     id: int
     client: int
     version: int  # the model version downloaded
@@ -63,6 +63,7 @@ class Trip:
     round: int  # the round that started it (-1: asynchronous)
     aborted: bool  # over before uploading (availability drop, or a round closed on it)
     row: int  # its upload row (batching trainer), -1 otherwise
+    log_row: int  # its row in the trip log once it is over, -1 before
 
 
 # Event priorities at equal times: scheduled starts first (a ramp-up arrival that ties with a trip
@@ -247,7 +248,7 @@ class Simulator:
         version, drop = self.server.version, self.availability.on_unavailable == "drop"
         trips = []
         for client, duration in zip(clients, durations):
-            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1)
+            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1)
             if drop:  # cut at the end of the client's availability window
                 closes = self.availability.window_end(client, self.now)
                 if trip.end > closes:
@@ -309,6 +310,9 @@ class Simulator:
         if self._waiting[server.version]:
             self._snapshots[server.version] = server.broadcast().clone()  # it is about to move
         server.step()
+        if server.step_weights:  # fairness logs: each upload's share of this step
+            for trip, weight in zip(trips, server.step_weights):
+                self.log.weight[trip.log_row] = weight
         if not torch.isfinite(server.params).all():  # stop at once, not at the next evaluation
             raise DivergenceError(f"the model has NaN/Inf values after server step {server.version}",
                                   trips=self.trips, server_step=server.version)
@@ -321,6 +325,7 @@ class Simulator:
         """Log a trip that is over and send its client back."""
         staleness = self.server.version - trip.version
         used = not trip.aborted
+        trip.log_row = len(self.log)
         self.log.append(trip.client, int(self.sizes[trip.client]), trip.version, trip.start, trip.end, staleness,
                         int(used), self.bytes_down, self.bytes_up if used else 0)
         self.population.finish(trip.id, trip.client)

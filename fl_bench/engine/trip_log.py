@@ -12,8 +12,10 @@ class TripLog:
     when a trip is over: uploaded (``used=1``) or dropped / aborted (``used=0``, nothing uploaded)."""
 
     COLUMNS = ("client", "num_examples", "download_version", "start_time", "end_time", "staleness", "used",
-               "bytes_down", "bytes_up")
-    _TYPES = {"start_time": "d", "end_time": "d", "used": "b"}
+               "bytes_down", "bytes_up", "weight")
+    # weight: the upload's normalised share of its server step, where the algorithm defines one
+    # (FedStaleWeight), else NaN
+    _TYPES = {"start_time": "d", "end_time": "d", "used": "b", "weight": "d"}
 
     def __init__(self) -> None:
         for name in self.COLUMNS:
@@ -29,6 +31,7 @@ class TripLog:
         self.used.append(used)
         self.bytes_down.append(bytes_down)
         self.bytes_up.append(bytes_up)
+        self.weight.append(float("nan"))
 
     def __len__(self) -> int:
         return len(self.client)

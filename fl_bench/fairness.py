@@ -1,0 +1,132 @@
+"""Fairness of aggregation (FedStaleWeight Sec. 6): how much of the aggregate each client and each
+group of clients got, and how well the final model serves each group's labels.
+
+    python -m fl_bench.fairness <multirun dir per method...> --name fedstaleweight_fig2_smoke
+
+From trips.csv's ``weight`` (each upload's normalised share of its server step; every algorithm of
+the FedBuff family and FedStaleWeight logs it): each group's share of the total weight, Jain's index
+(sum x)^2 / (n sum x^2) of the clients' shares (1: equal influence), updates received per group, and
+the share per group against server steps (a plot); from summary.json, each label group's accuracy.
+Groups are the ``label_groups`` partition's (clients numbered group by group, fast then slow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from fl_bench.report import machine  # noqa: E402
+
+
+def client_groups(clients_per_group: list[int]) -> np.ndarray:
+    """Group of every client of a label_groups partition (clients numbered group by group)."""
+    return np.repeat(np.arange(len(clients_per_group)), clients_per_group)
+
+
+def weight_shares(trips: pd.DataFrame, groups: np.ndarray) -> pd.Series:
+    """Each group's share of the total aggregation weight over the uploads that were used."""
+    used = trips[(trips["used"] == 1) & trips["weight"].notna()]
+    per_group = used.groupby(groups[used["client"].to_numpy()])["weight"].sum()
+    return (per_group / per_group.sum()).reindex(range(groups.max() + 1), fill_value=0.0)
+
+
+def jain_index(values: np.ndarray) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n when one takes all."""
+    values = np.asarray(values, dtype=float)
+    return float(values.sum() ** 2 / (len(values) * (values**2).sum()))
+
+
+def client_shares(trips: pd.DataFrame, num_clients: int) -> np.ndarray:
+    used = trips[(trips["used"] == 1) & trips["weight"].notna()]
+    shares = used.groupby("client")["weight"].sum().reindex(range(num_clients), fill_value=0.0).to_numpy()
+    return shares / shares.sum()
+
+
+def share_over_steps(trips: pd.DataFrame, groups: np.ndarray, window: int) -> pd.DataFrame:
+    """Each group's share of the weight aggregated in consecutive windows of ``window`` server steps."""
+    used = trips[(trips["used"] == 1) & trips["weight"].notna()].copy()
+    used["step"] = used["download_version"] + used["staleness"] + 1  # the step that consumed it
+    used["group"] = groups[used["client"].to_numpy()]
+    used["bucket"] = (used["step"] - 1) // window * window + window
+    table = used.pivot_table(index="bucket", columns="group", values="weight", aggfunc="sum", fill_value=0.0)
+    return table.div(table.sum(axis=1), axis=0)
+
+
+def run_rows(run_dir: Path, checkpoints: list[int]) -> tuple[dict, pd.DataFrame, np.ndarray]:
+    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    trips = pd.read_csv(run_dir / "trips.csv")
+    metrics = pd.read_csv(run_dir / "metrics.csv")
+    groups = client_groups(list(cfg.partition.clients_per_group))
+    label_groups = [list(g) for g in cfg.partition.groups]
+    by_class = summary["final_val_accuracy_by_class"]
+    shares = weight_shares(trips, groups)
+    used = trips[trips["used"] == 1]
+    row = {"method": summary["algorithm"], "seed": summary["seed"], "final_accuracy": 100 * summary["final_val_accuracy"],
+           "aggregations_to_target": summary["steps_to_target"], "jain_index": jain_index(client_shares(trips, len(groups)))}
+    for g, labels in enumerate(label_groups):
+        row[f"group {g} weight share"] = 100 * shares[g]
+        row[f"group {g} update share"] = 100 * float((groups[used["client"].to_numpy()] == g).mean())
+        row[f"group {g} accuracy (labels {min(labels)}-{max(labels)})"] = 100 * float(np.mean([by_class[c] for c in labels]))
+    for step in checkpoints:
+        at = metrics[metrics["server_step"] <= step]
+        row[f"accuracy at {step}"] = 100 * float(at["val_accuracy"].iloc[-1]) if len(at) else float("nan")
+    return row, share_over_steps(trips, groups, max(1, int(summary["server_steps"]) // 20)), groups
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.fairness", description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
+    parser.add_argument("--name", default="fairness")
+    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--at", nargs="+", type=int, default=[500, 1000, 2000, 4000], help="aggregation counts")
+    parser.add_argument("--notes", default="", help="the paper's claim beside ours, printed under the table")
+    args = parser.parse_args(argv)
+    runs = sorted({s.parent for p in args.paths for s in p.rglob("summary.json")})
+    if not runs:
+        parser.exit(2, f"fl_bench.fairness: error: no finished runs under {', '.join(map(str, args.paths))}\n")
+    rows, curves = [], {}
+    for run in runs:
+        row, over_steps, _ = run_rows(run, args.at)
+        rows.append(row)
+        curves.setdefault(row["method"], []).append(over_steps)
+    table = pd.DataFrame(rows)
+    summary = table.drop(columns="seed").groupby("method", sort=False).agg(["mean", "std"])
+    shown = pd.DataFrame({column: [f"{m:.2f} ± {s:.2f}" if pd.notna(m) else "–" for m, s in summary[column].to_numpy()]
+                          for column in summary.columns.levels[0] if column in summary}, index=summary.index)
+    shown.insert(0, "seeds", table.groupby("method", sort=False).size())
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out / f"{args.name}.csv", index=False)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for method, frames in curves.items():
+        mean = pd.concat(frames).groupby(level=0).mean()
+        for group in mean.columns:
+            ax.plot(mean.index, 100 * mean[group], label=f"{method}: group {group}", linestyle="-" if group else "--")
+    ax.set(xlabel="server steps (aggregations)", ylabel="share of aggregation weight (%)", title="weight share per group")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out / f"{args.name}_weight_share.png", dpi=120)
+    seeds = sorted(table["seed"].unique())
+    (args.out / f"{args.name}.md").write_text(
+        f"# {args.name}\n\nFairness of aggregation, mean ± std over seeds {', '.join(map(str, seeds))}: each group's share of "
+        "the total aggregation weight and of the uploads, Jain's index of the clients' weight shares (1: equal "
+        "influence), each label group's accuracy of the final model, accuracy (%) at fixed aggregation counts and "
+        "aggregations to the target.\n\n"
+        f"{shown.T.to_markdown()}\n\n{args.notes.strip() + chr(10) * 2 if args.notes.strip() else ''}"
+        f"{len(table)} runs; report written on {machine()}.\n\n"
+        f"![weight share]({args.name}_weight_share.png)\n"
+    )
+    print(f"written to {args.out / args.name}.md")
+
+
+if __name__ == "__main__":
+    main()
