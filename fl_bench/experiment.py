@@ -24,7 +24,7 @@ from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.checkpoint import (CHECKPOINT, CheckpointSchedule, load_checkpoint,
                                  remove_partial_checkpoints, save_checkpoint, set_rng_states)
 from fl_bench.client import ClientTrainer, LocalTraining
-from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, build
+from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, LabelGroupsPartitionConfig, build
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
@@ -105,6 +105,22 @@ def _check_centralized(cfg: Config) -> None:
         if name != allowed:
             raise ConfigError(f"{group}={name} is not allowed with algorithm=centralized: it trains one model on the "
                               f"pooled data (one client, always available); use {group}={allowed}")
+
+
+def _fairness(cfg: Config, trips: dict[str, np.ndarray]) -> dict[str, Any]:
+    """With label groups (FedStaleWeight Sec. 6.2) and logged weights: each group's share of the
+    aggregation weight and Jain's index of the clients' shares (fl_bench.fairness), in the summary
+    and so on W&B."""
+    if not isinstance(cfg.partition, LabelGroupsPartitionConfig) or not np.isfinite(trips["weight"]).any():
+        return {}
+    import pandas as pd
+
+    from fl_bench.fairness import client_groups, client_shares, jain_index, weight_shares
+
+    table = pd.DataFrame(trips)
+    groups = client_groups(cfg.partition.clients_per_group)
+    return {"weight_share_by_group": weight_shares(table, groups).tolist(),
+            "jain_index": jain_index(client_shares(table, len(groups)))}
 
 
 def _accuracy_by_class(exp: Experiment) -> list[float]:
@@ -331,6 +347,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "best_val_accuracy": best,  # FedGBO Table IV
         # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
         "final_val_accuracy_by_class": _accuracy_by_class(exp),
+        **_fairness(cfg, trips),
         "client_trips": sim.trips,
         "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": exp.server.version,

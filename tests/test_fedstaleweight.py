@@ -62,3 +62,26 @@ def test_the_group_weight_share_of_a_scripted_trip_log_equals_the_hand_count():
     assert jain_index([1, 1, 1]) == 1.0 and jain_index([1, 0, 0]) == 1 / 3
     over = share_over_steps(trips, groups, window=1)  # step 1: 0.5 / 0.5; step 2: 0.6 / 0.4
     assert over.loc[1].tolist() == [0.5, 0.5] and over.loc[2].tolist() == pytest.approx([0.6, 0.4])
+
+
+def test_the_slow_group_gets_more_than_its_upload_share_end_to_end(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from fl_bench.experiment import run_experiment
+    from tests.conftest import compose_run_config
+
+    for algorithm in ("fedstaleweight", "buffered_fedavg"):
+        summary = run_experiment(compose_run_config("experiment=fedstaleweight_fig2_smoke", f"algorithm={algorithm}",
+                                                    "max_rounds=200", "eval_every=500"), tmp_path / algorithm)
+        trips = pd.read_csv(tmp_path / algorithm / "trips.csv")
+        used = trips[trips.used == 1]
+        uploads = float((used.client >= 10).mean())  # clients 10-14: the slow group
+        slow_share = summary["weight_share_by_group"][1]
+        assert abs(used.weight.groupby(used.download_version + used.staleness).sum() - 1).max() < 1e-9  # per step
+        if algorithm == "fedstaleweight":
+            assert slow_share > 2 * uploads and summary["jain_index"] > 0.85
+        else:  # plain averaging: a group weighs what it uploads
+            assert slow_share == pytest.approx(uploads) and summary["jain_index"] < 0.8
+        assert json.loads((tmp_path / algorithm / "summary.json").read_text())["final_val_accuracy_by_class"]
