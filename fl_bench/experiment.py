@@ -181,6 +181,7 @@ class Run:
             raise DivergenceError(f"validation loss {loss}", trips=p.trips, server_step=p.server_step)
         self.log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
         self.log.trips(exp.simulator.log.columns())
+        self._log_weight_shares(p)
         if acc >= cfg.target_accuracy and not self.reached:
             self.reached.update(trips=p.trips, sim_time=p.sim_time, server_step=p.server_step,
                                 resolution=_resolution(self.previous, p))
@@ -190,6 +191,15 @@ class Run:
         logger.info("trips %d, server step %d, sim time %.2f: val accuracy %.4f, loss %.4f",
                     p.trips, p.server_step, p.sim_time, acc, loss)
         return bool(self.reached) and cfg.stop_at_target
+
+    def _log_weight_shares(self, p: Progress) -> None:
+        """W&B: each label group's share of the aggregation weight so far, against trips (FedStaleWeight)."""
+        weights = self.exp.simulator.weight_by_client
+        if self.cfg.logger != "wandb" or not isinstance(self.cfg.partition, LabelGroupsPartitionConfig) or not weights.any():
+            return
+        groups = np.repeat(np.arange(len(self.cfg.partition.clients_per_group)), self.cfg.partition.clients_per_group)
+        shares = np.bincount(groups, weights=weights) / weights.sum()
+        self.log.wandb_only({f"weight_share/group_{g}": float(share) for g, share in enumerate(shares)}, p.trips)
 
     def between_events(self) -> None:
         version = self.exp.server.version

@@ -49,6 +49,11 @@ class RunLog:
         if self._wandb is not None:
             self._wandb.log(row, step=int(row["trips"]))
 
+    def wandb_only(self, values: dict[str, float], trips: int) -> None:
+        """Metrics for W&B's panels that metrics.csv does not hold (e.g. weight share per group)."""
+        if self._wandb is not None:
+            self._wandb.log(values, step=trips)
+
     def trips(self, columns: dict[str, np.ndarray]) -> None:
         """Append the trips logged since the last call to trips.csv."""
         done, total = self._trips_written, len(next(iter(columns.values())))

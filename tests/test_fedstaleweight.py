@@ -85,3 +85,19 @@ def test_the_slow_group_gets_more_than_its_upload_share_end_to_end(tmp_path):
         else:  # plain averaging: a group weighs what it uploads
             assert slow_share == pytest.approx(uploads) and summary["jain_index"] < 0.8
         assert json.loads((tmp_path / algorithm / "summary.json").read_text())["final_val_accuracy_by_class"]
+
+
+def test_the_weight_share_per_group_goes_to_wandb_at_every_evaluation(tmp_path, monkeypatch):
+    from fl_bench.experiment import run_experiment
+    from fl_bench.run_log import RunLog
+    from tests.conftest import compose_run_config
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    logged = []
+    monkeypatch.setattr(RunLog, "wandb_only", lambda self, values, trips: logged.append((trips, values)))
+    summary = run_experiment(compose_run_config("experiment=fedstaleweight_fig2_smoke", "max_rounds=100",
+                                                "eval_every=100", "logger=wandb"), tmp_path)
+    assert [trips for trips, _ in logged] == list(range(100, 501, 100))  # every evaluation after the first step
+    last = logged[-1][1]
+    assert last["weight_share/group_1"] == pytest.approx(summary["weight_share_by_group"][1])
+    assert last["weight_share/group_0"] + last["weight_share/group_1"] == pytest.approx(1.0)

@@ -139,6 +139,7 @@ class Simulator:
         params = server.params
         self._rows = UploadRows(params, policy.clients_at_once() + 16) if self._batch_all else None
         self._scratch = params.new_empty(0, params.numel())
+        self.weight_by_client = np.zeros(len(population))  # each client's total share of the steps so far
         self.bytes_down = server.broadcast().nbytes
         self.bytes_up = server.upload_nbytes()
 
@@ -313,6 +314,7 @@ class Simulator:
         if server.step_weights:  # fairness logs: each upload's share of this step
             for trip, weight in zip(trips, server.step_weights):
                 self.log.weight[trip.log_row] = weight
+                self.weight_by_client[trip.client] += weight
         if not torch.isfinite(server.params).all():  # stop at once, not at the next evaluation
             raise DivergenceError(f"the model has NaN/Inf values after server step {server.version}",
                                   trips=self.trips, server_step=server.version)
