@@ -30,6 +30,7 @@ from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
 from fl_bench.errors import ConfigError, DivergenceError
+from fl_bench.fairness import client_groups, jain_index
 from fl_bench.models import build_model
 from fl_bench.interrupt import STOP
 from fl_bench.run_dir import RunDirectory
@@ -107,20 +108,21 @@ def _check_centralized(cfg: Config) -> None:
                               f"pooled data (one client, always available); use {group}={allowed}")
 
 
-def _fairness(cfg: Config, trips: dict[str, np.ndarray]) -> dict[str, Any]:
-    """With label groups (FedStaleWeight Sec. 6.2) and logged weights: each group's share of the
-    aggregation weight and Jain's index of the clients' shares (fl_bench.fairness), in the summary
-    and so on W&B."""
-    if not isinstance(cfg.partition, LabelGroupsPartitionConfig) or not np.isfinite(trips["weight"]).any():
-        return {}
-    import pandas as pd
-
-    from fl_bench.fairness import client_groups, client_shares, jain_index, weight_shares
-
-    table = pd.DataFrame(trips)
+def group_weight_shares(cfg: Config, weight_by_client: np.ndarray) -> np.ndarray | None:
+    """Each label group's share of the aggregation weight so far (FedStaleWeight Sec. 6.2), from the
+    engine's per-client totals; None without label groups or logged weights."""
+    if not isinstance(cfg.partition, LabelGroupsPartitionConfig) or not weight_by_client.any():
+        return None
     groups = client_groups(cfg.partition.clients_per_group)
-    return {"weight_share_by_group": weight_shares(table, groups).tolist(),
-            "jain_index": jain_index(client_shares(table, len(groups)))}
+    return np.bincount(groups, weights=weight_by_client) / weight_by_client.sum()
+
+
+def _fairness(cfg: Config, weight_by_client: np.ndarray) -> dict[str, Any]:
+    """The summary's (and so W&B's) fairness: group weight shares and Jain's index of the clients' shares."""
+    shares = group_weight_shares(cfg, weight_by_client)
+    if shares is None:
+        return {}
+    return {"weight_share_by_group": shares.tolist(), "jain_index": jain_index(weight_by_client / weight_by_client.sum())}
 
 
 def _accuracy_by_class(exp: Experiment) -> list[float]:
@@ -194,11 +196,9 @@ class Run:
 
     def _log_weight_shares(self, p: Progress) -> None:
         """W&B: each label group's share of the aggregation weight so far, against trips (FedStaleWeight)."""
-        weights = self.exp.simulator.weight_by_client
-        if self.cfg.logger != "wandb" or not isinstance(self.cfg.partition, LabelGroupsPartitionConfig) or not weights.any():
+        shares = group_weight_shares(self.cfg, self.exp.simulator.weight_by_client) if self.cfg.logger == "wandb" else None
+        if shares is None:
             return
-        groups = np.repeat(np.arange(len(self.cfg.partition.clients_per_group)), self.cfg.partition.clients_per_group)
-        shares = np.bincount(groups, weights=weights) / weights.sum()
         self.log.wandb_only({f"weight_share/group_{g}": float(share) for g, share in enumerate(shares)}, p.trips)
 
     def between_events(self) -> None:
@@ -357,7 +357,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "best_val_accuracy": best,  # FedGBO Table IV
         # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
         "final_val_accuracy_by_class": _accuracy_by_class(exp),
-        **_fairness(cfg, trips),
+        **_fairness(cfg, sim.weight_by_client),
         "client_trips": sim.trips,
         "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": exp.server.version,

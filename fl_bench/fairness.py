@@ -16,15 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from fl_bench.report import machine  # noqa: E402
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
 
 
 def client_groups(clients_per_group: list[int]) -> np.ndarray:
@@ -91,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--at", nargs="+", type=int, default=[500, 1000, 2000, 4000], help="aggregation counts")
     parser.add_argument("--notes", default="", help="the paper's claim beside ours, printed under the table")
     args = parser.parse_args(argv)
+    import matplotlib.pyplot as plt  # here: the run imports this module's metrics, not its plots
+
+    from fl_bench.report import machine  # sets the Agg backend
+
     runs = sorted({s.parent for p in args.paths for s in p.rglob("summary.json")})
     if not runs:
         parser.exit(2, f"fl_bench.fairness: error: no finished runs under {', '.join(map(str, args.paths))}\n")
