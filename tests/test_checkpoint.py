@@ -62,6 +62,7 @@ class Killed(BaseException):
     ("algorithm=fedasync", "checkpoint_every=25"),  # a server step per trip
     ("algorithm=fedavg", "algorithm.over_selection=0.3"),
     ("algorithm=fedprox", "algorithm.deadline=1.0", "algorithm.late_uploads=deliver"),
+    ("experiment=hfl_convex_smoke", "max_rounds=40", "eval_every=200"),  # past models, stragglers' late uploads
     ("experiment=fedstaleweight_fig2_smoke", "concurrency=15", "max_rounds=120", "eval_every=100"),  # per-client staleness EMAs
     ("experiment=fedlaavg_table2_smoke", "algorithm=fedlaavg", "concurrency=10", "max_trips=400", "eval_every=20",
      "algorithm.lr_decay=0.99"),  # the N x P gradient table, longest-absent selection, diurnal availability
