@@ -60,6 +60,14 @@ class LocalTraining:
             return np.full_like(num_examples, self.steps)
         return self.epochs * -(-num_examples // self.batch_size)
 
+    def examples_per_trip(self, num_examples: np.ndarray) -> np.ndarray:
+        """Examples one trip trains on: whole epochs of n, or with Q fixed steps the epochs of the
+        minibatch plan repeated (full epochs, then Q mod ceil(n/B) full batches)."""
+        if self.steps is None:
+            return self.epochs * num_examples
+        per_epoch = -(-num_examples // self.batch_size)
+        return (self.steps // per_epoch) * num_examples + (self.steps % per_epoch) * self.batch_size
+
     def step_lr(self, count, version=0):
         """The lr of a local step on ``count`` examples (an integer, or a tensor of counts per trip)
         of a trip from model version ``version`` (an integer, or a tensor broadcasting with count):
@@ -109,9 +117,22 @@ class LocalUpdate:
     """
 
     state_keys: tuple[str, ...] = ()  # the Broadcast.state entries ``step`` reads
+    # Those of them that ``step`` moves (MFL's optimizer state): the trainer hands the rule a copy
+    # per trip and uploads where it ended.
+    moving_keys: tuple[str, ...] = ()
+    # Mimelite: a gradient at y_0 is uploaded too, over the client's whole data ("full") or the
+    # first local step's minibatch ("minibatch", MimeXlite: no extra computation).
+    start_gradient: str | None = None
 
     def __init__(self, prox_mu: float = 0.0):
         self.prox_mu = prox_mu
+        # Operations per parameter per step (FedGBO App. B, eq. 22): SGD 2 (+, x -eta), FedProx 5.
+        self.ops_per_param = 5 if prox_mu else 2
+
+    @property
+    def upload_keys(self) -> tuple[str, ...]:
+        """What a trip uploads besides Delta, each a parameter-sized vector, in this order."""
+        return self.moving_keys + (("gradient",) if self.start_gradient else ())
 
     def step(
         self,
@@ -121,9 +142,13 @@ class LocalUpdate:
         lr: float | torch.Tensor,
         state: dict[str, list[torch.Tensor]],
     ) -> None:
+        self.add_proximal(params, grads, anchors)
+        self.descend(params, grads, lr)
+
+    def add_proximal(self, params: list[torch.Tensor], grads: list[torch.Tensor], anchors: list[torch.Tensor] | None) -> None:
+        """g <- g + mu (y - y_0), in place (FedProx)."""
         if self.prox_mu and anchors is not None:
             torch._foreach_add_(grads, torch._foreach_sub(params, anchors), alpha=self.prox_mu)
-        self.descend(params, grads, lr)
 
     @staticmethod
     def descend(params: list[torch.Tensor], directions: list[torch.Tensor], lr: float | torch.Tensor) -> None:
@@ -239,7 +264,12 @@ class ClientTrainer:
             from torch.func import functional_call, vmap as batched
 
             # One forward over stacked per-trip parameters: p[name] is [b, *shape], x is [b, B, ...].
-            self._forward = batched(lambda p, x: functional_call(task.model, p, (x,)), randomness="different")
+            # With FedMAX's term the penultimate activations (kept by the task's hook) come out too.
+            def forward(p, x):
+                logits = functional_call(task.model, p, (x,))
+                return (logits, task.features) if task.entropy_weight else (logits, None)
+
+            self._forward = batched(forward, randomness="different")
             self._check_vmappable()
 
     def load(self, params: torch.Tensor) -> None:
@@ -250,11 +280,12 @@ class ClientTrainer:
     ) -> Sequence[torch.Tensor]:
         """One local training per trip from ``starts[i]``, the Broadcast it downloaded (often shared
         between trips; its flat ``params`` is y_0 and its ``state`` what the update rule reads; both
-        are left untouched). Writes trip i's Delta into ``out[i]`` (e.g. rows of a reused upload
+        are left untouched). Writes trip i's upload into ``out[i]`` (e.g. rows of a reused upload
         buffer: fresh multi-MB buffers cost page faults on every trip) or, without ``out``, into a
-        new [b, P] tensor; returns ``out``."""
+        new [b, upload_size] tensor; returns ``out``. An upload row is Delta, then the update rule's
+        ``upload_keys`` (MFL's moved state, Mimelite's gradient), P values each."""
         if out is None:
-            out = torch.empty(len(clients), self.flat.numel(), device=self.device)
+            out = torch.empty(len(clients), self.upload_size, device=self.device)
         if self.vmap:
             for s in range(0, len(clients), self.chunk):
                 part = slice(s, s + self.chunk)
@@ -262,21 +293,52 @@ class ClientTrainer:
             return out
         plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
         rows, counts = plan.rows.to(self.device), plan.mask.sum(-1).numpy()
+        update = self.update
         for i, (client, seed) in enumerate(zip(clients, seeds)):
-            start = starts[i]
+            start, (delta, *extras) = starts[i], self.upload_parts(out[i])
             self.load(start.params)
-            state = {k: start.state[k] for k in self.update.state_keys}
-            self._local_sgd(client, seed, start.params, state, rows[i], counts[i, : plan.steps[i]].tolist(), start.version)
-            torch.sub(start.params, self.flat, out=out[i])
+            state = {k: start.state[k] for k in update.state_keys}
+            for key, slot in zip(update.moving_keys, extras):  # moved in place: the upload holds where it ends
+                state[key] = slot.copy_(start.state[key])
+            first_gradient = extras[-1] if update.start_gradient == "minibatch" else None
+            if update.start_gradient == "full":
+                self.full_gradient(client, seed, out=extras[-1])
+            self._local_sgd(client, seed, start.params, state, rows[i], counts[i, : plan.steps[i]].tolist(), start.version,
+                            first_gradient)
+            torch.sub(start.params, self.flat, out=delta)
+        return out
+
+    @property
+    def upload_size(self) -> int:
+        """Values one upload row holds: Delta, then each of the update rule's ``upload_keys``."""
+        return self.flat.numel() * (1 + len(self.update.upload_keys))
+
+    def upload_parts(self, row: torch.Tensor) -> list[torch.Tensor]:
+        """An upload row split into Delta and the extras (views)."""
+        return list(row.view(-1, self.flat.numel()).unbind(0))
+
+    def full_gradient(self, client: int, seed: int, out: torch.Tensor, chunk: int = 512) -> torch.Tensor:
+        """The gradient of the client's whole local objective at the loaded model (Mimelite's
+        full-batch gradient at x_t), summed over chunks of examples weighted by their share."""
+        x, y = self.data.client(client)
+        gen = torch.Generator().manual_seed(seed ^ 0x5EED)  # augmentation draws of its own
+        out.zero_()
+        for s in range(0, len(y), chunk):
+            share = len(y[s : s + chunk]) / len(y)
+            grads = torch.autograd.grad(self.task.loss(x[s : s + chunk], y[s : s + chunk], gen) * share, self.params)
+            with torch.no_grad():
+                for part, g in zip(views(out, self.shapes), grads):
+                    part.add_(g)
         return out
 
     def _local_sgd(
         self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor], rows: torch.Tensor,
-        counts: list[int], version: int,
+        counts: list[int], version: int, first_gradient: torch.Tensor | None = None,
     ) -> None:
         """Local steps on the loaded model: step t uses example rows ``rows[t, :counts[t]]``;
         ``start`` is y_0, the model the trip downloaded, and ``state`` the flat server state the
-        update rule reads (neither is written)."""
+        update rule reads (only its ``moving_keys`` are written). ``first_gradient``: where to keep
+        the first step's minibatch gradient (MimeXlite)."""
         local, params, update = self.local, self.params, self.update
         x, y = self.data.client(client)
         gen = torch.Generator().manual_seed(seed)  # augmentation draws
@@ -286,6 +348,8 @@ class ClientTrainer:
             idx = rows[step, :count]
             grads = list(torch.autograd.grad(self.task.loss(x[idx], y[idx], gen), params))
             with torch.no_grad():
+                if step == 0 and first_gradient is not None:
+                    torch._foreach_copy_(views(first_gradient, self.shapes), grads)
                 update.step(params, grads, anchors, local.step_lr(count, version), state_views)
 
     def _train_batched(
@@ -308,9 +372,14 @@ class ClientTrainer:
         versions = torch.tensor([starts[i].version for i in order], device=self.device)[:, None]
         lrs = local.step_lr(counts, versions)  # [b, S] per trip and step under LR-norm or decay, else one float
         origin, stacked, *flat_state = self._workspace(len(clients))  # [b, P] each, reused across calls
+        gradient = flat_state.pop() if update.start_gradient else None  # Mimelite's upload, [b, P]
         torch.stack([starts[i].params for i in order], out=origin)
-        for key, buffer in zip(update.state_keys, flat_state):
+        for key, buffer in zip(update.state_keys, flat_state):  # per-trip copies: moving keys move in them
             torch.stack([starts[i].state[key] for i in order], out=buffer)
+        if update.start_gradient == "full":
+            for row, i in enumerate(order):
+                self.load(origin[row])
+                self.full_gradient(clients[i], seeds[i], out=gradient[row])
         stacked.copy_(origin)  # the parameter views below write into it
         stacked_params = views(stacked, self.shapes)
         origin_params = views(origin, self.shapes)
@@ -324,10 +393,12 @@ class ClientTrainer:
                 x = task.inputs(data.x[idx.reshape(-1)], True, gen)
                 x = x.view(active, -1, *x.shape[1:])
                 leaves = [p[:active].detach().requires_grad_() for p in stacked_params]
-                logits = self._forward(dict(zip(self.names, leaves)), x)
+                logits, features = self._forward(dict(zip(self.names, leaves)), x)
                 # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
-                loss = task.objective(logits, data.y[idx], leaves, weights[:active, step])
+                loss = task.objective(logits, data.y[idx], leaves, weights[:active, step], features)
                 grads = list(torch.autograd.grad(loss, leaves))
+                if step == 0 and update.start_gradient == "minibatch":  # every trip is active at step 0
+                    torch._foreach_copy_(views(gradient, self.shapes), grads)
                 if sliced_for != active:  # the active trips' rows, re-sliced only when a trip finishes
                     sliced_for = active
                     params, anchors = [p[:active] for p in stacked_params], [p[:active] for p in origin_params]
@@ -341,16 +412,21 @@ class ClientTrainer:
             counts_left = plan.mask[longest, together : plan.steps[longest]].sum(-1).tolist()
             rows_left = plan.rows[longest, together:].to(self.device)
             state_left = {key: buffer[0] for key, buffer in zip(update.state_keys, flat_state)}
+            first_gradient = gradient[0] if update.start_gradient == "minibatch" and together == 0 else None
             self._local_sgd(clients[longest], seeds[longest], origin[0], state_left, rows_left, counts_left,
-                            starts[longest].version)
+                            starts[longest].version, first_gradient)
             stacked[0] = self.flat
+        moved = [flat_state[update.state_keys.index(key)] for key in update.moving_keys]
         for row, i in enumerate(order):
-            torch.sub(origin[row], stacked[row], out=out[i])
+            delta, *extras = self.upload_parts(out[i])
+            torch.sub(origin[row], stacked[row], out=delta)
+            for slot, buffer in zip(extras, [*moved, *([gradient] if gradient is not None else [])]):
+                slot.copy_(buffer[row])
 
     def _workspace(self, b: int) -> list[torch.Tensor]:
         """[b, P] buffers for the batched path (start, trained, one per state key the update rule
-        reads), grown as needed and kept: see ``train``."""
-        n = 2 + len(self.update.state_keys)
+        reads, one for a start gradient), grown as needed and kept: see ``train``."""
+        n = 2 + len(self.update.state_keys) + bool(self.update.start_gradient)
         if self._buffers is None or self._buffers.shape[1] < b or self._buffers.shape[0] < n:
             self._buffers = torch.empty(n, b, self.flat.numel(), device=self.device)
         return list(self._buffers[:n, :b])

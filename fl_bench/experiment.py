@@ -24,6 +24,7 @@ from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.checkpoint import (CHECKPOINT, CheckpointSchedule, load_checkpoint,
                                  remove_partial_checkpoints, save_checkpoint, set_rng_states)
 from fl_bench.client import ClientTrainer, LocalTraining
+from fl_bench.costs import example_flops, trip_flops
 from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, LabelGroupsPartitionConfig, build
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.engine.population import ClientPopulation
@@ -60,6 +61,7 @@ class Experiment:
     trainer: ClientTrainer
     server: ServerAlgorithm
     simulator: Simulator
+    example_flops: float = 0.0  # one example's forward + backward (fl_bench.costs)
 
 
 def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
@@ -73,10 +75,14 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         _check_centralized(cfg)
         data = data.pooled()
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
-    task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform).to(device)
-    trainer = ClientTrainer(task, data, LocalTraining.from_config(cfg.algorithm), vmap=cfg.vmap_clients, chunk=cfg.vmap_chunk)
+    task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform,
+                                 entropy_weight=cfg.algorithm.entropy_weight).to(device)
+    local = LocalTraining.from_config(cfg.algorithm)
+    trainer = ClientTrainer(task, data, local, vmap=cfg.vmap_clients, chunk=cfg.vmap_chunk)
     server = build(cfg.algorithm, trainer.flat.clone(), data.num_clients)
     server.client_sizes = data.sizes  # n_i of every client (p_i = n_i / n: FedLaAvg, HFL)
+    trainer.update = server.local_update()  # the algorithm's client step rule (FedGBO's U, MFL's moving state)
+    per_example = example_flops(task, data, local.batch_size)
     population = ClientPopulation(data.sizes, build(cfg.availability, data))
     delays = build(cfg.speed, cfg.delay, data)
     selection = build(cfg.selection, population, delays.client_means())
@@ -95,8 +101,9 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         seed=cfg.seed,
         concurrency=cfg.concurrency,
         between_events=between_events,
+        flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
     )
-    return Experiment(cfg, data, task, trainer, server, simulator)
+    return Experiment(cfg, data, task, trainer, server, simulator, per_example)
 
 
 def _check_centralized(cfg: Config) -> None:
@@ -181,7 +188,8 @@ class Run:
         loss, acc = exp.task.evaluate(exp.data.x_val, exp.data.y_val)
         if not math.isfinite(loss) or math.isinf(acc):  # NaN accuracy: a task without one
             raise DivergenceError(f"validation loss {loss}", trips=p.trips, server_step=p.server_step)
-        self.log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss))
+        self.log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss,
+                              **exp.simulator.costs))
         self.log.trips(exp.simulator.log.columns())
         self._log_weight_shares(p)
         if acc >= cfg.target_accuracy and not self.reached:
@@ -384,6 +392,8 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         # Communication (FedGBO Table I): bytes every logged trip downloaded and uploaded.
         "bytes_down": int(trips["bytes_down"].sum()),
         "bytes_up": int(trips["bytes_up"].sum()),
+        "flops": float(trips["flops"].sum()),  # local training of the uploaded trips (FedGBO App. B)
+        "flops_per_example": exp.example_flops,  # one example's forward + backward, counted
         # Memory of per-client state: the server algorithm's store and the engine's population arrays.
         "client_state_bytes": exp.server.client_state_nbytes(),
         "server_state_bytes": exp.server.server_state_nbytes(),  # e.g. HFL's past models

@@ -22,7 +22,8 @@ import pandas as pd
 from fl_bench.config import WANDB_MODES, WandbConfig
 from fl_bench.errors import ConfigError
 
-METRIC_COLUMNS = ("trips", "server_step", "sim_time", "val_accuracy", "val_loss")
+# bytes_down, bytes_up, flops: totals over the trips over so far (FedGBO Table IV's cost axes)
+METRIC_COLUMNS = ("trips", "server_step", "sim_time", "val_accuracy", "val_loss", "bytes_down", "bytes_up", "flops")
 log = logging.getLogger(__name__)
 
 

@@ -6,6 +6,8 @@ Federated local training calls ``loss`` from a lean loop (fl_bench.client); ``tr
 
 from __future__ import annotations
 
+import math
+
 import lightning as L
 import torch
 from torch import nn
@@ -13,6 +15,14 @@ from torch.nn import functional as F
 from torchmetrics.functional.classification import multiclass_accuracy
 
 from fl_bench.data.transforms import ImageTransform
+from fl_bench.errors import ConfigError
+
+
+def max_entropy_gap(activations: torch.Tensor) -> torch.Tensor:
+    """KL(U || softmax(a)) per row, = -log H - mean_j log softmax(a)_j (FedMAX, Chen et al. 2020; FedGBO's
+    code: kl_div(log_softmax(a), softmax(0)), i.e. KL of the uniform U against softmax(a)): 0 when
+    the H activations are all equal, the maximum-entropy point."""
+    return -math.log(activations.shape[-1]) - F.log_softmax(activations, dim=-1).mean(-1)
 
 
 class ClassificationTask(L.LightningModule):
@@ -23,6 +33,7 @@ class ClassificationTask(L.LightningModule):
         weight_decay: float = 0.0,
         lr: float = 0.1,
         transform: ImageTransform | None = None,
+        entropy_weight: float = 0.0,
     ):
         super().__init__()
         self.model = model
@@ -30,6 +41,25 @@ class ClassificationTask(L.LightningModule):
         self.weight_decay = weight_decay
         self.lr = lr
         self.transform = transform
+        self.entropy_weight = entropy_weight  # FedMAX's alpha
+        self.features: torch.Tensor | None = None  # the last training forward's penultimate activations
+        if entropy_weight:
+            self._watch_penultimate()
+
+    def _watch_penultimate(self) -> None:
+        """Keep the input of the model's last linear layer (FedMAX's activation vector a, as FedGBO's
+        code takes it: after the hidden layer's ReLU) at every training forward."""
+        linears = [m for m in self.model.modules() if isinstance(m, nn.Linear)]
+        hidden = sum(p.numel() for p in self.model.parameters()) - sum(p.numel() for p in linears[-1].parameters()) if linears else 0
+        if not hidden:
+            raise ConfigError(f"algorithm.entropy_weight={self.entropy_weight} (FedMAX) needs a model with a hidden layer: "
+                              f"{type(self.model).__name__}'s output layer reads the input; use model=cnn_fedgbo, char_gru, mlp, ...")
+
+        def keep(module, inputs):
+            if module.training:
+                self.features = inputs[0]
+
+        linears[-1].register_forward_pre_hook(keep)
 
     def inputs(self, x: torch.Tensor, train: bool, generator: torch.Generator | None = None) -> torch.Tensor:
         """Stored examples -> model inputs: images scaled/augmented/normalised, token ids as int64."""
@@ -41,17 +71,21 @@ class ClassificationTask(L.LightningModule):
         return self.model(self.inputs(x, train=False))
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        return self.objective(self.model(self.inputs(x, True, generator)), y, self.model.parameters())
+        return self.objective(self.model(self.inputs(x, True, generator)), y, self.model.parameters(), features=self.features)
 
-    def objective(self, logits, y, params, weights: torch.Tensor | None = None) -> torch.Tensor:
+    def objective(self, logits, y, params, weights: torch.Tensor | None = None, features: torch.Tensor | None = None) -> torch.Tensor:
         """The local objective: cross-entropy averaged over the batch (or weighted per example by
         ``weights``, e.g. a batch of clients each averaging its own examples) plus the L2
-        regulariser (weight_decay / 2) * ||w||^2 (HFL's logistic regression)."""
+        regulariser (weight_decay / 2) * ||w||^2 (HFL's logistic regression) plus FedMAX's
+        alpha KL(U || softmax(a)) of the penultimate activations ``features``."""
         if weights is None:
             loss = F.cross_entropy(logits, y)
         else:
             ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
             loss = (ce * weights.reshape(-1)).sum()
+        if self.entropy_weight:
+            kl = max_entropy_gap(features.reshape(-1, features.shape[-1]))
+            loss = loss + self.entropy_weight * (kl.mean() if weights is None else (kl * weights.reshape(-1)).sum())
         if self.weight_decay:
             loss = loss + 0.5 * self.weight_decay * sum(p.pow(2).sum() for p in params)
         return loss

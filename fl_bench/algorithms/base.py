@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from fl_bench.algorithms.client_state import ClientState
+from fl_bench.client import LocalUpdate
 from fl_bench.engine.messages import Broadcast, Upload, tensor_bytes
 from fl_bench.errors import ConfigError
 
@@ -53,9 +54,19 @@ class ServerAlgorithm(ABC):
         """The current model version as clients download it (override to send extra state)."""
         return Broadcast(self.version, self.params)
 
+    def local_update(self) -> LocalUpdate:
+        """The clients' local step rule (fl_bench.client.LocalUpdate): SGD with FedProx's term by
+        default; FedGBO's family steps with its optimizer statistics."""
+        return LocalUpdate(self.cfg.prox_mu)
+
+    @property
+    def upload_keys(self) -> tuple[str, ...]:
+        """What each upload carries besides Delta (``Upload.extras``), set by the local rule."""
+        return self.local_update().upload_keys
+
     def upload_nbytes(self) -> int:
-        """Bytes one upload carries (override when the client sends extra tensors)."""
-        return tensor_bytes([self.params])
+        """Bytes one upload carries: Delta and each extra, parameter-sized (FedGBO Table I)."""
+        return tensor_bytes([self.params]) * (1 + len(self.upload_keys))
 
     @abstractmethod
     def add(self, upload: Upload) -> None:
@@ -82,7 +93,8 @@ class ServerOptimizerStep:
     """A torch.optim optimizer stepping ``params`` in place with a pseudo-gradient, built from
     ``cfg.server_optimizer`` (fl_bench.config.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
     momentum, m <- beta m + Dbar, w <- w - lr m (torch's convention; FedBuff Alg. 1 line 12), or
-    Nesterov's variant; adam, Adam with the configured betas and eps."""
+    Nesterov's variant; adam, Adam with the configured betas and eps; rmsprop, v <- beta v +
+    (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps)."""
 
     def __init__(self, cfg, params: torch.Tensor):
         self._param = torch.nn.Parameter(params, requires_grad=False)  # shares storage with params
@@ -94,8 +106,10 @@ class ServerOptimizerStep:
             self._opt = torch.optim.SGD([self._param], lr=opt.lr, momentum=opt.momentum, nesterov=opt.nesterov)
         elif opt.name == "adam":
             self._opt = torch.optim.Adam([self._param], lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps)
+        elif opt.name == "rmsprop":
+            self._opt = torch.optim.RMSprop([self._param], lr=opt.lr, alpha=opt.beta, eps=opt.eps)
         else:
-            raise ConfigError(f"algorithm.server_optimizer.name={opt.name!r} is not allowed: choose one of sgd, momentum, adam")
+            raise ConfigError(f"algorithm.server_optimizer.name={opt.name!r} is not allowed: choose one of sgd, momentum, adam, rmsprop")
 
     @property
     def grad(self) -> torch.Tensor:

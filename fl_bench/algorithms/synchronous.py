@@ -24,3 +24,13 @@ class Centralized(FedAvg):
     """Sequential SGD on the pooled data (FedLaAvg's and HFL's S-SGD): the experiment pools every
     client's examples into one client, each round is one trip of local steps on it, and w <- y
     (FedAvg with a cohort of one and server lr 1)."""
+
+
+class AdaptiveFedOpt(FedAvg):
+    """AdaptiveFedOpt (Reddi et al. 2021; FedGBO's AFO): FedAvg clients (SGD), a server SGDm /
+    RMSProp / Adam step (``server_optimizer``, torch.optim) on the mean update as pseudo-gradient."""
+
+
+class FedMAX(FedAvg):
+    """FedMAX (Chen et al. 2020): FedAvg whose clients add alpha KL(U || softmax(a)) over the
+    penultimate activations a to the local loss (``entropy_weight``; fl_bench.task)."""

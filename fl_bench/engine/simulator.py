@@ -75,8 +75,8 @@ class UploadRows:
     """A reused [rows, P] upload buffer handed out row by row (fresh multi-MB buffers page-fault on
     every trip); it doubles when every row is taken."""
 
-    def __init__(self, like: torch.Tensor, capacity: int):
-        self.data = like.new_empty(max(capacity, 1), like.numel())
+    def __init__(self, like: torch.Tensor, capacity: int, width: int):
+        self.data = like.new_empty(max(capacity, 1), width)
         self._free = list(range(len(self.data) - 1, -1, -1))
 
     def take(self) -> int:
@@ -109,6 +109,7 @@ class Simulator:
         concurrency: int | None = None,
         between_events: Callable[[], None] | None = None,
         max_steps: int | None = None,
+        flops_by_client: np.ndarray | None = None,
     ):
         self.server, self.trainer, self.population = server, trainer, population
         self.selection, self.delays, self.policy, self.rng = selection, delays, policy, rng
@@ -137,11 +138,16 @@ class Simulator:
         self._next_eval = 0
         self._batch_all = trainer.vmap  # batching pays only for the vmap trainer
         params = server.params
-        self._rows = UploadRows(params, policy.clients_at_once() + 16) if self._batch_all else None
-        self._scratch = params.new_empty(0, params.numel())
+        self._upload_keys = server.upload_keys  # extras after Delta in each upload row
+        width = params.numel() * (1 + len(self._upload_keys))
+        self._rows = UploadRows(params, policy.clients_at_once() + 16, width) if self._batch_all else None
+        self._scratch = params.new_empty(0, width)
         self.weight_by_client = np.zeros(len(population))  # each client's total share of the steps so far
         self.bytes_down = server.broadcast().nbytes
         self.bytes_up = server.upload_nbytes()
+        # FLOPs of one trip's local training, per client (fl_bench.costs); 0 where not counted
+        self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client
+        self.costs = {"bytes_down": 0, "bytes_up": 0, "flops": 0.0}  # totals over the trips over so far
 
     def _check_enough_clients(self, concurrency: int | None) -> None:
         needed, num_clients = self.policy.clients_at_once(), len(self.population)
@@ -302,9 +308,12 @@ class Simulator:
                 self._scratch = self._scratch.new_empty(len(trips), self._scratch.shape[1])
             vectors = list(self._scratch[: len(trips)])
             self._train(trips, vectors)
-        for trip, vector in zip(trips, vectors):
+        size = server.params.numel()
+        for trip, row in zip(trips, vectors):
             staleness = server.version - trip.version
-            server.add(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector))
+            vector, *extras = row.view(-1, size).unbind(0)
+            server.add(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector,
+                              dict(zip(self._upload_keys, extras))))
             if trip.row >= 0:
                 self._rows.release(trip.row)
         self.buffer = []
@@ -328,8 +337,12 @@ class Simulator:
         staleness = self.server.version - trip.version
         used = not trip.aborted
         trip.log_row = len(self.log)
+        up, flops = (self.bytes_up, float(self.flops_by_client[trip.client])) if used else (0, 0.0)
         self.log.append(trip.client, int(self.sizes[trip.client]), trip.version, trip.start, trip.end, staleness,
-                        int(used), self.bytes_down, self.bytes_up if used else 0)
+                        int(used), self.bytes_down, up, flops)
+        self.costs["bytes_down"] += self.bytes_down
+        self.costs["bytes_up"] += up
+        self.costs["flops"] += flops
         self.population.finish(trip.id, trip.client)
         self.ended += 1
 
@@ -354,8 +367,9 @@ class Simulator:
         self.trainer.train(starts, [t.client for t in trips], [self._seed_base + t.id for t in trips], out)
         self.trained += len(trips)
         if self.server.upload == "model":  # y_Q = y_0 - Delta
+            size = self.server.params.numel()
             for start, row in zip(starts, out):
-                torch.sub(start.params, row, out=row)
+                torch.sub(start.params, row[:size], out=row[:size])
         for trip in trips:
             del self._pending[trip.id]
             self._release_version(trip.version)

@@ -12,16 +12,17 @@ class TripLog:
     when a trip is over: uploaded (``used=1``) or dropped / aborted (``used=0``, nothing uploaded)."""
 
     COLUMNS = ("client", "num_examples", "download_version", "start_time", "end_time", "staleness", "used",
-               "bytes_down", "bytes_up", "weight")
+               "bytes_down", "bytes_up", "flops", "weight")
     # weight: the upload's normalised share of its server step, where the algorithm defines one
     # (FedStaleWeight), else NaN
-    _TYPES = {"start_time": "d", "end_time": "d", "used": "b", "weight": "d"}
+    # flops: the local training of an uploaded trip (FedGBO App. B), 0 for one that uploaded nothing
+    _TYPES = {"start_time": "d", "end_time": "d", "used": "b", "flops": "d", "weight": "d"}
 
     def __init__(self) -> None:
         for name in self.COLUMNS:
             setattr(self, name, array(self._TYPES.get(name, "q")))
 
-    def append(self, client, num_examples, version, start, end, staleness, used, bytes_down, bytes_up) -> None:
+    def append(self, client, num_examples, version, start, end, staleness, used, bytes_down, bytes_up, flops) -> None:
         self.client.append(client)
         self.num_examples.append(num_examples)
         self.download_version.append(version)
@@ -31,6 +32,7 @@ class TripLog:
         self.used.append(used)
         self.bytes_down.append(bytes_down)
         self.bytes_up.append(bytes_up)
+        self.flops.append(flops)
         self.weight.append(float("nan"))
 
     def __len__(self) -> int:

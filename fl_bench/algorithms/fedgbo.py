@@ -1,0 +1,96 @@
+"""FedGBO (Mills et al., Alg. 1) and the adaptive-FL baselines it is compared with (Sec. 4): MFL,
+Mimelite and MimeXlite. All run FedAvg's rounds: clients download x_t and the global optimizer's
+statistics s_t, take K local steps, and the server sets x_{t+1} to the mean of the uploaded models.
+They differ in where s moves (fl_bench.algorithms.global_optimizer writes U, T and I once):
+
+- FedGBO: s fixed on clients; the server inverts the mean model change into the mean local
+  gradient, g~ = I(x_t, x_{t+1}, s_t, K, eta), and tracks it, s_{t+1} = T(g~, s_t). Upload: x.
+- MFL: s moves on clients with every step; the server averages the clients' s with their models.
+  Upload: x, s.
+- Mimelite: s fixed on clients, which also upload a full-batch gradient at x_t; the server tracks
+  the mean of those, s_{t+1} = T(mean grad f_i(x_t), s_t). Upload: x, grad f. MimeXlite: the first
+  local step's minibatch gradient at x_t instead.
+
+AdaptiveFedOpt and FedMAX are FedAvg with a server optimizer / a client objective term
+(fl_bench.algorithms.synchronous).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.algorithms.global_optimizer import FixedStatistics, GlobalOptimizer, MovingStatistics
+from fl_bench.client import LocalTraining, LocalUpdate
+from fl_bench.engine.messages import Broadcast, Upload
+
+
+class _GlobalStatistics(ServerAlgorithm):
+    """Rounds whose clients download x_t and s_t; x_{t+1} = the (weighted) mean of the uploaded y_K,
+    i.e. x_t - mean Delta_i (Alg. 1: 1/|S_t| sum y_K, ``weighting=uniform``)."""
+
+    def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
+        super().__init__(cfg, params, num_clients, client_sizes)
+        self.optimizer = GlobalOptimizer.from_config(cfg)
+        self.state = self.optimizer.initial_state(params)  # s_t, sent with every broadcast
+        self._local = LocalTraining.from_config(cfg)
+        self._delta = torch.zeros_like(params)  # sum_i w_i Delta_i
+        self._extras = {key: torch.zeros_like(params) for key in self.upload_keys}  # sum_i w_i extra_i
+        self._weight = 0.0
+
+    def broadcast(self) -> Broadcast:
+        return Broadcast(self.version, self.params, self.state)
+
+    def add(self, upload: Upload) -> None:
+        weight = float(upload.num_examples) if self.cfg.weighting == "examples" else 1.0
+        self._delta.add_(upload.vector, alpha=weight)
+        for key, total in self._extras.items():
+            total.add_(upload.extras[key], alpha=weight)
+        self._weight += weight
+
+    def _step(self) -> None:
+        mean_delta = self._delta.div_(self._weight)  # x_t - x_{t+1}
+        means = {key: total.div_(self._weight) for key, total in self._extras.items()}
+        self._update_state(mean_delta, means)
+        self.params.sub_(mean_delta)
+        self._delta.zero_()
+        for total in self._extras.values():
+            total.zero_()
+        self._weight = 0.0
+
+    def _update_state(self, mean_delta: torch.Tensor, means: dict[str, torch.Tensor]) -> None:
+        raise NotImplementedError
+
+
+class FedGBO(_GlobalStatistics):
+    """Alg. 1: g~ = I(x_t, x_{t+1}, s_t, K, eta), s_{t+1} = T(g~, s_t) (Table II)."""
+
+    def local_update(self) -> LocalUpdate:
+        return FixedStatistics(self.optimizer, self.cfg.prox_mu)
+
+    def _update_state(self, mean_delta, means) -> None:
+        lr = self._local.lr_at(self.version)  # eta of this round's trips
+        self.optimizer.track(self.optimizer.inverse(mean_delta, self.state, lr, self.cfg.local_steps), self.state)
+
+
+class MFL(_GlobalStatistics):
+    """MFL (Liu et al. 2020, as FedGBO Sec. 4 describes it): s_{t+1} = the mean of the clients' s_K."""
+
+    def local_update(self) -> LocalUpdate:
+        return MovingStatistics(self.optimizer, self.cfg.prox_mu)
+
+    def _update_state(self, mean_delta, means) -> None:
+        for key, value in self.state.items():
+            value.copy_(means[key])
+
+
+class Mimelite(_GlobalStatistics):
+    """Mimelite (Karimireddy et al. 2020, as FedGBO Sec. 4): s_{t+1} = T(mean_i grad f_i(x_t), s_t),
+    the gradient over each client's data (``start_gradient=full``) or one minibatch (``minibatch``:
+    MimeXlite, FedGBO Sec. 5.2)."""
+
+    def local_update(self) -> LocalUpdate:
+        return FixedStatistics(self.optimizer, self.cfg.prox_mu, start_gradient=self.cfg.start_gradient)
+
+    def _update_state(self, mean_delta, means) -> None:
+        self.optimizer.track(means["gradient"], self.state)
