@@ -66,6 +66,9 @@ class Killed(BaseException):
     ("experiment=fedstaleweight_fig2_smoke", "concurrency=15", "max_rounds=120", "eval_every=100"),  # per-client staleness EMAs
     ("experiment=fedlaavg_table2_smoke", "algorithm=fedlaavg", "concurrency=10", "max_trips=400", "eval_every=20",
      "algorithm.lr_decay=0.99"),  # the N x P gradient table, longest-absent selection, diurnal availability
+    ("algorithm=fedgbo", "algorithm.optimizer=adam", "max_trips=400", "concurrency=20", "eval_every=100"),  # the global statistics s_t in every broadcast
+    ("algorithm=mfl", "vmap_clients=true", "concurrency=10"),  # statistics uploaded and averaged
+    ("algorithm=mimexlite", "concurrency=10", "max_trips=300", "eval_every=100"),  # uploaded gradients
     ("algorithm=fedavgm", "algorithm/server_optimizer=adam", "model=cnn4", "dataset=digits", "partition=iid",
      "partition.num_clients=100", "concurrency=10", "max_trips=300", "eval_every=50"),
 ], ids=lambda o: "-".join(o))
