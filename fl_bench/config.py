@@ -113,10 +113,16 @@ class RealDatasetConfig(DatasetConfig):
     # a random crop_size x crop_size crop; evaluation takes the centre crop.
     random_flip: bool = False
     crop_size: Optional[int] = None
+    # Evaluate on a fixed random sample of this many evaluation examples (drawn with the partition
+    # seed, the same for every method and run), null: all. For CPU-scale runs of large test splits
+    # (Shakespeare's 37k+ windows through a GRU at every evaluation).
+    max_eval_examples: Optional[int] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _choice("dataset.eval_split", self.eval_split, EVAL_SPLITS)
+        _require(self.max_eval_examples is None or self.max_eval_examples >= 1, "dataset.max_eval_examples",
+                 self.max_eval_examples, "must be >= 1 or null")
         _require(self.crop_size is None or self.crop_size >= 1, "dataset.crop_size", self.crop_size, "must be >= 1 or null")
 
 

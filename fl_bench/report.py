@@ -213,6 +213,62 @@ def best_accuracy_table(runs: pd.DataFrame, reference: str | None, metrics: pd.D
     return table
 
 
+def _at_first(group: pd.DataFrame, reached: pd.Series) -> pd.Series:
+    """The evaluation row where ``reached`` is first true (None if never)."""
+    return group.loc[reached.idxmax()] if reached.any() else None
+
+
+def costs_table(runs: pd.DataFrame, metrics: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """FedGBO Table IV's layout, per method: max accuracy (mean over seeds) with its 95% confidence
+    interval (Student t over the seeds), the upload GB and TFLOPs each run had spent when it first
+    reached its own max (mean over seeds), and those to first reach the reference's (FedAvg's) mean max
+    accuracy, with how many seeds did (NaN unless all did). Costs are metrics.csv's cumulative
+    bytes_up and flops at that evaluation."""
+    from scipy import stats
+
+    table = best_accuracy_table(runs, reference, metrics)
+    target = None
+    if reference is not None:
+        target = runs.loc[runs["method"] == reference, "best_val_accuracy"].mean()
+    by_run = dict(tuple(metrics.groupby("run")))
+    rows = []
+    for method, group in runs.groupby("method", sort=False):
+        n, best = len(group), group["best_val_accuracy"]
+        half_width = stats.t.ppf(0.975, n - 1) * best.std(ddof=1) / np.sqrt(n) if n > 1 else float("nan")
+        at_max = [_at_first(by_run[r], by_run[r]["val_accuracy"] >= by_run[r]["val_accuracy"].max()) for r in group["run"]]
+        at_ref = [_at_first(by_run[r], by_run[r]["val_accuracy"] >= target) if target is not None else None for r in group["run"]]
+        reached = [row for row in at_ref if row is not None]
+        all_reached = len(reached) == n
+        rows.append({
+            "method": method,
+            "ci95": 100 * half_width,
+            "upload_gb_at_max": np.mean([row["bytes_up"] for row in at_max]) / 1e9,
+            "tflops_at_max": np.mean([row["flops"] for row in at_max]) / 1e12,
+            "rounds_at_max": np.mean([row["server_step"] for row in at_max]),
+            "reached_reference": f"{len(reached)}/{n}",
+            "upload_gb_to_reference": np.mean([row["bytes_up"] for row in reached]) / 1e9 if all_reached else float("nan"),
+            "tflops_to_reference": np.mean([row["flops"] for row in reached]) / 1e12 if all_reached else float("nan"),
+            "rounds_to_reference": np.mean([row["server_step"] for row in reached]) if all_reached else float("nan"),
+        })
+    return table.merge(pd.DataFrame(rows), on="method")
+
+
+def costs_markdown(table: pd.DataFrame) -> str:
+    shown = pd.DataFrame({"method": table["method"]})
+    shown["max accuracy (95% CI)"] = [f"{v:.2f} (± {c:.2f})" + (f" ({d} diverged)" if d else "")
+                                      for v, c, d in zip(table["best_accuracy"], table["ci95"], table["diverged"])]
+    for column, label in (("upload_gb_at_max", "upload GB"), ("tflops_at_max", "TFLOPs"), ("rounds_at_max", "rounds")):
+        shown[f"{label} to max"] = table[column].map(lambda v: f"{v:.4g}")
+    shown["reached reference max"] = table["reached_reference"]
+    for column, label in (("upload_gb_to_reference", "upload GB"), ("tflops_to_reference", "TFLOPs"),
+                          ("rounds_to_reference", "rounds")):
+        shown[f"{label} to reference max"] = table[column].map(lambda v: "–" if pd.isna(v) else f"{v:.4g}")
+    for column in ("paper", "difference", "paper difference", "direction", "margin / seed std"):
+        if column in table:
+            shown[column] = table[column]
+    return shown.to_markdown(index=False)
+
+
 def _points_side(difference: float) -> str:
     """Which side of 0 a difference in accuracy points lies: '=' within half a point."""
     return ">" if difference > 0.5 else "<" if difference < -0.5 else "="
@@ -338,7 +394,8 @@ def _save(fig: plt.Figure, path: Path) -> None:
     plt.close(fig)
 
 
-AXIS_LABELS = {"trips": "client trips", "sim_time": "simulated time", "server_step": "rounds (server steps)"}
+AXIS_LABELS = {"trips": "client trips", "sim_time": "simulated time", "server_step": "rounds (server steps)",
+               "upload_gb": "uploaded (GB)", "tflops": "local training (TFLOPs)"}
 
 
 def plot_curves(metrics: pd.DataFrame, target: float, path: Path, xs: tuple[str, str] = ("trips", "sim_time")) -> None:
@@ -417,7 +474,7 @@ def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-MEASURES = ("trips", "rounds", "best_accuracy")
+MEASURES = ("trips", "rounds", "best_accuracy", "costs")
 
 
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
@@ -432,7 +489,18 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         raise ValueError(f"measure {measure!r}: choose one of {', '.join(MEASURES)}")
     runs, metrics, trips = frames
     seeds = sorted(runs["seed"].unique())
-    if measure == "best_accuracy":
+    if measure == "costs":
+        table = costs_table(runs, metrics, reference)
+        if arms is not None:
+            table = compare_accuracy_with_paper(table, arms, reference)
+        body = (f"FedGBO Table IV's layout: max validation accuracy (%) within the budget ({int(table['budget'].max()):,} "
+                f"client trips, {int(table['rounds'].max()):,} rounds), mean over seeds {', '.join(map(str, seeds))} with its "
+                f"95% confidence interval; the upload (GB) and local-training FLOPs (10^12, FLOPs counted by torch's "
+                f"FlopCounterMode, a multiply-add = 2) spent when each run first reached its max, and to first reach "
+                f"{reference}'s mean max accuracy (mean over seeds, – unless every seed reached it)"
+                f"{'; difference: points relative to the arm it is compared with' if arms is not None else ''}."
+                f"\n\n{costs_markdown(table)}")
+    elif measure == "best_accuracy":
         table = best_accuracy_table(runs, reference, metrics)
         if arms is not None:
             table = compare_accuracy_with_paper(table, arms, reference)
@@ -472,7 +540,9 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         + "".join(f"![{plot}]({name}_{plot}.png)\n\n" for plot in plots)
     )
     target = float(runs["target_accuracy"].iloc[0])
-    axes = ("trips", "sim_time") if measure == "trips" else ("server_step", "trips")
+    axes = {"trips": ("trips", "sim_time"), "costs": ("upload_gb", "tflops")}.get(measure, ("server_step", "trips"))
+    if measure == "costs":  # FedGBO's curves: accuracy against what was uploaded and computed
+        metrics = metrics.assign(upload_gb=metrics["bytes_up"] / 1e9, tflops=metrics["flops"] / 1e12)
     plot_curves(metrics, target, out / f"{name}_curves.png", axes)
     plot_staleness(trips, out / f"{name}_staleness.png")
     plot_examples(trips, out / f"{name}_examples.png")
@@ -490,7 +560,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--by", nargs="+", default=["algorithm.name"], help="config keys that name a method")
     parser.add_argument("--reference", help="method the others are compared with")
     parser.add_argument("--measure", choices=MEASURES, default="trips",
-                        help="client trips or rounds to the target, or best accuracy within the budget")
+                        help="client trips or rounds to the target, best accuracy within the budget, or costs "
+                             "(FedGBO Table IV: max accuracy, upload GB and TFLOPs to it and to the reference's)")
     args = parser.parse_args(argv)
     try:
         if bool(args.paths) == bool(args.wandb):
@@ -499,7 +570,7 @@ def main(argv: list[str] | None = None) -> None:
         table = write_report(frames, args.name, args.out, args.reference, measure=args.measure)
     except (FileNotFoundError, ValueError) as error:
         parser.exit(2, f"fl_bench.report: error: {error}\n")
-    print(accuracy_markdown(table) if args.measure == "best_accuracy" else markdown(table))
+    print({"best_accuracy": accuracy_markdown, "costs": costs_markdown}.get(args.measure, markdown)(table))
     print(f"written to {args.out}/{args.name}.md, .csv, _curves.png, _staleness.png")
 
 

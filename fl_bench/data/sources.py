@@ -343,6 +343,9 @@ def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> Federat
         train, test = holdout(train, test, cfg.val_fraction, partition_cfg.seed)
     if len(test) == 0:
         raise ConfigError(f"dataset={cfg.name} has no test split: use dataset.eval_split=holdout")
+    if cfg.max_eval_examples is not None and cfg.max_eval_examples < len(test):
+        keep = np.sort(np.random.default_rng(partition_cfg.seed).choice(len(test), cfg.max_eval_examples, replace=False))
+        test = Examples(test.x[keep], test.y[keep])
     order, sizes = partition(partition_cfg, train, source.num_classes)
     x, y = _take(train.x, order), _take(train.y, order)
     transform = None
