@@ -266,7 +266,7 @@ def costs_markdown(table: pd.DataFrame) -> str:
     for column in ("paper", "difference", "paper difference", "direction", "margin / seed std"):
         if column in table:
             shown[column] = table[column]
-    return shown.to_markdown(index=False)
+    return shown.to_markdown(index=False, disable_numparse=True)  # keep "+0.40" and "4.5e-05" as written
 
 
 def _points_side(difference: float) -> str:

@@ -271,3 +271,36 @@ def test_costs_per_trip_and_cumulative_follow_table_i_and_eq_22(run_config):
     fb = summaries["fedavg"][0]["flops_per_example"]
     gbo, mime = summaries["fedgbo"][1], summaries["mimelite"][1]
     np.testing.assert_allclose(mime.flops.to_numpy() - gbo.flops.to_numpy(), mime.num_examples.to_numpy() * fb)  # + n (fwd + bwd)
+
+
+@pytest.mark.parametrize("overrides", [
+    ("algorithm=mimexlite", "algorithm.optimizer=rmsprop"),
+    ("algorithm=adaptive_fedopt", "algorithm/server_optimizer=rmsprop"),
+    ("algorithm=fedmax", "vmap_clients=true"),
+], ids=lambda o: "-".join(o))
+def test_the_other_baselines_run_end_to_end(run_config, overrides):
+    summary, metrics, _ = run_config(*RUN, *overrides)
+    assert summary["status"] == "completed" and summary["server_steps"] == 30
+    assert metrics.val_accuracy.iloc[-1] > metrics.val_accuracy.iloc[0]  # it learns
+
+
+def test_server_rmsprop_step_by_hand():
+    """AFO-RMSProp: v <- beta v + (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps) (torch.optim.RMSprop)."""
+    from fl_bench.algorithms.synchronous import AdaptiveFedOpt
+    from fl_bench.config import AdaptiveFedOptConfig, RMSPropServerOptimizerConfig
+
+    cfg = AdaptiveFedOptConfig(server_optimizer=RMSPropServerOptimizerConfig(lr=0.1, beta=0.9, eps=1e-3), weighting="uniform")
+    server = AdaptiveFedOpt(cfg, torch.zeros(2), 2)
+    server.add(upload(0, [1.0, 0.0]))
+    server.add(upload(1, [3.0, 2.0]))
+    server.step()
+    mean = torch.tensor([2.0, 1.0])
+    torch.testing.assert_close(server.params, -0.1 * mean / ((0.1 * mean**2).sqrt() + 1e-3))
+
+
+def test_fedmax_on_a_model_without_a_hidden_layer_is_one_line(compose_config):
+    from fl_bench.experiment import build_experiment
+
+    cfg = compose_config("algorithm=fedmax", "model=logreg")
+    with pytest.raises(ConfigError, match="algorithm.entropy_weight=0.1 .FedMAX. needs a model with a hidden layer"):
+        build_experiment(cfg, lambda p: False)
