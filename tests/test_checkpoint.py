@@ -26,7 +26,9 @@ def assert_same_run(a, b):
     assert model_a.keys() == model_b.keys() and all(torch.equal(model_a[k], model_b[k]) for k in model_a)
 
 
-@pytest.mark.parametrize("algorithm", ["fedbuff", "fedavgm"])
+# One algorithm through a real SIGKILL (a subprocess costs ~8 s of start-up); every algorithm's state
+# is covered bit for bit by the in-process kill below.
+@pytest.mark.parametrize("algorithm", ["fedbuff"])
 def test_a_run_killed_with_sigkill_at_a_random_point_and_resumed_ends_identical(tmp_path, algorithm):
     overrides = ["progress=false", f"algorithm={algorithm}", "max_trips=2000", "eval_every=100", "checkpoint_every=2"]
     assert fl_bench(*overrides, f"hydra.run.dir={tmp_path / 'whole'}", cwd=tmp_path).returncode == 0
