@@ -126,7 +126,7 @@ class MeanSquaredErrorTask(ClassificationTask):
     1/2 r^2 averaged over the batch, so a full batch's gradient is exactly w - mean(x). It has no
     accuracy: ``evaluate`` returns (validation objective, NaN)."""
 
-    def objective(self, residuals, y, params, weights: torch.Tensor | None = None) -> torch.Tensor:
+    def objective(self, residuals, y, params, weights: torch.Tensor | None = None, features=None) -> torch.Tensor:
         squared = 0.5 * residuals.pow(2)
         loss = squared.mean() if weights is None else (squared * weights).sum()
         if self.weight_decay:

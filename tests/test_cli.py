@@ -27,7 +27,9 @@ def test_default_run_reaches_its_target_and_writes_the_run_directory(tmp_path):
     assert summary["algorithm"] == "fedbuff" and summary["trips_to_target"] is not None
     assert f"trips to {summary['target_accuracy']:.0%}: {summary['trips_to_target']}" in result.stdout
     metrics = pd.read_csv(run_dir / "metrics.csv")
-    assert list(metrics.columns) == ["trips", "server_step", "sim_time", "val_accuracy", "val_loss"]
+    assert list(metrics.columns) == ["trips", "server_step", "sim_time", "val_accuracy", "val_loss", "bytes_down",
+                                     "bytes_up", "flops"]
+    assert metrics.bytes_up.iloc[-1] == summary["bytes_up"] and metrics.flops.iloc[-1] == summary["flops"] > 0
     assert metrics.trips.iloc[-1] == summary["client_trips"] == 20000
     assert metrics.val_accuracy.iloc[-1] > metrics.val_accuracy.iloc[0]
     trips = pd.read_csv(run_dir / "trips.csv")
@@ -53,7 +55,7 @@ def test_multirun_over_algorithms_and_seeds(tmp_path):
     "override, expected",
     [
         ("concurrency=0", "concurrency=0"),
-        ("algorithm=nope", "unknown algorithm 'nope': choose one of buffered_fedavg, centralized, fedasync, fedavg, fedavgm, fedbuff, fedlaavg, fedprox, fedstaleweight, hfl"),
+        ("algorithm=nope", "unknown algorithm 'nope': choose one of adaptive_fedopt, buffered_fedavg, centralized, fedasync, fedavg, fedavgm, fedbuff, fedgbo, fedlaavg, fedmax, fedprox, fedstaleweight, hfl, mfl, mimelite, mimexlite"),
         ("algorithm.buffer_size=-1", "algorithm.buffer_size=-1"),
         ("algorithm.bufer_size=3", "bufer_size"),
         ("concurrency=5000", "concurrency=5000 is impossible"),
