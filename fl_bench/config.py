@@ -1105,6 +1105,54 @@ class NoDPConfig(DPConfig):
     name: str = "none"
 
 
+@dataclass
+class PrivateDPConfig(DPConfig):
+    """User-level DP in the trusted aggregator (FedBuff Alg. 1, lines marked DP, "in TEE"): every
+    upload's Delta is clipped to norm ``clip`` (L) before the server sees it, a step's clipped uploads
+    are averaged, and Gaussian noise calibrated to L / (uploads per step) is added; the server
+    algorithm only ever sees that noised mean. ``noise_multiplier`` sigma, or ``target_epsilon``:
+    sigma is calibrated by the accountant (dp-accounting) for the run's budget of steps."""
+
+    clip: float = 1.0
+    noise_multiplier: Optional[float] = 1.0
+    target_epsilon: Optional[float] = None  # set: sigma is calibrated for it (noise_multiplier ignored)
+    delta: float = 1e-7  # FedBuff Fig. 4
+
+    def __post_init__(self) -> None:
+        d = "dp."
+        _require(math.isfinite(self.clip) and self.clip > 0, d + "clip", self.clip, "must be > 0")
+        _require(self.noise_multiplier is None or self.noise_multiplier >= 0, d + "noise_multiplier",
+                 self.noise_multiplier, "must be >= 0 or null")
+        _require(self.target_epsilon is None or self.target_epsilon > 0, d + "target_epsilon", self.target_epsilon, "must be > 0 or null")
+        _require(self.target_epsilon is not None or self.noise_multiplier is not None, d + "noise_multiplier",
+                 self.noise_multiplier, "set it or dp.target_epsilon")
+        _require(0 < self.delta < 1, d + "delta", self.delta, "must be in (0, 1)")
+
+
+@dataclass
+class FTRLConfig(PrivateDPConfig):
+    """DP-FTRL (Kairouz et al. 2021) as FedBuff Alg. 1 lines 14-15: the noise of each step's mean comes
+    from a binary tree over server steps (std sigma L / K per node), so the noise in the model after t
+    steps is that of the noisy prefix sum (log t nodes), not of t independent draws. ``restart_every``:
+    a fresh tree every that many steps (null: one tree for the run)."""
+
+    name: str = "ftrl"
+    restart_every: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(self.restart_every is None or self.restart_every >= 1, "dp.restart_every", self.restart_every, "must be >= 1 or null")
+
+
+@dataclass
+class DPSGDConfig(PrivateDPConfig):
+    """DP-SGD for synchronous rounds (McMahan et al. 2018): noise of std sigma L / cohort on each round's
+    mean, privacy amplified by sampling the fixed-size cohort uniformly without replacement from the N
+    clients (accounted as such, with dp-accounting's replace-one neighbouring relation)."""
+
+    name: str = "dpsgd"
+
+
 # ----------------------------------------------------------------------------- run
 LOGGERS = ("csv", "wandb")
 
@@ -1260,7 +1308,7 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "all_available": AllAvailableSelectionConfig,
         "weighted": WeightedSelectionConfig,
     },
-    "dp": {"none": NoDPConfig},
+    "dp": {"none": NoDPConfig, "ftrl": FTRLConfig, "dpsgd": DPSGDConfig},
 }
 
 

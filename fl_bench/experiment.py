@@ -25,7 +25,7 @@ from fl_bench.checkpoint import (CHECKPOINT, CheckpointSchedule, load_checkpoint
                                  remove_partial_checkpoints, save_checkpoint, set_rng_states)
 from fl_bench.client import ClientTrainer, LocalTraining
 from fl_bench.costs import example_flops, trip_flops
-from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, LabelGroupsPartitionConfig, build
+from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, LabelGroupsPartitionConfig, SyncConfig, build
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
@@ -102,8 +102,62 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         concurrency=cfg.concurrency,
         between_events=between_events,
         flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
+        privacy=build_privacy(cfg, server, data.num_clients, device),
     )
     return Experiment(cfg, data, task, trainer, server, simulator, per_example)
+
+
+def dp_plan(cfg: Config, num_clients: int) -> dict[str, Any]:
+    """Uploads per server step (K: the buffer, or the cohort) and the budget of steps the accountant
+    is calibrated for (max_rounds, else max_trips / K)."""
+    algorithm = cfg.algorithm
+    per_step = getattr(algorithm, "buffer_size", None) or getattr(algorithm, "cohort", None) or cfg.concurrency
+    steps = cfg.max_rounds if cfg.max_rounds is not None else -(-cfg.max_trips // per_step)
+    return dict(per_step=per_step, steps=steps, num_clients=num_clients,
+                restart_every=getattr(cfg.dp, "restart_every", None))
+
+
+def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device: torch.device):
+    """The trusted aggregator of a DP run (fl_bench.privacy), its sigma calibrated for dp.target_epsilon."""
+    if cfg.dp.name == "none":
+        return None
+    from fl_bench.privacy import PrivateAggregation, calibrate
+
+    if server.upload != "delta" or server.upload_keys:
+        raise ConfigError(f"dp={cfg.dp.name} is not allowed with algorithm={cfg.algorithm.name}: DP clips and noises "
+                          f"model updates Delta and nothing else; use a FedBuff- or FedAvg-family algorithm")
+    if cfg.dp.name == "dpsgd" and not isinstance(cfg.algorithm, SyncConfig):
+        raise ConfigError(f"dp=dpsgd is not allowed with algorithm={cfg.algorithm.name}: its privacy is amplified by "
+                          f"sampling synchronous cohorts; use dp=ftrl for asynchronous aggregation")
+    plan = dp_plan(cfg, num_clients)
+    sigma = cfg.dp.noise_multiplier
+    if cfg.dp.target_epsilon is not None:
+        sigma = calibrate(cfg.dp.name, cfg.dp.target_epsilon, plan["steps"], cfg.dp.delta, plan["restart_every"],
+                          num_clients, plan["per_step"])
+        logger.info("dp: noise multiplier %.4f for epsilon %.3g at delta %.3g over %d steps", sigma,
+                    cfg.dp.target_epsilon, cfg.dp.delta, plan["steps"])
+    return PrivateAggregation(cfg.dp, server.params.numel(), plan["per_step"], sigma, cfg.seed, device)
+
+
+def _privacy_summary(cfg: Config, sim: Simulator, trips: dict[str, np.ndarray]) -> dict[str, Any]:
+    """epsilon spent by the steps taken (dp-accounting), and whether each client contributed at most
+    once per tree, which tree aggregation's single-epoch accounting assumes."""
+    privacy = sim.privacy
+    if privacy is None:
+        return {}
+    from fl_bench.privacy import epsilon
+
+    plan = dp_plan(cfg, len(sim.population))
+    spent = epsilon(privacy.mechanism, privacy.noise_multiplier, privacy.steps, cfg.dp.delta, plan["restart_every"],
+                    plan["num_clients"], plan["per_step"])
+    used = trips["client"][trips["used"] == 1]
+    most = int(np.bincount(used).max()) if len(used) else 0
+    if privacy.mechanism == "ftrl" and most > 1:
+        logger.warning("dp: a client uploaded %d times; the epsilon of single-epoch tree aggregation assumes at most "
+                       "once per tree (FedBuff: one pass over the clients): this run's dp_epsilon understates", most)
+    return {"dp_mechanism": privacy.mechanism, "dp_epsilon": spent, "dp_delta": cfg.dp.delta,
+            "dp_noise_multiplier": privacy.noise_multiplier, "dp_clip": privacy.clip,
+            "dp_max_participations": most}
 
 
 def _check_centralized(cfg: Config) -> None:
@@ -366,6 +420,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
         "final_val_accuracy_by_class": _accuracy_by_class(exp),
         **_fairness(cfg, sim.weight_by_client),
+        **_privacy_summary(cfg, sim, trips),
         "client_trips": sim.trips,
         "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": exp.server.version,

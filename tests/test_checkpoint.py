@@ -68,6 +68,7 @@ class Killed(BaseException):
     ("experiment=fedstaleweight_fig2_smoke", "concurrency=15", "max_rounds=120", "eval_every=100"),  # per-client staleness EMAs
     ("experiment=fedlaavg_table2_smoke", "algorithm=fedlaavg", "concurrency=10", "max_trips=400", "eval_every=20",
      "algorithm.lr_decay=0.99"),  # the N x P gradient table, longest-absent selection, diurnal availability
+    ("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=0.5", "dp.restart_every=7"),  # the tree's nodes, the noise RNG
     ("algorithm=fedgbo", "algorithm.optimizer=adam", "max_trips=400", "concurrency=20", "eval_every=100"),  # the global statistics s_t in every broadcast
     ("algorithm=mfl", "vmap_clients=true", "concurrency=10"),  # statistics uploaded and averaged
     ("algorithm=mimexlite", "concurrency=10", "max_trips=300", "eval_every=100"),  # uploaded gradients

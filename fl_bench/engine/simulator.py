@@ -110,6 +110,7 @@ class Simulator:
         between_events: Callable[[], None] | None = None,
         max_steps: int | None = None,
         flops_by_client: np.ndarray | None = None,
+        privacy=None,
     ):
         self.server, self.trainer, self.population = server, trainer, population
         self.selection, self.delays, self.policy, self.rng = selection, delays, policy, rng
@@ -148,6 +149,7 @@ class Simulator:
         # FLOPs of one trip's local training, per client (fl_bench.costs); 0 where not counted
         self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client
         self.costs = {"bytes_down": 0, "bytes_up": 0, "flops": 0.0}  # totals over the trips over so far
+        self.privacy = privacy  # fl_bench.privacy.PrivateAggregation: DP in the trusted aggregator, or None
 
     def _check_enough_clients(self, concurrency: int | None) -> None:
         needed, num_clients = self.policy.clients_at_once(), len(self.population)
@@ -309,18 +311,24 @@ class Simulator:
             vectors = list(self._scratch[: len(trips)])
             self._train(trips, vectors)
         size = server.params.numel()
+        uploads = []
         for trip, row in zip(trips, vectors):
             staleness = server.version - trip.version
             vector, *extras = row.view(-1, size).unbind(0)
-            server.add(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector,
-                              dict(zip(self._upload_keys, extras))))
+            uploads.append(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector,
+                                  dict(zip(self._upload_keys, extras))))
+        if self.privacy is not None:  # the server sees only the clipped, noised mean (SecAgg semantics)
+            uploads = [self.privacy.aggregate(uploads, server.version)]
+        for upload in uploads:
+            server.add(upload)
+        for trip in trips:
             if trip.row >= 0:
                 self._rows.release(trip.row)
         self.buffer = []
         if self._waiting[server.version]:
             self._snapshots[server.version] = server.broadcast().clone()  # it is about to move
         server.step()
-        if server.step_weights:  # fairness logs: each upload's share of this step
+        if server.step_weights and self.privacy is None:  # fairness logs: each upload's share of this step
             for trip, weight in zip(trips, server.step_weights):
                 self.log.weight[trip.log_row] = weight
                 self.weight_by_client[trip.client] += weight

@@ -1,0 +1,121 @@
+"""DP in the trusted aggregator (FedBuff Alg. 1, DP lines): clipping, DP-FTRL's tree aggregation,
+DP-SGD's noise, the server seeing only the noised aggregate, and (epsilon, delta) from dp-accounting."""
+
+import math
+
+import pytest
+import torch
+
+from fl_bench.engine.messages import Upload
+from fl_bench.privacy import PrivateAggregation, TreeAggregator, _Noise, calibrate, clip_, epsilon
+
+
+def test_clipping_bounds_every_norm_and_leaves_short_updates_alone():
+    g = torch.Generator().manual_seed(0)
+    for scale in (0.01, 0.3, 5.0, 100.0):
+        v = torch.randn(50, generator=g) * scale
+        before = v.clone()
+        clip_(v, 1.0)
+        assert float(v.norm()) <= 1.0 + 1e-6
+        if float(before.norm()) <= 1.0:
+            assert torch.equal(v, before)
+        else:  # the direction is kept
+            torch.testing.assert_close(v, before / before.norm())
+
+
+def test_tree_without_noise_gives_the_exact_prefix_sums():
+    tree = TreeAggregator(3, 0.0, _Noise(0, torch.device("cpu")))
+    values = [torch.tensor([float(t), 1.0, -t / 2]) for t in range(1, 12)]
+    for t, value in enumerate(values, start=1):
+        tree.add(value)
+        torch.testing.assert_close(tree.get_sum(), torch.stack(values[:t]).sum(0))
+        assert tree.nodes_used == bin(t).count("1")  # one node per set bit of t
+
+
+def test_tree_noise_std_is_node_std_times_sqrt_of_the_nodes_used():
+    size, std = 40_000, 0.7  # coordinates are independent draws: the sample std is within ~0.4% (1/sqrt(2n))
+    tree = TreeAggregator(size, std, _Noise(3, torch.device("cpu")))
+    for t in range(1, 9):
+        tree.add(torch.zeros(size))
+        expected = std * math.sqrt(bin(t).count("1"))
+        assert float(tree.get_sum().std()) == pytest.approx(expected, rel=0.05)
+
+
+class FTRL:
+    name, clip, restart_every = "ftrl", 1.0, None
+
+
+class DPSGD:
+    name, clip = "dpsgd", 1.0
+
+
+def uploads(vectors):
+    return [Upload(i, 0, 0, 1, torch.tensor(v)) for i, v in enumerate(vectors)]
+
+
+def test_the_aggregate_is_the_mean_of_clipped_updates_over_k_plus_the_tree_residual():
+    agg = PrivateAggregation(FTRL(), 2, per_step=2, noise_multiplier=0.0, seed=0, device=torch.device("cpu"))
+    out = agg.aggregate(uploads([[3.0, 4.0], [0.1, 0.0]]), version=0)  # |(3, 4)| = 5 -> (0.6, 0.8)
+    torch.testing.assert_close(out.vector, torch.tensor([0.35, 0.4]))
+    assert out.client == -1  # no client's own update
+    # with noise, the model's running sum of aggregates carries the noise of the tree's prefix sum
+    agg = PrivateAggregation(FTRL(), 30_000, per_step=10, noise_multiplier=2.0, seed=1, device=torch.device("cpu"))
+    running = torch.zeros(30_000)
+    for t in range(1, 8):
+        running += agg.aggregate([], version=t).vector
+        assert float(running.std()) == pytest.approx(2.0 * 1.0 / 10 * math.sqrt(bin(t).count("1")), rel=0.05)
+
+
+def test_dpsgd_noise_has_std_sigma_l_over_the_cohort_each_round():
+    agg = PrivateAggregation(DPSGD(), 30_000, per_step=4, noise_multiplier=1.5, seed=0, device=torch.device("cpu"))
+    for _ in range(3):
+        assert float(agg.aggregate([], version=0).vector.std()) == pytest.approx(1.5 / 4, rel=0.05)
+
+
+def test_epsilon_is_the_librarys_and_moves_the_right_way():
+    import dp_accounting
+    from dp_accounting import NeighboringRelation, rdp
+
+    reference = rdp.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_SPECIAL)
+    reference.compose(dp_accounting.SingleEpochTreeAggregationDpEvent(1.0, [600]))
+    assert epsilon("ftrl", 1.0, 600, 1e-7) == pytest.approx(reference.get_epsilon(1e-7))
+    assert epsilon("ftrl", 2.0, 600, 1e-7) < epsilon("ftrl", 1.0, 600, 1e-7)  # more noise, less epsilon
+    assert epsilon("ftrl", 1.0, 6000, 1e-7) > epsilon("ftrl", 1.0, 600, 1e-7)  # more steps, more epsilon
+    sgd = dict(num_clients=10_000, per_step=100)
+    assert epsilon("dpsgd", 2.0, 500, 1e-7, **sgd) < epsilon("dpsgd", 1.0, 500, 1e-7, **sgd)
+    assert epsilon("dpsgd", 1.0, 2000, 1e-7, **sgd) > epsilon("dpsgd", 1.0, 500, 1e-7, **sgd)
+    assert epsilon("ftrl", 0.0, 10, 1e-7) == math.inf
+
+
+@pytest.mark.parametrize("mechanism, extra", [("ftrl", {}), ("ftrl", {"restart_every": 100}),
+                                              ("dpsgd", {"num_clients": 10_000, "per_step": 100})])
+def test_calibration_finds_the_noise_for_the_target_epsilon(mechanism, extra):
+    sigma = calibrate(mechanism, 6.0, 600, 1e-7, **extra)
+    assert epsilon(mechanism, sigma, 600, 1e-7, **extra) == pytest.approx(6.0, rel=1e-2)
+    assert epsilon(mechanism, sigma * 0.9, 600, 1e-7, **extra) > 6.0
+
+
+def test_the_server_only_ever_sees_the_clipped_noised_aggregate(compose_config, monkeypatch):
+    """Secure-aggregation semantics: with DP on, ServerAlgorithm.add gets one upload per step, not a
+    client's, and (sigma = 0) its norm is at most L: no unclipped Delta reaches add or step."""
+    from fl_bench.algorithms.buffered import FedBuff
+    from fl_bench.experiment import build_experiment
+
+    seen = []
+    add = FedBuff.add
+    monkeypatch.setattr(FedBuff, "add", lambda self, upload: (seen.append(upload), add(self, upload))[1])
+    cfg = compose_config("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=0.0", "dp.clip=0.01", "max_trips=200",
+                         "eval_every=100", "concurrency=20")
+    exp = build_experiment(cfg, lambda p: False)
+    exp.simulator.run()
+    assert len(seen) == exp.server.version == 20  # one aggregate per step of K = 10
+    assert all(u.client == -1 and float(u.vector.norm()) <= 0.01 + 1e-6 for u in seen)
+
+
+def test_dp_runs_end_to_end_and_report_their_epsilon(run_config):
+    summary, _, _ = run_config("algorithm=fedbuff", "dp=ftrl", "dp.target_epsilon=12", "max_trips=400", "eval_every=200",
+                               "concurrency=20")
+    assert summary["dp_mechanism"] == "ftrl" and summary["dp_epsilon"] == pytest.approx(12, rel=1e-2)
+    summary, _, _ = run_config("algorithm=fedavgm", "dp=dpsgd", "dp.noise_multiplier=1.0", "max_trips=400",
+                               "eval_every=200", "concurrency=20", name="dpsgd")
+    assert summary["dp_epsilon"] == pytest.approx(epsilon("dpsgd", 1.0, 20, 1e-7, num_clients=1000, per_step=20))
