@@ -269,6 +269,54 @@ def costs_markdown(table: pd.DataFrame) -> str:
     return shown.to_markdown(index=False, disable_numparse=True)  # keep "+0.40" and "4.5e-05" as written
 
 
+def privacy_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """FedBuff Fig. 4: final accuracy per method (algorithm + DP mechanism) and epsilon spent (the
+    summary's dp_epsilon, at dp_delta), mean and std over seeds; non-private runs have epsilon inf."""
+    runs = runs.assign(
+        mechanism=runs.get("dp_mechanism", pd.Series(index=runs.index, dtype=object)).fillna("none"),
+        epsilon=runs.get("dp_epsilon", pd.Series(index=runs.index, dtype=float)).fillna(np.inf),
+    )
+    runs = runs.assign(method=runs["algorithm"] + " + " + runs["mechanism"], level=runs["epsilon"].round(1))
+    rows = []
+    for (method, level), group in runs.groupby(["method", "level"], sort=True):
+        rows.append({"method": method, "epsilon": group["epsilon"].mean(), "seeds": len(group),
+                     "final_accuracy": 100 * group["final_val_accuracy"].mean(),
+                     "final_std": 100 * group["final_val_accuracy"].std(ddof=0),
+                     "noise_multiplier": group.get("dp_noise_multiplier", pd.Series(np.nan, index=group.index)).mean()})
+    return pd.DataFrame(rows)
+
+
+def privacy_markdown(table: pd.DataFrame, best: str) -> str:
+    """Per epsilon: each method's final accuracy, which is best, and whether that is ``best`` (the paper's)."""
+    private = table[np.isfinite(table["epsilon"])]
+    wide = private.assign(level=private["epsilon"].round(0), cell=[f"{a:.2f} ± {s:.2f}" for a, s in
+                                                                    zip(private["final_accuracy"], private["final_std"])])
+    out = wide.pivot(index="level", columns="method", values="cell")
+    winners = wide.loc[wide.groupby("level")["final_accuracy"].idxmax()].set_index("level")["method"]
+    out["best"] = winners
+    out["paper: best"] = best
+    out["direction"] = ["matches" if w == best else "differs" for w in winners]
+    out.index.name = "epsilon"
+    nonprivate = table[~np.isfinite(table["epsilon"])]
+    lines = "; ".join(f"{m}: {a:.2f} ± {s:.2f}" for m, a, s in zip(nonprivate["method"], nonprivate["final_accuracy"],
+                                                                   nonprivate["final_std"]))
+    return out.reset_index().to_markdown(index=False, disable_numparse=True) + (f"\n\nWithout DP: {lines}." if lines else "")
+
+
+def plot_privacy(table: pd.DataFrame, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method, group in table[np.isfinite(table["epsilon"])].groupby("method"):
+        ax.errorbar(group["epsilon"], group["final_accuracy"], yerr=group["final_std"], marker="o", capsize=3, label=method)
+    for method, row in table[~np.isfinite(table["epsilon"])].set_index("method").iterrows():
+        ax.axhline(row["final_accuracy"], linestyle=":", linewidth=1, color="grey")
+        ax.annotate(f"{method} (no DP)", (ax.get_xlim()[0], row["final_accuracy"]), fontsize="x-small", va="bottom")
+    ax.set_xlabel("epsilon (delta 1e-7)")
+    ax.set_ylabel("final validation accuracy (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    _save(fig, path)
+
+
 def _points_side(difference: float) -> str:
     """Which side of 0 a difference in accuracy points lies: '=' within half a point."""
     return ">" if difference > 0.5 else "<" if difference < -0.5 else "="
@@ -474,7 +522,7 @@ def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-MEASURES = ("trips", "rounds", "best_accuracy", "costs")
+MEASURES = ("trips", "rounds", "best_accuracy", "costs", "privacy")
 
 
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
@@ -489,7 +537,14 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         raise ValueError(f"measure {measure!r}: choose one of {', '.join(MEASURES)}")
     runs, metrics, trips = frames
     seeds = sorted(runs["seed"].unique())
-    if measure == "costs":
+    if measure == "privacy":
+        table = privacy_table(runs)
+        best = reference or "fedbuff + ftrl"
+        body = (f"FedBuff Fig. 4's measure: final validation accuracy (%) after the budget ({int(runs['client_trips'].max()):,} "
+                f"client trips), mean ± std over seeds {', '.join(map(str, seeds))}, at each privacy level (epsilon spent, "
+                f"from dp-accounting, at delta {runs['dp_delta'].dropna().iloc[0] if 'dp_delta' in runs else 'n/a'}); "
+                f"direction: whether the best method at each epsilon is the paper's ({best}).\n\n{privacy_markdown(table, best)}")
+    elif measure == "costs":
         table = costs_table(runs, metrics, reference)
         if arms is not None:
             table = compare_accuracy_with_paper(table, arms, reference)
@@ -530,7 +585,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
     # Fig. 3's trips against concurrency when the table spans several concurrencies
-    plots = ["curves", "staleness", "examples"]
+    plots = ["curves", "staleness", "examples"] + (["privacy"] if measure == "privacy" else [])
     if "concurrency" in table and table["concurrency"].nunique() > 1:
         plots.append("concurrency")
     (out / f"{name}.md").write_text(
@@ -545,6 +600,8 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         metrics = metrics.assign(upload_gb=metrics["bytes_up"] / 1e9, tflops=metrics["flops"] / 1e12)
     plot_curves(metrics, target, out / f"{name}_curves.png", axes)
     plot_staleness(trips, out / f"{name}_staleness.png")
+    if measure == "privacy":
+        plot_privacy(table, out / f"{name}_privacy.png")
     plot_examples(trips, out / f"{name}_examples.png")
     if "concurrency" in plots:
         plot_concurrency(table, out / f"{name}_concurrency.png")
@@ -559,6 +616,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--by", nargs="+", default=["algorithm.name"], help="config keys that name a method")
     parser.add_argument("--reference", help="method the others are compared with")
+    parser.add_argument("--title", help="a line under the table's name")
+    parser.add_argument("--notes", default="", help="findings printed after the table")
     parser.add_argument("--measure", choices=MEASURES, default="trips",
                         help="client trips or rounds to the target, best accuracy within the budget, or costs "
                              "(FedGBO Table IV: max accuracy, upload GB and TFLOPs to it and to the reference's)")
@@ -567,10 +626,14 @@ def main(argv: list[str] | None = None) -> None:
         if bool(args.paths) == bool(args.wandb):
             raise ValueError("give run directories or --wandb ENTITY/PROJECT (one of the two)")
         frames = load_wandb_runs(args.wandb, args.by) if args.wandb else load_runs(args.paths, args.by)
-        table = write_report(frames, args.name, args.out, args.reference, measure=args.measure)
+        table = write_report(frames, args.name, args.out, args.reference, title=args.title, notes=args.notes,
+                             measure=args.measure)
     except (FileNotFoundError, ValueError) as error:
         parser.exit(2, f"fl_bench.report: error: {error}\n")
-    print({"best_accuracy": accuracy_markdown, "costs": costs_markdown}.get(args.measure, markdown)(table))
+    if args.measure == "privacy":
+        print(privacy_markdown(table, args.reference or "fedbuff + ftrl"))
+    else:
+        print({"best_accuracy": accuracy_markdown, "costs": costs_markdown}.get(args.measure, markdown)(table))
     print(f"written to {args.out}/{args.name}.md, .csv, _curves.png, _staleness.png")
 
 

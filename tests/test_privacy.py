@@ -119,3 +119,24 @@ def test_dp_runs_end_to_end_and_report_their_epsilon(run_config):
     summary, _, _ = run_config("algorithm=fedavgm", "dp=dpsgd", "dp.noise_multiplier=1.0", "max_trips=400",
                                "eval_every=200", "concurrency=20", name="dpsgd")
     assert summary["dp_epsilon"] == pytest.approx(epsilon("dpsgd", 1.0, 20, 1e-7, num_clients=1000, per_step=20))
+
+
+def test_the_privacy_table_finds_the_best_method_per_epsilon_and_compares_with_the_paper():
+    import numpy as np
+    import pandas as pd
+
+    from fl_bench.report import privacy_markdown, privacy_table
+
+    runs = pd.DataFrame({
+        "algorithm": ["fedbuff", "fedbuff", "fedavgm", "fedavgm", "fedbuff"],
+        "dp_mechanism": ["ftrl", "ftrl", "dpsgd", "dpsgd", np.nan],
+        "dp_epsilon": [6.0, 12.0, 6.0, 12.0, np.nan],
+        "dp_noise_multiplier": [2.0, 1.0, 1.0, 0.5, np.nan],
+        "final_val_accuracy": [0.2, 0.5, 0.3, 0.4, 0.6],
+    })
+    table = privacy_table(runs)
+    assert set(table["method"]) == {"fedbuff + ftrl", "fedavgm + dpsgd", "fedbuff + none"}
+    text = privacy_markdown(table, "fedbuff + ftrl")
+    rows = [line for line in text.splitlines() if line.startswith("| 6") or line.startswith("| 12")]
+    assert "fedavgm + dpsgd" in rows[0] and rows[0].endswith("differs     |")  # at 6 FedAvgM is better
+    assert "matches" in rows[1] and "Without DP: fedbuff + none: 60.00" in text
