@@ -61,7 +61,7 @@ def test_sigterm_writes_a_checkpoint_and_the_logs_with_status_interrupted(tmp_pa
 
 def test_misspelt_optional_groups_and_negative_seeds_fail_in_one_line(tmp_path):
     for override, message in [
-        ("experiment=nope", "unknown experiment 'nope': choose one of fedbuff_smoke"),
+        ("experiment=nope", "unknown experiment 'nope': choose one of fedbuff_fig4, fedbuff_fig4_smoke, fedbuff_smoke"),
         ("hparams_search=nah", "unknown hparams_search 'nah': choose one of"),
         ("seed=-1", "seed=-1 is not allowed: must be >= 0"),
         ("partition.seed=-1", "partition.seed=-1 is not allowed: must be >= 0"),
