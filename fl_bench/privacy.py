@@ -17,12 +17,16 @@ from fl_bench.engine.messages import Upload
 from fl_bench.errors import ConfigError
 
 
-def clip_(vector: torch.Tensor, bound: float) -> torch.Tensor:
-    """Scale ``vector`` in place to norm at most ``bound`` (Alg. 1 line 9); shorter ones are unchanged."""
+def clip_scale(vector: torch.Tensor, bound: float) -> float:
+    """The factor that brings ``vector`` to norm at most ``bound`` (Alg. 1 line 9): 1 for shorter ones."""
     norm = float(vector.norm())
-    if norm > bound:
-        vector.mul_(bound / norm)
-    return vector
+    return bound / norm if norm > bound else 1.0
+
+
+def clip_(vector: torch.Tensor, bound: float) -> torch.Tensor:
+    """Scale ``vector`` in place to norm at most ``bound``; shorter ones are unchanged."""
+    scale = clip_scale(vector, bound)
+    return vector.mul_(scale) if scale < 1.0 else vector
 
 
 class _Noise:
@@ -107,7 +111,7 @@ class PrivateAggregation:
     def aggregate(self, uploads: list[Upload], version: int) -> Upload:
         total = torch.zeros(self.size, device=self._noise.device)
         for upload in uploads:  # in the TEE: no one sees an unclipped Delta
-            total.add_(clip_(upload.vector.clone(), self.clip))
+            total.add_(upload.vector, alpha=clip_scale(upload.vector, self.clip))
         mean = total.div_(self.per_step)
         if self.mechanism == "dpsgd":
             mean.add_(self._noise.draw(self.size, self.std))

@@ -81,11 +81,15 @@ class GlobalOptimizer:
         if self.momentum is not None:
             direction = torch._foreach_mul(grads, 1 - self.momentum)
             torch._foreach_add_(direction, state["m"], alpha=self.momentum)
-        if self.second_moment is not None:
-            denominator = torch._foreach_sqrt(state["v"])
-            torch._foreach_add_(denominator, self.eps)
-            direction = torch._foreach_div(direction, denominator)
-        return direction
+        return self._precondition(direction, state)
+
+    def _precondition(self, direction: list[torch.Tensor], state: dict[str, list[torch.Tensor]]) -> list[torch.Tensor]:
+        """direction / (sqrt(v) + eps) where the optimizer has v (RMSProp, Adam), else direction."""
+        if self.second_moment is None:
+            return direction
+        denominator = torch._foreach_sqrt(state["v"])
+        torch._foreach_add_(denominator, self.eps)
+        return torch._foreach_div(direction, denominator)
 
     def advance(self, grads: list[torch.Tensor], state: dict[str, list[torch.Tensor]]) -> list[torch.Tensor]:
         """MFL's local step: move s with this gradient first (T on the client), then return the step
@@ -97,12 +101,7 @@ class GlobalOptimizer:
         if self.second_moment is not None:
             torch._foreach_mul_(state["v"], self.second_moment)
             torch._foreach_addcmul_(state["v"], grads, grads, value=1 - self.second_moment)
-        direction = state["m"] if self.momentum is not None else grads
-        if self.second_moment is not None:
-            denominator = torch._foreach_sqrt(state["v"])
-            torch._foreach_add_(denominator, self.eps)
-            direction = torch._foreach_div(direction, denominator)
-        return direction
+        return self._precondition(state["m"] if self.momentum is not None else grads, state)
 
 
 class FixedStatistics(LocalUpdate):
