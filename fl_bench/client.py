@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fl_bench.batched import StepGraph, batched_forward
 from fl_bench.config import AlgorithmConfig
 from fl_bench.data import FederatedData
 from fl_bench.engine.messages import Broadcast
@@ -248,6 +249,8 @@ class ClientTrainer:
         vmap: bool = False,
         chunk: int = 256,
         update: LocalUpdate | None = None,
+        graphs: bool = False,
+        precision: str = "fp32",
     ):
         self.task = task
         self.data = data
@@ -255,23 +258,38 @@ class ClientTrainer:
         self.update = update if update is not None else LocalUpdate(local.prox_mu)
         self.vmap = vmap
         self.chunk = chunk  # most trips per vmap pass
+        # Batched trips step on fixed buffers (fl_bench.batched.StepGraph), captured as CUDA graphs on a GPU
+        self.graphs = graphs
+        self.precision = precision  # "bf16": forward and loss under bfloat16 autocast; parameters stay fp32
         self._buffers: torch.Tensor | None = None
+        self._step_graphs: dict[int, StepGraph] = {}
         self.flat, self.params = flatten_parameters(task)
         self.device = self.flat.device
         self.names = [name for name, p in task.model.named_parameters() if p.requires_grad]
         self.shapes = [p.shape for p in self.params]
         if vmap:
-            from torch.func import functional_call, vmap as batched
-
             # One forward over stacked per-trip parameters: p[name] is [b, *shape], x is [b, B, ...].
             # With FedMAX's term the penultimate activations (kept by the task's hook) come out too.
-            def forward(p, x):
-                logits = functional_call(task.model, p, (x,))
-                return (logits, task.features) if task.entropy_weight else logits
-
-            forward_batched = batched(forward, randomness="different")
-            self._forward = forward_batched if task.entropy_weight else lambda p, x: (forward_batched(p, x), None)
+            self.forward_batched = batched_forward(task.model, bool(task.entropy_weight), lambda: task.features)
             self._check_vmappable()
+
+    def views(self, vector: torch.Tensor) -> list[torch.Tensor]:
+        """``vector``'s last dimension as parameter-shaped views."""
+        return views(vector, self.shapes)
+
+    def autocast(self) -> torch.autocast:
+        """The forward pass's precision: bfloat16 autocast with ``precision="bf16"``, else a no-op."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
+
+    def static_steps(self) -> bool:
+        """Whether batched trips step on :class:`StepGraph`'s fixed buffers: asked for (``graphs``),
+        and the step is a pure function of them: no random augmentation (a host-side generator), no
+        server state that moves with each step (MFL: a finished trip's lr 0 would not hold it) and
+        no start gradient to keep (Mimelite)."""
+        transform = self.task.transform
+        augments = transform is not None and (transform.random_flip or transform.crop_size is not None)
+        update = self.update
+        return self.vmap and self.graphs and not augments and not update.moving_keys and not update.start_gradient
 
     def load(self, params: torch.Tensor) -> None:
         self.flat.copy_(params)
@@ -288,9 +306,10 @@ class ClientTrainer:
         if out is None:
             out = torch.empty(len(clients), self.upload_size, device=self.device)
         if self.vmap:
+            train = self._train_static if self.static_steps() else self._train_batched
             for s in range(0, len(clients), self.chunk):
                 part = slice(s, s + self.chunk)
-                self._train_batched(starts[part], clients[part], seeds[part], out[part])
+                train(starts[part], clients[part], seeds[part], out[part])
             return out
         plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
         rows, counts = plan.rows.to(self.device), plan.mask.sum(-1).numpy()
@@ -326,7 +345,9 @@ class ClientTrainer:
         out.zero_()
         for s in range(0, len(y), chunk):
             share = len(y[s : s + chunk]) / len(y)
-            grads = torch.autograd.grad(self.task.loss(x[s : s + chunk], y[s : s + chunk], gen) * share, self.params)
+            with self.autocast():
+                loss = self.task.loss(x[s : s + chunk], y[s : s + chunk], gen) * share
+            grads = torch.autograd.grad(loss, self.params)
             with torch.no_grad():
                 for part, g in zip(views(out, self.shapes), grads):
                     part.add_(g)
@@ -347,7 +368,9 @@ class ClientTrainer:
         state_views = {k: views(v, self.shapes) for k, v in state.items()}
         for step, count in enumerate(counts):
             idx = rows[step, :count]
-            grads = list(torch.autograd.grad(self.task.loss(x[idx], y[idx], gen), params))
+            with self.autocast():
+                loss = self.task.loss(x[idx], y[idx], gen)
+            grads = list(torch.autograd.grad(loss, params))
             with torch.no_grad():
                 if step == 0 and first_gradient is not None:
                     torch._foreach_copy_(views(first_gradient, self.shapes), grads)
@@ -394,9 +417,10 @@ class ClientTrainer:
                 x = task.inputs(data.x[idx.reshape(-1)], True, gen)
                 x = x.view(active, -1, *x.shape[1:])
                 leaves = [p[:active].detach().requires_grad_() for p in stacked_params]
-                logits, features = self._forward(dict(zip(self.names, leaves)), x)
-                # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
-                loss = task.objective(logits, data.y[idx], leaves, weights[:active, step], features)
+                with self.autocast():
+                    logits, features = self.forward_batched(dict(zip(self.names, leaves)), x)
+                    # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
+                    loss = task.objective(logits, data.y[idx], leaves, weights[:active, step], features)
                 grads = list(torch.autograd.grad(loss, leaves))
                 if step == 0 and update.start_gradient == "minibatch":  # every trip is active at step 0
                     torch._foreach_copy_(views(gradient, self.shapes), grads)
@@ -424,6 +448,44 @@ class ClientTrainer:
             for slot, buffer in zip(extras, [*moved, *([gradient] if gradient is not None else [])]):
                 slot.copy_(buffer[row])
 
+    def _train_static(
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]
+    ) -> None:
+        """All trips step together on one :class:`StepGraph` of the next power-of-two size (one CUDA
+        graph per size, replayed for every step of every batch). A trip past its last step, and a
+        row that only pads the batch, steps with lr 0 and weight 0: it stays where it is. The same
+        minibatch plan, weights and lrs as :meth:`_train_batched`, so the same Deltas."""
+        local, data = self.local, self.data
+        b = len(clients)
+        size = 1 << (b - 1).bit_length()
+        graph = self._step_graphs.get(size)
+        if graph is None:
+            capture = self.device.type == "cuda"
+            graph = self._step_graphs[size] = StepGraph(self, size, local.batch_size, capture)
+        plan = minibatch_plan(data.sizes[clients], seeds, local)
+        first = torch.as_tensor(data.offsets[np.asarray(clients)], device=self.device)
+        mask = plan.mask.to(self.device)  # [b, S, B]
+        rows = plan.rows.to(self.device) + first[:, None, None]
+        counts = mask.sum(-1)
+        weights = mask / counts.clamp(min=1)[..., None]
+        versions = torch.tensor([start.version for start in starts], device=self.device)[:, None]
+        lrs = torch.as_tensor(local.step_lr(counts, versions), dtype=weights.dtype, device=self.device) * (counts > 0)
+        lrs = lrs.expand(counts.shape)  # [b, S]: 0 once a trip has finished
+        torch.stack([start.params for start in starts], out=graph.params[:b])
+        graph.params[b:] = graph.params[0]  # padding rows: any finite model
+        graph.anchors.copy_(graph.params)
+        for key, buffer in graph.state.items():
+            torch.stack([start.state[key] for start in starts], out=buffer[:b])
+            buffer[b:] = buffer[0]
+        graph.rows.zero_(), graph.weights.zero_(), graph.lr.zero_()  # padding rows: weight 0, lr 0
+        for step in range(int(plan.steps.max())):
+            graph.rows[:b].copy_(rows[:, step])
+            graph.weights[:b].copy_(weights[:, step])
+            graph.lr[:b].copy_(lrs[:, step])
+            graph.step()
+        for i in range(b):
+            torch.sub(graph.anchors[i], graph.params[i], out=self.upload_parts(out[i])[0])
+
     def _workspace(self, b: int) -> list[torch.Tensor]:
         """[b, P] buffers for the batched path (start, trained, one per state key the update rule
         reads, one for a start gradient), grown as needed and kept: see ``train``."""
@@ -438,7 +500,7 @@ class ClientTrainer:
         params = {n: p.detach().unsqueeze(0) for n, p in zip(self.names, self.params)}
         try:
             with unrolled_rnns(self.task.model):
-                self._forward(params, x)
+                self.forward_batched(params, x)
         except RuntimeError as err:
             raise ConfigError(
                 f"vmap_clients=true cannot batch model {type(self.task.model).__name__}: "
