@@ -1197,11 +1197,18 @@ class Config:
     eval_every: int = 500  # evaluate the global model every this many client trips
     target_accuracy: float = 0.7
     stop_at_target: bool = False
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    # Train a batch of client trips together, one torch.func.vmap pass per local step over stacked
-    # per-trip parameters (same deltas as the sequential loop on the same seeds; augmentation draws
-    # differ). Pays off for small models (logistic regression, MLP) and on GPUs; see results/benchmarks.md.
-    vmap_clients: bool = False
+    # auto | cpu | cuda | cuda:N. auto: CUDA when there is a GPU and a training example costs at least
+    # 1 MFLOP (below, a GPU is launch-bound and the CPU is faster: fl_bench.hardware)
+    device: str = "auto"
+    # Train a batch of client trips together, one pass per local step over stacked per-trip
+    # parameters (same deltas as the sequential loop on the same seeds; augmentation draws differ).
+    # null (auto): on CUDA, and on a CPU for models of Linear layers, where it is faster (fl_bench.hardware).
+    vmap_clients: Optional[bool] = None
+    # Batched steps captured as CUDA graphs (one replay per local step). null (auto): whenever trips
+    # are batched on CUDA; true needs both.
+    cuda_graphs: Optional[bool] = None
+    # Client forward passes in "fp32", or under "bf16" autocast (parameters, updates and evaluation stay fp32).
+    precision: str = "fp32"
     vmap_chunk: int = 256  # at most this many trips per vmap pass: bounds activation memory
     threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
     data_root: str = "~/.cache/fl_bench"
@@ -1232,6 +1239,7 @@ class Config:
         )
         _require(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1 or null")
         _require(self.vmap_chunk >= 1, "vmap_chunk", self.vmap_chunk, "must be >= 1")
+        _choice("precision", self.precision, ("fp32", "bf16"))
         _choice("logger", self.logger, LOGGERS)
         _require(self.checkpoint_every is None or self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every,
                  "must be >= 1 (server steps) or null")
@@ -1243,7 +1251,7 @@ class Config:
 # a resumed run may change them (a checkpoint of any other difference is refused), and a run
 # directory's finished run counts as this config's whatever they are (fl_bench.experiment).
 NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
-                   "device", "data_root")
+                   "device", "cuda_graphs", "data_root")
 
 
 SCHEMAS: dict[str, dict[str, type]] = {

@@ -32,6 +32,7 @@ from fl_bench.engine.protocol import Rounds, build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
 from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.fairness import client_groups, jain_index
+from fl_bench.hardware import Placement, place, resolve_device
 from fl_bench.models import build_model
 from fl_bench.interrupt import STOP
 from fl_bench.run_dir import RunDirectory
@@ -39,18 +40,6 @@ from fl_bench.run_log import RunLog
 from fl_bench.task import TASKS, ClassificationTask
 
 logger = logging.getLogger(__name__)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device={name} is not available: torch sees no CUDA GPU on this machine; use device=auto or cpu")
-        index = torch.device(name).index
-        if index is not None and index >= torch.cuda.device_count():
-            raise ConfigError(f"device={name} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
-    return torch.device(name)
 
 
 @dataclass
@@ -62,6 +51,7 @@ class Experiment:
     server: ServerAlgorithm
     simulator: Simulator
     example_flops: float = 0.0  # one example's forward + backward (fl_bench.costs)
+    placement: Placement | None = None  # device, batched trips, CUDA graphs (auto choices resolved)
 
 
 def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
@@ -69,20 +59,24 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # model initialisation
-    device = resolve_device(cfg.device)
-    data = build_dataset(cfg.dataset, cfg.partition).to(device)
+    resolve_device(cfg.device)  # an unavailable device fails before any data is built
+    data = build_dataset(cfg.dataset, cfg.partition)
     if isinstance(cfg.algorithm, CentralizedConfig):
         _check_centralized(cfg)
         data = data.pooled()
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform,
-                                 entropy_weight=cfg.algorithm.entropy_weight).to(device)
+                                 entropy_weight=cfg.algorithm.entropy_weight)
     local = LocalTraining.from_config(cfg.algorithm)
-    trainer = ClientTrainer(task, data, local, vmap=cfg.vmap_clients, chunk=cfg.vmap_chunk)
+    per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
+    placement = place(cfg.device, cfg.vmap_clients, cfg.cuda_graphs, model, per_example)
+    device = placement.device
+    data, task = data.to(device), task.to(device)
+    trainer = ClientTrainer(task, data, local, vmap=placement.batched, chunk=cfg.vmap_chunk, graphs=placement.graphs,
+                            precision=cfg.precision)
     server = build(cfg.algorithm, trainer.flat.clone(), data.num_clients)
     server.client_sizes = data.sizes  # n_i of every client (p_i = n_i / n: FedLaAvg, HFL)
     trainer.update = server.local_update()  # the algorithm's client step rule (FedGBO's U, MFL's moving state)
-    per_example = example_flops(task, data, local.batch_size)
     population = ClientPopulation(data.sizes, build(cfg.availability, data))
     delays = build(cfg.speed, cfg.delay, data)
     selection = build(cfg.selection, population, delays.client_means())
@@ -104,7 +98,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
         privacy=build_privacy(cfg, server, data.num_clients, device),
     )
-    return Experiment(cfg, data, task, trainer, server, simulator, per_example)
+    return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement)
 
 
 def dp_plan(cfg: Config, num_clients: int) -> dict[str, Any]:
@@ -298,6 +292,9 @@ class Run:
             self.restore(checkpoint)
         run = checkpoint["run"] if checkpoint else {}
         self.log = RunLog(run_dir, self.config, cfg.logger, cfg.wandb, run.get("rows", ()), run.get("wandb_id"))
+        logger.info("%s", exp.placement.describe())
+        if cfg.progress:
+            print(f"fl_bench: {exp.placement.describe()}", flush=True)
         self.bar = tqdm(total=cfg.max_trips, unit="trip", disable=not cfg.progress, dynamic_ncols=True)
         if checkpoint is not None:
             self.log.trips(exp.simulator.log.columns())
@@ -361,8 +358,8 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
             finished = _finished_summary(directory, cfg, config)
             if finished is not None:
                 return finished
-            checkpoint = _checkpoint_to_resume(directory, cfg, config)
             run.exp = build_experiment(cfg, run.on_eval, run.between_events)
+            checkpoint = _checkpoint_to_resume(directory, cfg, config, run.exp.trainer.device)
         except BaseException:
             directory.remove_if_fresh()  # bad input leaves no orphan run directory
             raise
@@ -391,13 +388,13 @@ def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, An
     return summary
 
 
-def _checkpoint_to_resume(directory: RunDirectory, cfg: Config, config: dict[str, Any]) -> dict[str, Any] | None:
+def _checkpoint_to_resume(directory: RunDirectory, cfg: Config, config: dict[str, Any], device: torch.device) -> dict[str, Any] | None:
     path = directory.path / CHECKPOINT
     if cfg.resume is False or not path.exists():
         if cfg.resume:
             raise ConfigError(f"resume=true but {directory.path} holds no {CHECKPOINT}: run without resume=true to start it")
         return None
-    return load_checkpoint(path, config, resolve_device(cfg.device))
+    return load_checkpoint(path, config, device)
 
 
 def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[str, int]) -> dict[str, Any]:
@@ -449,6 +446,10 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "bytes_up": int(trips["bytes_up"].sum()),
         "flops": float(trips["flops"].sum()),  # local training of the uploaded trips (FedGBO App. B)
         "flops_per_example": exp.example_flops,  # one example's forward + backward, counted
+        # Where and how clients trained (the auto choices resolved: fl_bench.hardware).
+        "device": str(exp.placement.device),
+        "vmap_clients": exp.placement.batched,
+        "cuda_graphs": exp.placement.graphs,
         # Memory of per-client state: the server algorithm's store and the engine's population arrays.
         "client_state_bytes": exp.server.client_state_nbytes(),
         "server_state_bytes": exp.server.server_state_nbytes(),  # e.g. HFL's past models
