@@ -8,13 +8,18 @@ For each workload and concurrency it measures
     per second of simulation;
 each in its own process, so the peak resident memory (VmHWM) is the cell's own.
 
+and fl_bench auto: ``vmap_clients`` left to fl_bench.hardware (what a run does by default), so
+the table shows that auto never picks the slower path.
+
 Workloads: ``logreg`` is the default synthetic dataset with logistic regression (60 features, 10
 classes, about 109 examples per client); ``cnn`` is a FEMNIST-shaped stand-in (28x28 grey images,
 62 classes, log-normal client sizes around 24 examples, no download) with FEMNIST's CNN
-(``cnn_fedgbo``, 870k parameters).
+(``cnn_fedgbo``, 870k parameters); ``cnn4`` is a CelebA-shaped stand-in (LEAF's 9,343 celebrities,
+3x32x32 images, 2 classes, about 21 images each) with FedBuff's 4-layer GroupNorm CNN (``cnn4``).
 
     python benchmarks/throughput.py                       # the matrix; --markdown FILE writes it
     python benchmarks/throughput.py --workloads logreg --concurrency 100 --algorithms fedbuff
+    python benchmarks/throughput.py --device cuda --workloads cnn cnn4   # on a GPU machine
 """
 
 from __future__ import annotations
@@ -45,9 +50,11 @@ from fl_bench.task import ClassificationTask
 WORKLOADS = {
     "logreg": ["model=logreg"],
     "cnn": ["dataset=femnist", "dataset.max_users=null"],  # femnist's default model: cnn_fedgbo
+    "cnn4": ["dataset=celeba"],  # celeba's default model: cnn4
 }
 # FEMNIST's 3,000 writers, but about 24 examples each (FEMNIST has ~226) so CPU trips stay short.
 CNN_USERS, CNN_MEAN_EXAMPLES, CNN_TEST_EXAMPLES = 3000, 24, 256
+CELEBA_USERS, CELEBA_MEAN_EXAMPLES = 9343, 21  # LEAF CelebA: 200,288 images of 9,343 celebrities
 
 
 def compose_config(workload: str, root: str, overrides: list[str]):
@@ -90,6 +97,7 @@ def measure(cell: dict) -> dict:
     """One cell, in this process: {'trips_per_s', 'peak_rss_mb'}."""
     cfg = compose_config(cell["workload"], cell["root"], cell["overrides"])
     torch.set_num_threads(cfg.threads or torch.get_num_threads())
+    batched = None
     if cell["path"] == "bare":
         tps = bare_loop(cfg, cell["trips"])
     else:
@@ -98,8 +106,9 @@ def measure(cell: dict) -> dict:
         # Trips trained per second: a run trains every trip started before the last upload it
         # needs, so at concurrency 1000 a short run also trains up to 1000 trips it never uses.
         tps = summary["trips_trained"] / summary["simulate_seconds"]
+        batched = summary["vmap_clients"]
     return {"trips_per_s": tps, "peak_rss_mb": rss_mb("VmHWM"), "threads": torch.get_num_threads(),
-            "device": str(resolve_device(cfg.device))}
+            "device": str(resolve_device(cfg.device)), "batched": batched}
 
 
 def run_cell(cell: dict) -> dict:
@@ -115,6 +124,11 @@ def prepare_stand_ins(root: str, workloads: list[str]) -> None:
         rng = np.random.default_rng(0)
         sizes = lognormal_sizes(CNN_USERS, CNN_MEAN_EXAMPLES, 0.5, rng)
         write_stand_in(cfg.dataset, sizes, (1, 28, 28), 62, rng, test_examples=CNN_TEST_EXAMPLES)
+    if "cnn4" in workloads:
+        cfg = compose_config("cnn4", root, [])
+        rng = np.random.default_rng(0)
+        sizes = lognormal_sizes(CELEBA_USERS, CELEBA_MEAN_EXAMPLES, 0.5, rng)
+        write_stand_in(cfg.dataset, sizes, (3, 32, 32), 2, rng, test_examples=CNN_TEST_EXAMPLES)
 
 
 def main() -> None:
@@ -123,14 +137,16 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--concurrency", nargs="+", type=int, default=[10, 100, 1000])
     parser.add_argument("--algorithms", nargs="+", default=["fedbuff", "fedavg"])
-    parser.add_argument("--trips", type=json.loads, default={"logreg": 20_000, "cnn": 3_000},
-                        help='client trips per run, per workload (JSON), default {"logreg": 20000, "cnn": 3000}')
+    parser.add_argument("--trips", type=json.loads, default={"logreg": 20_000, "cnn": 3_000, "cnn4": 3_000},
+                        help='client trips per run, per workload (JSON), default {"logreg": 20000, "cnn": 3000, "cnn4": 3000}')
+    parser.add_argument("--device", default="cpu", help="device of every run: cpu (default), cuda, cuda:N or auto")
     parser.add_argument("--markdown", type=Path, help="also write the table (and the machine) to this file")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. device=cuda threads=2")
     args = parser.parse_args()
     if args.cell:
         print(json.dumps(measure(json.loads(args.cell))))
         return
+    args.overrides = [f"device={args.device}", *args.overrides]
     rows, began = [], time.perf_counter()
     with tempfile.TemporaryDirectory() as root:
         prepare_stand_ins(root, args.workloads)
@@ -142,12 +158,14 @@ def main() -> None:
                 for m in args.concurrency:
                     row = {"workload": workload, "algorithm": algorithm, "concurrency": m,
                            "bare loop trips/s": bare["trips_per_s"]}
-                    for path, vmap in (("sequential", "false"), ("batched", "true")):
+                    for path, vmap in (("sequential", "false"), ("batched", "true"), ("auto", "null")):
                         overrides = [f"algorithm={algorithm}", f"concurrency={m}", f"max_trips={trips}",
                                      f"eval_every={trips}", f"vmap_clients={vmap}", *args.overrides]
                         result = run_cell({**base, "path": path, "overrides": overrides})
                         row[f"{path} trips/s"] = result["trips_per_s"]
-                        row[f"{path} peak MB"] = result["peak_rss_mb"]
+                        if path != "auto":
+                            row[f"{path} peak MB"] = result["peak_rss_mb"]
+                    row["auto picks"] = "batched" if result["batched"] else "sequential"
                     row["sequential / bare"] = row["sequential trips/s"] / bare["trips_per_s"]
                     row["batched / bare"] = row["batched trips/s"] / bare["trips_per_s"]
                     rows.append(row)

@@ -59,7 +59,7 @@ class Killed(BaseException):
 
 
 @pytest.mark.parametrize("overrides", [
-    ("algorithm=fedbuff",),
+    ("algorithm=fedbuff", "vmap_clients=false"),  # one trip at a time (auto batches this MLP)
     ("algorithm=fedbuff", "vmap_clients=true"),
     ("algorithm=fedasync", "checkpoint_every=25"),  # a server step per trip
     ("algorithm=fedavg", "algorithm.over_selection=0.3"),
