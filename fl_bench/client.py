@@ -278,8 +278,9 @@ class ClientTrainer:
         return views(vector, self.shapes)
 
     def autocast(self) -> torch.autocast:
-        """The forward pass's precision: bfloat16 autocast with ``precision="bf16"``, else a no-op."""
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
+        """The forward pass's precision: bfloat16 autocast with ``precision="bf16"``, else a no-op.
+        No cast cache: each step's parameters are new leaves, and CUDA graph capture forbids it."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16", cache_enabled=False)
 
     def static_steps(self) -> bool:
         """Whether batched trips step on :class:`StepGraph`'s fixed buffers: asked for (``graphs``),

@@ -399,6 +399,29 @@ class ConvPoolCNNConfig(ModelConfig):
         _require(self.padding >= 0, "model.padding", self.padding, "must be >= 0")
 
 
+@dataclass
+class PflCNNConfig(ModelConfig):
+    """pfl-research's CIFAR-10 benchmark CNN (simple_cnn): conv3x3x32 - conv3x3x64 - pool -
+    dropout - FC128 - dropout - output, Glorot-uniform weights."""
+
+    name: str = "cnn_pfl"
+    _target_: str = "fl_bench.models.PflCNN"
+    channels: list[int] = field(default_factory=lambda: [32, 64])
+    hidden: int = 128
+    conv_dropout: float = 0.25  # after the max-pool
+    hidden_dropout: float = 0.5  # after FC128's ReLU
+    glorot_init: bool = True  # xavier_uniform_ conv / linear weights (pfl); false: PyTorch's default init
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        m = "model."
+        _require(len(self.channels) == 2 and min(self.channels) >= 1, m + "channels", self.channels,
+                 "needs 2 entries, each >= 1")
+        _require(self.hidden >= 1, m + "hidden", self.hidden, "must be >= 1")
+        _require(0 <= self.conv_dropout < 1, m + "conv_dropout", self.conv_dropout, "must be in [0, 1)")
+        _require(0 <= self.hidden_dropout < 1, m + "hidden_dropout", self.hidden_dropout, "must be in [0, 1)")
+
+
 RNN_CELLS = ("gru", "lstm")
 
 
@@ -1273,6 +1296,7 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "cnn4": CNN4Config,
         "tutorial_cnn": TutorialCNNConfig,
         "cnn_fedgbo": ConvPoolCNNConfig,
+        "cnn_pfl": PflCNNConfig,
         "char_rnn": CharRNNConfig,
         "sent140_lstm": Sent140LSTMConfig,
         "bow_linear": BagOfWordsConfig,

@@ -35,6 +35,7 @@ from fl_bench.config import (
     LogRegConfig,
     MLPConfig,
     ModelConfig,
+    PflCNNConfig,
     Sent140LSTMConfig,
     TutorialCNNConfig,
     build,
@@ -152,6 +153,43 @@ class ConvPoolCNN(nn.Module):
             nn.Linear(_flat_size(cfg.name, self.features, input_shape), cfg.hidden), nn.ReLU(),
             nn.Linear(cfg.hidden, num_classes),
         )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+class PflCNN(nn.Module):
+    """pfl-research's CIFAR-10 benchmark CNN, ``simple_cnn`` in apple/pfl-research
+    ``benchmarks/model/pytorch/cnn.py`` (the model of ``benchmarks/image_classification/configs/
+    baseline.yaml``, ``model_name: simple_cnn``): conv3x3x32 - ReLU - conv3x3x64 - ReLU - maxpool
+    2x2 - dropout 0.25 - FC128 - ReLU - dropout 0.5 - linear; no padding, and Glorot (Xavier)
+    uniform weights with PyTorch's default biases, as pfl initialises it to match its TF2 twin.
+    pfl's version takes channels-last (TF-style) images and permutes them first; fl_bench's images
+    are already [B, C, H, W], so that permute is left out.
+    1,626,442 parameters on 3x32x32 with 10 classes (the 12,544 -> 128 layer holds 1,605,760)."""
+
+    def __init__(
+        self, cfg: PflCNNConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
+    ):
+        super().__init__()
+        c_in = _image_shape(cfg.name, input_shape)[0]
+        first, second = cfg.channels
+        self.features = nn.Sequential(
+            nn.Conv2d(c_in, first, 3), nn.ReLU(),
+            nn.Conv2d(first, second, 3), nn.ReLU(),
+            nn.MaxPool2d(2, 2),
+            nn.Dropout(cfg.conv_dropout),
+            nn.Flatten(),
+        )
+        self.classifier = nn.Sequential(
+            nn.Linear(_flat_size(cfg.name, self.features, input_shape), cfg.hidden), nn.ReLU(),
+            nn.Dropout(cfg.hidden_dropout),
+            nn.Linear(cfg.hidden, num_classes),
+        )
+        if cfg.glorot_init:
+            for m in self.modules():
+                if isinstance(m, (nn.Conv2d, nn.Linear)):
+                    nn.init.xavier_uniform_(m.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x))
