@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fl_bench.batched import StepGraph, batched_forward
+from fl_bench.batched import LinearChain, StepGraph, batched_forward, linear_chain
 from fl_bench.config import AlgorithmConfig
 from fl_bench.data import FederatedData
 from fl_bench.engine.messages import Broadcast
@@ -272,6 +272,25 @@ class ClientTrainer:
             # With FedMAX's term the penultimate activations (kept by the task's hook) come out too.
             self.forward_batched = batched_forward(task.model, bool(task.entropy_weight), lambda: task.features)
             self._check_vmappable()
+        # Linear/ReLU models with the plain objective get their batched gradients written out (no autograd)
+        layers = linear_chain(task.model)
+        plain = type(task) is ClassificationTask and not task.entropy_weight and precision == "fp32"
+        trainable = all(p.requires_grad for p in task.model.parameters())
+        self.chain = LinearChain(layers) if vmap and plain and trainable and layers is not None else None
+
+    def batched_gradients(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                          weights: torch.Tensor) -> list[torch.Tensor]:
+        """Each trip's gradient of its own objective (``weights`` [b, B]: its examples' shares), for
+        stacked parameters ``params`` ([b, *shape] each) and inputs ``x`` [b, B, ...]: the gradient
+        of the sum over trips of their objectives w.r.t. trip i's parameters is trip i's own."""
+        if self.chain is not None:
+            grads = self.chain.gradients(dict(zip(self.names, params)), x, y, weights, self.task.weight_decay)
+            return [grads[name] for name in self.names]
+        leaves = [p.detach().requires_grad_() for p in params]
+        with self.autocast():
+            logits, features = self.forward_batched(dict(zip(self.names, leaves)), x)
+            loss = self.task.objective(logits, y, leaves, weights, features)
+        return list(torch.autograd.grad(loss, leaves))
 
     def views(self, vector: torch.Tensor) -> list[torch.Tensor]:
         """``vector``'s last dimension as parameter-shaped views."""
@@ -417,12 +436,7 @@ class ClientTrainer:
                 idx = rows[:active, step]
                 x = task.inputs(data.x[idx.reshape(-1)], True, gen)
                 x = x.view(active, -1, *x.shape[1:])
-                leaves = [p[:active].detach().requires_grad_() for p in stacked_params]
-                with self.autocast():
-                    logits, features = self.forward_batched(dict(zip(self.names, leaves)), x)
-                    # Sum over trips of each trip's objective: the gradient w.r.t. trip i's parameters is its own.
-                    loss = task.objective(logits, data.y[idx], leaves, weights[:active, step], features)
-                grads = list(torch.autograd.grad(loss, leaves))
+                grads = self.batched_gradients([p[:active] for p in stacked_params], x, data.y[idx], weights[:active, step])
                 if step == 0 and update.start_gradient == "minibatch":  # every trip is active at step 0
                     torch._foreach_copy_(views(gradient, self.shapes), grads)
                 if sliced_for != active:  # the active trips' rows, re-sliced only when a trip finishes

@@ -4,7 +4,7 @@ that CUDA graphs capture give the sequential loop's Deltas; bf16 autocast is an 
 import pytest
 import torch
 
-from fl_bench.batched import batched_forward, linear_chain
+from fl_bench.batched import LinearChain, batched_forward, linear_chain
 from fl_bench.client import ClientTrainer, LocalTraining
 from fl_bench.data.transforms import ImageTransform
 from fl_bench.engine.messages import Broadcast
@@ -47,7 +47,7 @@ def test_fixed_buffer_steps_give_the_sequential_deltas(device, local):
     expected = trainer(data, local).train(starts(trainer(data, local)), CLIENTS, SEEDS)
     for chunk in (4, 256):
         fixed = trainer(data.to(device), local, device, vmap=True, chunk=chunk, graphs=True)
-        assert fixed.static_steps()
+        assert fixed.static_steps() and fixed.chain is not None  # the MLP's gradients written out
         got = fixed.train(starts(fixed), CLIENTS, SEEDS)
         assert sorted(fixed._step_graphs) == ([2, 4] if chunk == 4 else [8])
         assert fixed._step_graphs[max(fixed._step_graphs)].capture == (device == "cuda")
@@ -118,3 +118,26 @@ def test_bf16_autocast_changes_the_deltas_a_little(vmap):
     got = bf16.train(starts(bf16), CLIENTS, SEEDS)
     assert got.dtype == torch.float32 and not torch.equal(got, expected)
     assert ((got - expected).norm(dim=1) / expected.norm(dim=1)).max() < 0.05
+
+
+def test_the_chains_written_out_gradients_are_autograds():
+    """LinearChain.gradients equals autograd of ClassificationTask.objective (weighted cross-entropy
+    plus L2) for logistic regression, the MLP and an MLP with two hidden layers, with masked rows
+    (weight 0) as a short last batch has."""
+    torch.manual_seed(0)
+    deep = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 5),
+                               torch.nn.ReLU(), torch.nn.Linear(5, 4))
+    for model in (mlp(), torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(6, 4)), deep):
+        task = ClassificationTask(model, 4, weight_decay=0.03)
+        names = [n for n, _ in model.named_parameters()]
+        stacked = {n: p.detach() + 0.3 * torch.randn(5, *p.shape) for n, p in model.named_parameters()}
+        x, y = torch.randn(5, 7, 2, 3), torch.randint(0, 4, (5, 7))
+        weights = torch.rand(5, 7)
+        weights[:, 5:] = 0
+        got = LinearChain(linear_chain(model)).gradients(stacked, x, y, weights, task.weight_decay)
+        leaves = [stacked[n].clone().requires_grad_() for n in names]
+        logits, _ = batched_forward(model, False, lambda: None)(dict(zip(names, leaves)), x)
+        expected = torch.autograd.grad(task.objective(logits, y, leaves, weights), leaves)
+        assert sorted(got) == sorted(names)
+        for name, e in zip(names, expected):
+            torch.testing.assert_close(got[name], e, rtol=1e-5, atol=1e-6)
