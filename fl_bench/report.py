@@ -621,7 +621,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--measure", choices=MEASURES, default="trips",
                         help="client trips or rounds to the target, best accuracy within the budget, or costs "
                              "(FedGBO Table IV: max accuracy, upload GB and TFLOPs to it and to the reference's)")
+    parser.add_argument("--publish", metavar="ENTITY/PROJECT",
+                        help="also publish the table as a W&B Report there, beside its runs (logger=wandb runs)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --publish: write the Report's specification (NAME_wandb_report.json) instead")
     args = parser.parse_args(argv)
+    if args.dry_run and not args.publish:
+        parser.exit(2, "fl_bench.report: error: --dry-run goes with --publish ENTITY/PROJECT\n")
     try:
         if bool(args.paths) == bool(args.wandb):
             raise ValueError("give run directories or --wandb ENTITY/PROJECT (one of the two)")
@@ -635,6 +641,15 @@ def main(argv: list[str] | None = None) -> None:
     else:
         print({"best_accuracy": accuracy_markdown, "costs": costs_markdown}.get(args.measure, markdown)(table))
     print(f"written to {args.out}/{args.name}.md, .csv, _curves.png, _staleness.png")
+    if args.publish:
+        from fl_bench.errors import ConfigError
+        from fl_bench.wandb_report import publish
+
+        try:
+            where = publish(args.publish, args.name, args.out / f"{args.name}.md", frames[0], args.by, args.dry_run)
+        except ConfigError as error:
+            parser.exit(2, f"fl_bench.report: error: {error}\n")
+        print(f"W&B Report specification written to {where}" if args.dry_run else f"W&B Report: {where}")
 
 
 if __name__ == "__main__":

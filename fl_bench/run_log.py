@@ -44,6 +44,10 @@ class RunLog:
     def wandb_id(self) -> str | None:
         return self._wandb.id if self._wandb is not None else None
 
+    @property
+    def wandb_group(self) -> str | None:
+        return self._wandb.group if self._wandb is not None else None
+
     def metrics(self, row: dict[str, float]) -> None:
         self.rows.append(row)
         pd.DataFrame([row], columns=list(METRIC_COLUMNS)).to_csv(self._metrics_path, mode="a", header=False, index=False)
@@ -89,8 +93,12 @@ def _wandb_run(run_dir: Path, config: dict[str, Any], wandb_cfg: WandbConfig, ru
         mode = "offline"
     # A resumed run continues its W&B run (same id); metric steps it logged after the checkpoint are
     # logged again and W&B keeps the first of each.
+    from fl_bench.wandb_report import run_labels
+
+    group, tags = run_labels(config)  # a report's run set selects its runs by them (fl_bench.wandb_report)
     return wandb.init(project=wandb_cfg.project, entity=wandb_cfg.entity, mode=mode, dir=str(run_dir),
-                      config=config, name=run_dir.name, id=run_id, resume="allow" if run_id else None)
+                      config=config, name=run_dir.name, id=run_id, resume="allow" if run_id else None,
+                      group=group, tags=tags)
 
 
 def _has_wandb_credentials() -> bool:
