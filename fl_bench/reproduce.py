@@ -30,6 +30,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from fl_bench.errors import ConfigError
 from fl_bench.report import load_runs, write_report
 
 
@@ -143,7 +144,9 @@ class Reproduction:
             return list(pool.map(function, items))
 
     # ------------------------------------------------------------------ tables
-    def run(self, names: list[str], out: Path) -> None:
+    def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
+        """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
+        Report (fl_bench.wandb_report; its runs need ``--override logger=wandb``)."""
         tables = self.tables(names)
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
         studies = {arm.study for arm in arms.values()}
@@ -164,6 +167,10 @@ class Reproduction:
             write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
                          table.get("notes", ""), table.get("measure", "trips"))
             print(f"{name}: {out / name}.md")
+            if publish:
+                from fl_bench.wandb_report import publish as publish_report
+
+                print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -176,10 +183,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--smoke", action="store_true", help="one point per table on the file's small workload")
     parser.add_argument("--override", nargs="+", default=[], metavar="KEY=VALUE",
                         help="Hydra overrides for every run, e.g. device=cuda data_root=/data (tuning included)")
+    parser.add_argument("--publish", metavar="ENTITY/PROJECT", help="also publish each table as a W&B Report "
+                        "(needs --override logger=wandb; see python -m fl_bench.report --publish)")
+    parser.add_argument("--dry-run", action="store_true", help="with --publish: write each Report's specification instead")
     args = parser.parse_args(argv)
     try:
-        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override).run(args.tables, args.out)
-    except (ValueError, RuntimeError, FileNotFoundError) as error:
+        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override).run(
+            args.tables, args.out, args.publish, args.dry_run)
+    except (ValueError, RuntimeError, FileNotFoundError, ConfigError) as error:
         parser.exit(2, f"fl_bench.reproduce: error: {error}\n")
 
 

@@ -1,6 +1,8 @@
 """The reproduction driver and the paper comparison: one point of every FedBuff table runs from the
 sweep file (what CI can afford), and the direction column says what the ratios say."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +19,11 @@ SPEC = Path(__file__).parents[1] / "sweeps" / "fedbuff_smoke.yaml"
 
 def test_one_point_of_every_table_runs_from_the_sweep_file(tmp_path):
     out, runs = tmp_path / "results", tmp_path / "runs"
+    # logged to W&B offline, and every table published as a W&B Report specification (--dry-run)
     done = subprocess.run([sys.executable, "-m", "fl_bench.reproduce", str(SPEC), "--smoke", "--jobs", "2",
-                           "--out", str(out), "--runs-dir", str(runs), "--override", f"data_root={tmp_path / 'data'}"],
-                          capture_output=True, text=True)
+                           "--out", str(out), "--runs-dir", str(runs), "--publish", "my-team/fl_bench", "--dry-run",
+                           "--override", f"data_root={tmp_path / 'data'}", "logger=wandb"],
+                          capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "offline"})
     assert done.returncode == 0, done.stderr
     spec = OmegaConf.load(SPEC)
     assert len(spec.tables) == 7
@@ -31,6 +35,8 @@ def test_one_point_of_every_table_runs_from_the_sweep_file(tmp_path):
         assert csv.loc[0, "seeds"] == 1 and csv.loc[0, "concurrency"] == 20  # the smoke workload, one seed
         for plot in ("curves", "staleness", "examples"):
             assert (out / f"{name}_{plot}.png").stat().st_size > 0
+        report = json.loads((out / f"{name}_wandb_report.json").read_text())
+        assert report["displayName"] == name and table.title in json.dumps(report)
     # every run was started with the sweep file's workload and the table's arm overrides
     logs = "\n".join(p.read_text() for p in runs.glob("*/reproduce.log"))
     assert "experiment=fedbuff_smoke" in logs and f"data_root={tmp_path / 'data'}" in logs and "algorithm.buffer_size=1000 algorithm.staleness_exponent=10" in logs
