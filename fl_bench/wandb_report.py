@@ -58,6 +58,7 @@ def build_report(target: str, name: str, markdown: str, runs: pd.DataFrame, by: 
         wr.LinePlot(title=f"{metric} vs {label}", x=x, y=[metric], title_x=label, title_y=metric)
         for metric in REPORT_METRICS for x, label in X_AXES
     ]
+    # the query CustomChart.from_table builds, with W&B's histogram preset over the logged per-trip table
     panels.append(wr.CustomChart(
         query={"summaryTable": {"tableKey": "trips_table"}}, chart_name="wandb/histogram/v0",
         chart_fields={"value": "staleness"}, chart_strings={"title": "staleness of the trips"},
