@@ -404,17 +404,13 @@ class ClientTrainer:
         last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
         longest trip's steps after all others finished run in the sequential loop."""
         local, task, data, update = self.local, self.task, self.data, self.update
-        plan = minibatch_plan(data.sizes[clients], seeds, local)
+        plan, rows, weights, lrs = self._step_inputs(starts, clients, seeds)
         order = np.argsort(-plan.steps, kind="stable")
         active_at = (plan.steps[order][None, :] > np.arange(int(plan.steps.max()))[:, None]).sum(1)
         order_t = torch.as_tensor(order, device=self.device)
-        first = torch.as_tensor(data.offsets[np.asarray(clients)[order]], device=self.device)
-        rows = plan.rows.to(self.device)[order_t] + first[:, None, None]
-        mask = plan.mask.to(self.device)[order_t]
-        counts = mask.sum(-1)  # [b, S] examples per step
-        weights = mask / counts.clamp(min=1)[..., None]  # per-trip mean over its real examples
-        versions = torch.tensor([starts[i].version for i in order], device=self.device)[:, None]
-        lrs = local.step_lr(counts, versions)  # [b, S] per trip and step under LR-norm or decay, else one float
+        rows, weights = rows[order_t], weights[order_t]
+        if isinstance(lrs, torch.Tensor):
+            lrs = lrs[order_t]
         origin, stacked, *flat_state = self._workspace(len(clients))  # [b, P] each, reused across calls
         gradient = flat_state.pop() if update.start_gradient else None  # Mimelite's upload, [b, P]
         torch.stack([starts[i].params for i in order], out=origin)
@@ -463,6 +459,22 @@ class ClientTrainer:
             for slot, buffer in zip(extras, [*moved, *([gradient] if gradient is not None else [])]):
                 slot.copy_(buffer[row])
 
+    def _step_inputs(
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int]
+    ) -> tuple[MinibatchPlan, torch.Tensor, torch.Tensor, float | torch.Tensor]:
+        """A batch's minibatch plan, and on the device: its example rows into the data [b, S, B],
+        each trip's mean weights over its real examples [b, S, B] (a short last batch is a masked
+        row, so LR-norm's n/B and the per-trip mean loss stay exact), and the step lrs ([b, S] under
+        LR-norm or decay, else one float)."""
+        plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
+        first = torch.as_tensor(self.data.offsets[np.asarray(clients)], device=self.device)
+        rows = plan.rows.to(self.device) + first[:, None, None]
+        mask = plan.mask.to(self.device)
+        counts = mask.sum(-1)  # [b, S] examples per step
+        weights = mask / counts.clamp(min=1)[..., None]
+        versions = torch.tensor([start.version for start in starts], device=self.device)[:, None]
+        return plan, rows, weights, self.local.step_lr(counts, versions)
+
     def _train_static(
         self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]
     ) -> None:
@@ -470,22 +482,15 @@ class ClientTrainer:
         graph per size, replayed for every step of every batch). A trip past its last step, and a
         row that only pads the batch, steps with lr 0 and weight 0: it stays where it is. The same
         minibatch plan, weights and lrs as :meth:`_train_batched`, so the same Deltas."""
-        local, data = self.local, self.data
         b = len(clients)
         size = 1 << (b - 1).bit_length()
         graph = self._step_graphs.get(size)
         if graph is None:
             capture = self.device.type == "cuda"
-            graph = self._step_graphs[size] = StepGraph(self, size, local.batch_size, capture)
-        plan = minibatch_plan(data.sizes[clients], seeds, local)
-        first = torch.as_tensor(data.offsets[np.asarray(clients)], device=self.device)
-        mask = plan.mask.to(self.device)  # [b, S, B]
-        rows = plan.rows.to(self.device) + first[:, None, None]
-        counts = mask.sum(-1)
-        weights = mask / counts.clamp(min=1)[..., None]
-        versions = torch.tensor([start.version for start in starts], device=self.device)[:, None]
-        lrs = torch.as_tensor(local.step_lr(counts, versions), dtype=weights.dtype, device=self.device) * (counts > 0)
-        lrs = lrs.expand(counts.shape)  # [b, S]: 0 once a trip has finished
+            graph = self._step_graphs[size] = StepGraph(self, size, self.local.batch_size, capture)
+        plan, rows, weights, lrs = self._step_inputs(starts, clients, seeds)
+        live = plan.mask.any(-1).to(self.device)  # [b, S]: the trip still trains at this step
+        lrs = (torch.as_tensor(lrs, dtype=weights.dtype, device=self.device) * live).expand(live.shape)  # 0 once finished
         torch.stack([start.params for start in starts], out=graph.params[:b])
         graph.params[b:] = graph.params[0]  # padding rows: any finite model
         graph.anchors.copy_(graph.params)
