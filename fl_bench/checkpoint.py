@@ -9,15 +9,22 @@ graph in one call keeps shared references shared: the server optimizer's paramet
 server's ``params``. A checkpoint is taken between two events, where that state is complete, so a
 resumed run replays the remaining events bit for bit. It is written to a temporary file and renamed:
 a run killed mid-write keeps its previous checkpoint.
+
+Every file saved here (the checkpoint, the final ``model.pt``) gets a ``<name>.sha256`` beside it
+in ``sha256sum`` format, and loading verifies it before unpickling anything: torch's zip files do
+not check their own CRCs, so a damaged tensor would otherwise load and silently change the run.
+The digest file is rewritten around the rename so that it always names the file in place, even for
+a run killed between the two writes (:func:`save_verified`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 import torch
@@ -26,7 +33,7 @@ from fl_bench.config import NOT_RESULT_KEYS
 from fl_bench.errors import ConfigError
 
 CHECKPOINT = "checkpoint.pt"
-FORMAT = 1
+FORMAT = 2  # 2: with a SHA-256 digest file
 
 
 class CheckpointSchedule:
@@ -60,18 +67,91 @@ def set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def save_checkpoint(path: Path, config: dict[str, Any], simulator: dict[str, Any], run: dict[str, Any]) -> None:
-    state = {"format": FORMAT, "config": config, "simulator": simulator, "rng": rng_states(), "run": run}
+def digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _listed_digests(path: Path) -> list[str]:
+    """The digests ``path``'s digest file allows for it (empty: no digest file)."""
+    try:
+        lines = digest_path(path).read_text().splitlines()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return []
+    return [line.split()[0] for line in lines if line.strip()]
+
+
+def _write_partial(path: Path, write: Callable[[BinaryIO], Any]) -> Path:
+    """``write(file)`` to a temporary file beside ``path``, flushed to disk: renamed over ``path``
+    once complete, so that a run killed mid-write leaves ``path`` as it was."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     with open(partial, "wb") as file:
-        torch.save(state, file)
+        write(file)
         file.flush()
         os.fsync(file.fileno())
+    return partial
+
+
+def _write_digests(path: Path, digests: list[str]) -> None:
+    text = "".join(f"{digest}  {path.name}\n" for digest in digests)
+    os.replace(_write_partial(digest_path(path), lambda file: file.write(text.encode())), digest_path(path))
+
+
+def save_verified(obj: Any, path: Path) -> None:
+    """``torch.save(obj)`` to ``path`` atomically, with its SHA-256 in ``path.sha256``. While the new
+    file replaces the old one the digest file lists both, so a kill at any point leaves a file
+    that its digest file vouches for."""
+    partial = _write_partial(path, lambda file: torch.save(obj, file))
+    new = sha256(partial)
+    current = _listed_digests(path) if path.exists() else []  # all: one of them names the file in place
+    _write_digests(path, [new, *current])
     os.replace(partial, path)
+    _write_digests(path, [new])
+
+
+def verify(path: Path, what: str = "file") -> None:
+    """Refuse (one line) a file whose bytes its digest file does not vouch for."""
+    listed = _listed_digests(path)
+    if not listed:
+        raise ConfigError(f"{path} has no {digest_path(path).name} to verify it against (written by an older "
+                          f"fl_bench, or the digest file was removed): it cannot be trusted as a {what}")
+    if sha256(path) not in listed:
+        raise ConfigError(f"{path} is damaged: its SHA-256 does not match {digest_path(path).name}, written with it")
+
+
+def load_verified(path: Path | str, map_location: Any = None, weights_only: bool = True) -> Any:
+    """``torch.load`` of a file saved by :func:`save_verified` (a run's ``model.pt``), after checking
+    its digest: ``load_verified("runs/.../model.pt")`` gives the final model's state_dict."""
+    path = Path(path)
+    verify(path, "model" if path.name == "model.pt" else "file")
+    return torch.load(path, map_location=map_location, weights_only=weights_only)
+
+
+def save_checkpoint(path: Path, config: dict[str, Any], simulator: dict[str, Any], run: dict[str, Any]) -> None:
+    state = {"format": FORMAT, "config": config, "simulator": simulator, "rng": rng_states(), "run": run}
+    save_verified(state, path)
+
+
+def remove_checkpoint(path: Path) -> None:
+    """A finished run keeps no checkpoint (nor its digest file)."""
+    path.unlink(missing_ok=True)
+    digest_path(path).unlink(missing_ok=True)
 
 
 def load_checkpoint(path: Path, config: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """The checkpoint at ``path``, refused (one line) when it belongs to another config."""
+    """The checkpoint at ``path``, refused (one line) when it is damaged, unverifiable or belongs to
+    another config."""
+    try:
+        verify(path, "checkpoint")
+    except ConfigError as error:
+        raise ConfigError(f"{error}: delete it (and {digest_path(path).name}) or run with resume=false to start over") from None
     try:
         state = torch.load(path, map_location=device, weights_only=False)  # our own file: the run's objects
     except Exception as error:  # truncated or foreign file
@@ -102,6 +182,7 @@ def config_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "
 
 
 def remove_partial_checkpoints(run_dir: Path) -> None:
-    """Temporary files of a run killed while writing (the checkpoint they would replace is intact)."""
+    """Temporary files of a run killed while writing (the checkpoint and digest file they would
+    replace are intact)."""
     for partial in run_dir.glob(f".{CHECKPOINT}.*.partial"):
         partial.unlink(missing_ok=True)

@@ -19,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from fl_bench.errors import ConfigError
+from fl_bench.numerics import MODES as NUMERICS_MODES
 
 
 def _require(ok: bool, key: str, value: Any, allowed: str) -> None:
@@ -1234,6 +1235,9 @@ class Config:
     precision: str = "fp32"
     vmap_chunk: int = 256  # at most this many trips per vmap pass: bounds activation memory
     threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
+    # Floating-point kernels (fl_bench.numerics): "native", the fastest this machine has, or "portable",
+    # byte-identical results on any x86-64 CPU (baseline kernels, one thread, on the CPU).
+    numerics: str = "native"
     data_root: str = "~/.cache/fl_bench"
     logger: str = "csv"
     wandb: WandbConfig = field(default_factory=WandbConfig)
@@ -1263,6 +1267,13 @@ class Config:
         _require(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1 or null")
         _require(self.vmap_chunk >= 1, "vmap_chunk", self.vmap_chunk, "must be >= 1")
         _choice("precision", self.precision, ("fp32", "bf16"))
+        _choice("numerics", self.numerics, NUMERICS_MODES)
+        if self.numerics == "portable":
+            _require(self.threads in (None, 1), "threads", self.threads,
+                     "numerics=portable computes with one intra-op thread: use threads=1 or null "
+                     "(for speed, run several runs at once)")
+            _require(self.device in ("auto", "cpu"), "device", self.device, "numerics=portable runs on the CPU: use device=cpu or auto")
+            _require(self.precision == "fp32", "precision", self.precision, "numerics=portable computes in fp32")
         _choice("logger", self.logger, LOGGERS)
         _require(self.checkpoint_every is None or self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every,
                  "must be >= 1 (server steps) or null")

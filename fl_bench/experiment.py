@@ -10,7 +10,6 @@ import json
 import logging
 import math
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
 from fl_bench.algorithms import ServerAlgorithm
-from fl_bench.checkpoint import (CHECKPOINT, CheckpointSchedule, load_checkpoint,
-                                 remove_partial_checkpoints, save_checkpoint, set_rng_states)
+from fl_bench.checkpoint import (CHECKPOINT, CheckpointSchedule, load_checkpoint, remove_checkpoint,
+                                 remove_partial_checkpoints, save_checkpoint, save_verified, set_rng_states)
 from fl_bench.client import ClientTrainer, LocalTraining
 from fl_bench.costs import example_flops, trip_flops
 from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, LabelGroupsPartitionConfig, SyncConfig, build
@@ -34,6 +33,7 @@ from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.fairness import client_groups, jain_index
 from fl_bench.hardware import Placement, place, resolve_device
 from fl_bench.models import build_model
+from fl_bench.numerics import describe as describe_numerics, kernels, require_portable_process
 from fl_bench.interrupt import STOP
 from fl_bench.run_dir import RunDirectory
 from fl_bench.run_log import RunLog
@@ -56,10 +56,11 @@ class Experiment:
 
 def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     """Every object of a run; bad input fails here, before any output is written."""
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    if cfg.numerics == "portable":
+        require_portable_process()
     torch.manual_seed(cfg.seed)  # model initialisation
-    resolve_device(cfg.device)  # an unavailable device fails before any data is built
+    device = "cpu" if cfg.numerics == "portable" else cfg.device  # the portable kernels are CPU ones
+    resolve_device(device)  # an unavailable device fails before any data is built
     data = build_dataset(cfg.dataset, cfg.partition)
     if isinstance(cfg.algorithm, CentralizedConfig):
         _check_centralized(cfg)
@@ -69,7 +70,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
                                  entropy_weight=cfg.algorithm.entropy_weight)
     local = LocalTraining.from_config(cfg.algorithm)
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
-    placement = place(cfg.device, cfg.vmap_clients, cfg.cuda_graphs, model, per_example)
+    placement = place(device, cfg.vmap_clients, cfg.cuda_graphs, model, per_example)
     device = placement.device
     data, task = data.to(device), task.to(device)
     trainer = ClientTrainer(task, data, local, vmap=placement.batched, chunk=cfg.vmap_chunk, graphs=placement.graphs,
@@ -225,6 +226,7 @@ class Run:
         self.previous: list[Progress] = []  # the evaluation before the current one
         self.resumed_at: list[int] = []  # client trips at which this run was resumed
         self.seconds_before = 0.0  # wall seconds of the run's earlier (interrupted) parts
+        self.evaluated_since_resume = False  # a divergence before it names the checkpoint as a suspect
         self.schedule = CheckpointSchedule(cfg.checkpoint_every, cfg.checkpoint_minutes)
         self.exp: Experiment
         self.log: RunLog
@@ -244,6 +246,7 @@ class Run:
             self.reached.update(trips=p.trips, sim_time=p.sim_time, server_step=p.server_step,
                                 resolution=_resolution(self.previous, p))
         self.previous[:] = [p]
+        self.evaluated_since_resume = True
         self.bar.update(min(p.trips, cfg.max_trips) - self.bar.n)
         self.bar.set_postfix(acc=f"{acc:.3f}", step=p.server_step)
         logger.info("trips %d, server step %d, sim time %.2f: val accuracy %.4f, loss %.4f",
@@ -308,9 +311,13 @@ class Run:
         except DivergenceError as error:
             status = "diverged"
             diverged.update(trips=error.trips, server_step=error.server_step)
+            advice = f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}"
+            if checkpoint is not None and not self.evaluated_since_resume:
+                advice = (f"this run went on from {CHECKPOINT} at trips {self.resumed_at[-1]} and diverged before its "
+                          f"first evaluation since: suspect the checkpoint if the run was healthy before it (run again with "
+                          f"resume=false to start over), else {advice}")
             raise DivergenceError(
-                f"training diverged ({error}) after {error.trips} trips, server step {error.server_step}: "
-                f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}",
+                f"training diverged ({error}) after {error.trips} trips, server step {error.server_step}: {advice}",
                 error.trips, error.server_step,
             ) from None
         except KeyboardInterrupt:
@@ -323,10 +330,10 @@ class Run:
             summary = summarise(self, status, timing, diverged)
             self.log.finish(exp.simulator.log.columns(), summary)
             if status in ("completed", "diverged"):  # final: nothing to resume
-                (run_dir / CHECKPOINT).unlink(missing_ok=True)
+                remove_checkpoint(run_dir / CHECKPOINT)
             if status == "completed":
                 exp.trainer.load(exp.server.params)
-                torch.save(exp.task.model.state_dict(), run_dir / "model.pt")
+                save_verified(exp.task.model.state_dict(), run_dir / "model.pt")
             logger.info("%s: %s", status, json.dumps({k: summary[k] for k in _SUMMARY_LINE}))
         return summary
 
@@ -352,8 +359,7 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
     config = result_config(cfg)
     run = Run(cfg, run_dir, config)
     directory = RunDirectory(run_dir)
-    threads = torch.get_num_threads()  # cfg.threads is this run's: restored for whatever runs next in-process
-    with directory.locked(), _restored_threads(threads):
+    with directory.locked(), kernels(cfg.numerics, cfg.threads):
         try:
             finished = _finished_summary(directory, cfg, config)
             if finished is not None:
@@ -366,14 +372,6 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
         directory.save_configs(hydra_files or {})
         remove_partial_checkpoints(run_dir)
         return run.execute(checkpoint)
-
-
-@contextmanager
-def _restored_threads(threads: int):
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -450,6 +448,9 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "device": str(exp.placement.device),
         "vmap_clients": exp.placement.batched,
         "cuda_graphs": exp.placement.graphs,
+        # What computed it: native or portable kernels (fl_bench.numerics), torch and the CPU kernels it used.
+        "numerics": cfg.numerics,
+        **describe_numerics(),
         # Memory of per-client state: the server algorithm's store and the engine's population arrays.
         "client_state_bytes": exp.server.client_state_nbytes(),
         "server_state_bytes": exp.server.server_state_nbytes(),  # e.g. HFL's past models

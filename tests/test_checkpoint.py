@@ -2,15 +2,18 @@
 uninterrupted run ends (final model, metrics.csv, trips.csv)."""
 
 import json
+import os
 import random
+import struct
 import subprocess
 import sys
+import zipfile
 
 import pytest
 import torch
 
-from fl_bench.checkpoint import CHECKPOINT
-from fl_bench.errors import ConfigError
+from fl_bench.checkpoint import CHECKPOINT, load_verified, save_verified, sha256
+from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.experiment import Run, run_experiment
 from fl_bench.run_dir import RunDirectory
 from tests.conftest import compose_run_config
@@ -130,3 +133,102 @@ def test_a_finished_run_is_not_run_again_and_a_held_directory_is_refused(tmp_pat
     other = fl_bench("progress=false", "max_trips=600", f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert other.returncode == 0 and "holds a finished run of another config: this run replaces it" in other.stderr
     assert json.loads((run_dir / "summary.json").read_text())["client_trips"] == 600
+
+
+def _killed_after_checkpoints(cfg, run_dir, monkeypatch, count=3):
+    """Run ``cfg`` in ``run_dir`` until it has written ``count`` checkpoints, then 'kill' it."""
+    checkpoint, written = Run.checkpoint, []
+
+    def checkpoint_then_die(self):
+        checkpoint(self)
+        written.append(1)
+        if len(written) == count:
+            raise Killed
+
+    monkeypatch.setattr(Run, "checkpoint", checkpoint_then_die)
+    with pytest.raises(Killed):
+        run_experiment(cfg, run_dir)
+    monkeypatch.setattr(Run, "checkpoint", checkpoint)
+
+
+def _flip_bytes_inside_a_tensor(path):
+    """Invert 8 bytes in the middle of the checkpoint's largest tensor record."""
+    with zipfile.ZipFile(path) as archive:
+        record = max((r for r in archive.infolist() if "/data/" in r.filename), key=lambda r: r.file_size)
+    data = bytearray(path.read_bytes())
+    name_length, extra_length = struct.unpack("<HH", data[record.header_offset + 26:record.header_offset + 30])
+    middle = record.header_offset + 30 + name_length + extra_length + record.file_size // 2
+    data[middle:middle + 8] = bytes(b ^ 0xFF for b in data[middle:middle + 8])
+    path.write_bytes(bytes(data))
+
+
+def test_a_checkpoint_damaged_inside_a_tensor_is_refused_with_one_line_and_no_run(tmp_path, monkeypatch):
+    overrides = ("progress=false", *WORKLOAD, "checkpoint_every=5")
+    run_dir = tmp_path / "run"
+    _killed_after_checkpoints(compose_run_config(*overrides), run_dir, monkeypatch)
+    checkpoint = run_dir / CHECKPOINT
+    assert (run_dir / "checkpoint.pt.sha256").read_text().split() == [sha256(checkpoint), CHECKPOINT]
+    _flip_bytes_inside_a_tensor(checkpoint)
+    torch.load(checkpoint, weights_only=False)  # torch itself loads it without complaint
+    before = {name: (run_dir / name).read_bytes() for name in ("metrics.csv", "trips.csv", "summary.json")}
+    resumed = fl_bench(*overrides, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert resumed.returncode == 1 and resumed.stderr.count("\n") == 1, resumed.stderr
+    assert f"fl_bench: error: {checkpoint} is damaged: its SHA-256 does not match checkpoint.pt.sha256" in resumed.stderr
+    assert "run with resume=false to start over" in resumed.stderr
+    assert all((run_dir / name).read_bytes() == data for name, data in before.items())  # no run
+
+
+def test_a_checkpoint_without_its_digest_file_is_refused(tmp_path, monkeypatch):
+    cfg = compose_run_config(*WORKLOAD, "checkpoint_every=5")
+    _killed_after_checkpoints(cfg, tmp_path, monkeypatch, count=1)
+    (tmp_path / "checkpoint.pt.sha256").unlink()
+    with pytest.raises(ConfigError, match="checkpoint.pt has no checkpoint.pt.sha256 to verify it against"):
+        run_experiment(cfg, tmp_path)
+
+
+@pytest.mark.parametrize("killed_at_rename", [2, 3])
+def test_a_save_killed_between_its_renames_leaves_a_file_its_digest_vouches_for(tmp_path, monkeypatch, killed_at_rename):
+    """save_verified renames three times: the digest file listing old and new, the file, the digest
+    file listing the new one. A kill before the 2nd leaves the old file, before the 3rd the new one."""
+    path = tmp_path / "model.pt"
+    save_verified({"w": torch.zeros(3)}, path)
+    renames, replace = [], os.replace
+
+    def replace_or_die(source, target):
+        renames.append(target)
+        if len(renames) == killed_at_rename:
+            raise Killed
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_or_die)
+    with pytest.raises(Killed):
+        save_verified({"w": torch.ones(3)}, path)
+    monkeypatch.setattr(os, "replace", replace)
+    expected = torch.zeros(3) if killed_at_rename == 2 else torch.ones(3)
+    assert torch.equal(load_verified(path)["w"], expected)
+
+
+def test_the_final_model_is_saved_with_its_digest_and_verified_on_load(tmp_path):
+    run_experiment(compose_run_config(*WORKLOAD), tmp_path)
+    model = tmp_path / "model.pt"
+    assert (tmp_path / "model.pt.sha256").read_text() == f"{sha256(model)}  model.pt\n"  # sha256sum -c reads it
+    assert load_verified(model).keys() == torch.load(model).keys()
+    assert not (tmp_path / "checkpoint.pt.sha256").exists()  # a finished run keeps no checkpoint
+    _flip_bytes_inside_a_tensor(model)
+    with pytest.raises(ConfigError, match="model.pt is damaged: its SHA-256 does not match model.pt.sha256"):
+        load_verified(model)
+
+
+def test_a_divergence_right_after_a_resume_names_the_checkpoint_as_a_suspect(tmp_path, monkeypatch):
+    cfg = compose_run_config(*WORKLOAD, "checkpoint_every=5")
+    _killed_after_checkpoints(cfg, tmp_path, monkeypatch)
+    restore = Run.restore
+
+    def restore_a_damaged_state(self, state):  # as a checkpoint written from damaged memory would be
+        restore(self, state)
+        self.exp.server.params.fill_(float("nan"))
+
+    monkeypatch.setattr(Run, "restore", restore_a_damaged_state)
+    with pytest.raises(DivergenceError, match=r"this run went on from checkpoint.pt at trips \d+ and diverged before its "
+                                              r"first evaluation since: suspect the checkpoint .* else lower algorithm.client_lr"):
+        run_experiment(cfg, tmp_path)

@@ -5,6 +5,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.test_cli import fl_bench
+
 GOLDEN = Path(__file__).parent / "golden"
 
 
@@ -24,17 +26,20 @@ def test_same_config_and_seed_give_identical_runs(run_config, algorithm):
     ("fedavgm", ["algorithm=fedavgm"]),
     ("fedavgm_over_selection", ["algorithm=fedavgm", "algorithm.over_selection=0.3"]),
 ])
-def test_results_identical_to_the_previous_engine(run_config, name, overrides):
-    """tests/golden/ holds metrics.csv and trips.csv written by the orchestrator before engine v2
-    (commit 04dcdc3) for 4,000 trips of the default workload. The schedule (every trip's client,
-    times, staleness) must be the same, and the metrics too: byte-identical on the machine that
-    wrote them; compared to 1e-6 here so that a CPU with other float kernels does not fail CI."""
+def test_results_identical_to_the_previous_engine(tmp_path, name, overrides):
+    """tests/golden/ holds metrics.csv and trips.csv of 4,000 trips of the default workload, written by
+    the orchestrator before engine v2 (commit 04dcdc3) with numerics=portable's kernels (how:
+    tests/golden/README.md). With those kernels this engine must give the same bytes, on any x86-64
+    CPU: the schedule (every trip's client, times, staleness) and every metric, compared exactly."""
     # vmap_clients=false: the golden runs trained one trip at a time (the batched path's Deltas equal
-    # those to float tolerance, tests/test_batched.py, which 4,000 trips amplify past 1e-6)
-    _, metrics, trips = run_config(*overrides, "max_trips=4000", "eval_every=500", "vmap_clients=false", name=name)
+    # those to float tolerance only, tests/test_batched.py)
+    run_dir = tmp_path / name
+    result = fl_bench("progress=false", "numerics=portable", *overrides, "max_trips=4000", "eval_every=500",
+                      "vmap_clients=false", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    metrics, trips = pd.read_csv(run_dir / "metrics.csv"), pd.read_csv(run_dir / "trips.csv")
     golden_trips = pd.read_csv(GOLDEN / f"{name}_trips.csv")
-    pd.testing.assert_frame_equal(trips[golden_trips.columns], golden_trips)
-    golden_metrics = pd.read_csv(GOLDEN / f"{name}_metrics.csv")
-    pd.testing.assert_frame_equal(metrics[["trips", "server_step", "sim_time"]], golden_metrics[["trips", "server_step", "sim_time"]])
+    pd.testing.assert_frame_equal(trips[golden_trips.columns], golden_trips, check_exact=True)
     # metrics.csv has gained cost columns since (bytes, FLOPs): the golden ones must be unchanged
-    pd.testing.assert_frame_equal(metrics[golden_metrics.columns], golden_metrics, check_exact=False, rtol=1e-6, atol=0)
+    golden_metrics = pd.read_csv(GOLDEN / f"{name}_metrics.csv")
+    pd.testing.assert_frame_equal(metrics[golden_metrics.columns], golden_metrics, check_exact=True)
