@@ -315,11 +315,8 @@ def _fetch(item: Download, raw: Path, again: str, log: Callable[[str], None]) ->
 
 
 def _md5(path: Path) -> str:
-    digest = hashlib.md5()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "md5").hexdigest()
 
 
 # ----------------------------------------------------------------------------- load
