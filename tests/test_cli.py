@@ -78,3 +78,29 @@ def test_wandb_logger_works_offline(tmp_path):
     offline_runs = list((run_dir / "wandb").glob("offline-run-*"))
     assert len(offline_runs) == 1 and list(offline_runs[0].glob("*.wandb"))
     assert (run_dir / "metrics.csv").exists()
+
+
+EXPERIMENTS = sorted(path.stem for path in (REPO / "conf" / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_takes_another_partition_and_dataset_from_the_command_line(compose_config, experiment):
+    """An experiment's own split and dataset settings are presets of their groups (conf/partition,
+    conf/dataset), so partition=... or dataset=... replaces them whole instead of meeting keys its
+    schema does not have."""
+    needs = ["algorithm/server_optimizer=momentum"] if experiment.startswith("fedbuff_fig4") else []  # its server momentum
+    for choice in ("partition=iid", "partition=dirichlet", "dataset=digits", "dataset=synthetic"):
+        cfg = compose_config(f"experiment={experiment}", choice, *needs)
+        group, option = choice.split("=")
+        assert getattr(cfg, group).name == option
+
+
+def test_a_protocols_workload_varies_from_the_command_line_and_what_cannot_work_fails_in_one_line(run_config, tmp_path):
+    from fl_bench.errors import FLBenchError
+
+    small = ("dataset.num_samples=3000", "partition.num_clients=200", "concurrency=20", "max_trips=200", "eval_every=100",
+             f"data_root={tmp_path / 'data'}")
+    summary, _, _ = run_config("experiment=fedbuff_smoke", "partition=iid", *small)
+    assert summary["status"] == "completed" and summary["client_trips"] == 200
+    with pytest.raises(FLBenchError, match="partition=pachinko needs coarse labels"):
+        run_config("experiment=fedlaavg_table2_smoke", "partition=pachinko", "max_trips=100", name="pachinko")
