@@ -31,6 +31,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from fl_bench.errors import ConfigError
+from fl_bench.guards import tuned_edges
 from fl_bench.report import load_runs, write_report
 
 
@@ -144,6 +145,15 @@ class Reproduction:
             return list(pool.map(function, items))
 
     # ------------------------------------------------------------------ tables
+    def guards(self, arms: list[Arm]) -> str:
+        """The guards' findings about these arms' tuning, for the table's notes (fl_bench.guards)."""
+        studies = sorted({self.spec["studies"][a.study].get("setting_of", a.study) for a in arms})
+        edges = [edge for study in studies for edge in tuned_edges({"study": study, **self.tuned(study)})]
+        if not edges:
+            return ""
+        return ("Guard, edge: a tuned value at the edge of its search space, so the optimum may lie beyond it "
+                "(widen the space and tune again before reading these arms): " + "; ".join(map(str, edges)) + ".")
+
     def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
         """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
         Report (fl_bench.wandb_report; its runs need ``--override logger=wandb``)."""
@@ -164,8 +174,9 @@ class Reproduction:
             order = {a.label: i for i, a in enumerate(chosen)}
             runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
+            notes = " ".join(filter(None, (table.get("notes", ""), self.guards(chosen))))
             write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
-                         table.get("notes", ""), table.get("measure", "trips"))
+                         notes, table.get("measure", "trips"))
             print(f"{name}: {out / name}.md")
             if publish:
                 from fl_bench.wandb_report import publish as publish_report
