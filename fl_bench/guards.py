@@ -1,5 +1,23 @@
 """Guards a table's evidence must pass before its verdict is believed, computed rather than left to
-the reader.
+the reader, and the evidence itself: each arm's median over the report seeds with a 95% interval,
+its effect against the arm it is compared with (a ratio of client trips or rounds, a difference in
+accuracy points) with a 95% interval, and a verdict decided by that interval (:func:`evidence_table`).
+
+Intervals are percentile bootstraps over seeds (scipy's ``bootstrap``, resampling each arm's seeds
+independently, 2,000 resamples, a fixed generator: the same table every time). A seed that missed
+the target counts as the budget, so its arm's trips are a lower bound (shown with ">").
+
+Verdict: the effect's interval lies above the band of "no difference" (ratio 1 +- 5%, difference 0
++- 0.5 points), below it, or inside it, and that side is the paper's: "reproduces"; another side:
+"differs"; an interval that straddles a band edge: "inconclusive".
+
+Tuning failed: an arm declares the arm that runs its nested special case (``special_case:`` in the
+sweep file: FedAvg is FedAvgM with momentum 0, FedAvg is FedProx with mu = 0); a method worse than
+its own special case beyond the interval means its tuning failed, and that is its verdict.
+
+Saturated: the table cannot tell its arms apart because the workload sits at a ceiling or floor:
+every arm reached the target at its first evaluation, or none reached it, or (accuracy tables)
+every arm's median lies within the seeds' noise (the largest seed std) of the best one.
 
 Edge: a tuned value at the edge of its search space (``conf/hparams_search/<space>.yaml``) says the
 optimum may lie beyond what was searched: widen the space and tune again, or the table says
@@ -21,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from omegaconf import OmegaConf
 
 SPACES = Path(__file__).resolve().parent.parent / "conf" / "hparams_search"
@@ -96,6 +116,142 @@ def tuned_edges(tuned: dict[str, Any], spaces: Path = SPACES) -> list[Edge]:
         if side:
             edges.append(Edge(tuned.get("study", tuned["space"]), key, float(value), bounds[0], bounds[1], side))
     return edges
+
+
+NO_DIFFERENCE = {"ratio": (0.95, 1.05), "difference": (-0.5, 0.5)}  # the band of "the same"
+RESAMPLES = 2000
+
+
+def _interval(statistic, *samples: np.ndarray) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of ``statistic(*samples)``, each sample resampled on its own."""
+    from scipy import stats
+
+    if any(len(sample) < 2 for sample in samples) or all(np.ptp(sample) == 0 for sample in samples):
+        value = statistic(*samples)
+        return value, value  # one seed, or no spread: nothing to resample
+    result = stats.bootstrap(samples, statistic, n_resamples=RESAMPLES, confidence_level=0.95, method="percentile",
+                             vectorized=False, random_state=np.random.default_rng(0))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _side(low: float, high: float, kind: str) -> str:
+    """Where an interval lies against the no-difference band: '>', '<', '=' or '?' (straddles an edge)."""
+    band_low, band_high = NO_DIFFERENCE[kind]
+    if low > band_high:
+        return ">"
+    if high < band_low:
+        return "<"
+    return "=" if band_low <= low and high <= band_high else "?"
+
+
+def _paper_side(values: list[Any], kind: str) -> str | None:
+    """The side the paper's numbers take ('>1' for a lower bound above 1); None when they disagree."""
+    sides = set()
+    for value in values:
+        number = float(str(value).lstrip(">"))
+        sides.add(">" if str(value).startswith(">") and number >= 1 else _side(number, number, kind))
+    return sides.pop() if len(sides) == 1 else None
+
+
+def _samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, bool]:
+    """One value per seed of ``method`` (trips with a miss counted as the budget), and whether a seed missed."""
+    group = runs[runs["method"] == method]
+    if measure in ("trips", "rounds"):
+        missed = group["trips_to_target"].isna()
+        return group["trips_to_target"].fillna(group["max_trips"]).to_numpy(float), bool(missed.any())
+    return 100 * group["best_val_accuracy"].to_numpy(float), False
+
+
+def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float, float]:
+    statistic = ((lambda a, b: np.median(a) / np.median(b)) if kind == "ratio"
+                 else (lambda a, b: np.median(a) - np.median(b)))
+    return (statistic(ours, base), *_interval(statistic, ours, base))
+
+
+def _shown(value: float, low: float, high: float, kind: str, bound: bool = False) -> str:
+    mark = ">" if bound else ""
+    if kind == "ratio":
+        return f"{mark}{value:.2f}× [{low:.2f}, {high:.2f}]"
+    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def saturated(runs: pd.DataFrame, measure: str) -> str:
+    """Why the table's workload cannot tell its arms apart ('' when it can)."""
+    if measure in ("trips", "rounds"):
+        first = runs.get("eval_every", pd.Series(dtype=float))
+        if runs["trips_to_target"].isna().all():
+            return "no arm reached the target within the budget"
+        if measure == "trips" and len(first) and (runs["trips_to_target"] <= first).all():
+            return "every arm reached the target at its first evaluation"
+        return ""
+    medians = runs.groupby("method")["best_val_accuracy"].median() * 100
+    noise = 100 * runs.groupby("method")["best_val_accuracy"].std(ddof=1).max()
+    if len(medians) > 1 and pd.notna(noise) and medians.max() - medians.min() <= noise:
+        return (f"every arm's median best accuracy lies within {medians.max() - medians.min():.2f} points of the best, "
+                f"inside the seeds' noise ({noise:.2f} points)")
+    return ""
+
+
+def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> pd.DataFrame:
+    """Per method: median [95% interval] over seeds; per compared arm: the effect against its ``vs``
+    (default ``reference``) with its interval, the paper's effect, the verdict; the guards' findings."""
+    kind = "ratio" if measure in ("trips", "rounds") else "difference"
+    paper_key = {"trips": "trips", "rounds": "trips"}.get(measure, "accuracy")
+    methods = list(dict.fromkeys(runs["method"]))
+    rows = []
+    for method in methods:
+        ours, bound = _samples(runs, method, measure)
+        low, high = _interval(np.median, ours)
+        arm = arms.get(method, {})
+        level = (f"{np.median(ours):.2f} [{low:.2f}, {high:.2f}]" if kind == "difference"
+                 else f"{'>' if bound else ''}{np.median(ours):,.0f} [{low:,.0f}, {high:,.0f}]")
+        row = {"method": method, "seeds": len(ours), "median [95% CI]": level,
+               "vs": "", "effect [95% CI]": "", "paper": "", "verdict": "", "guard": ""}
+        vs = arm.get("vs", reference)
+        if vs in methods and vs != method and ("vs" in arm or "paper" in arm):
+            base, base_bound = _samples(runs, vs, measure)
+            value, e_low, e_high = _effect(ours, base, kind)
+            row.update({"vs": vs, "effect [95% CI]": _shown(value, e_low, e_high, kind, bound and not base_bound)})
+            paper = (arm.get("paper") or {}).get(paper_key)
+            if paper is not None and kind == "difference":
+                theirs = (arms.get(vs, {}).get("paper") or {}).get(paper_key)
+                paper = None if theirs is None else [float(paper) - float(theirs)]
+            if paper:
+                row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else f"{float(v):+.2f}" for v in paper)
+                expected, found = _paper_side(list(paper), kind), _side(e_low, e_high, kind)
+                row["verdict"] = ("inconclusive" if found == "?" or expected is None
+                                  else "reproduces" if found == expected else "differs")
+        special = arm.get("special_case")
+        if special in methods:
+            base, _ = _samples(runs, special, measure)
+            _, e_low, e_high = _effect(ours, base, kind)
+            worse = e_low > NO_DIFFERENCE["ratio"][1] if kind == "ratio" else e_high < NO_DIFFERENCE["difference"][0]
+            if worse:
+                row["guard"] = f"tuning failed: worse than its special case {special}"
+                row["verdict"] = "tuning failed" if row["verdict"] else ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> str:
+    """The evidence table with the guards' findings, as a section of a report."""
+    if measure == "privacy":
+        return ""
+    table = evidence_table(runs, reference, arms, measure)
+    unit = {"trips": "client trips to target", "rounds": "rounds to target"}.get(measure, "best accuracy (%)")
+    effect = ("ratio of medians (lower is better)" if measure in ("trips", "rounds")
+              else "difference of medians in points (higher is better)")
+    lines = [f"## Evidence\n\nMedian {unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "
+             "the arm in `vs`, with its interval; verdict by where that interval lies against the paper's side "
+             "(fl_bench/guards.py states the rules).\n", table.to_markdown(index=False), ""]
+    why = saturated(runs, measure)
+    if why:
+        lines.append(f"Guard, saturated: {why}: this workload cannot show the effect, whatever the verdicts say.\n")
+    failed = table.loc[table["guard"] != "", "method"].tolist()
+    if failed:
+        lines.append(f"Guard, tuning failed: {', '.join(failed)}: worse than its own special case: "
+                     "a tuning failure, not a finding.\n")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -36,6 +36,7 @@ import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from fl_bench.config import NOT_RESULT_KEYS  # noqa: E402
+from fl_bench.guards import evidence_markdown  # noqa: E402
 from fl_bench.run_log import METRIC_COLUMNS  # noqa: E402
 
 
@@ -582,6 +583,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"{'; ratio: ' + unit + ' (and time) relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
                 f"; client_times_to_target: simulated time in mean client trip times. Resolution of {unit} to target: {grid} "
                 f"(0 where every model was evaluated).\n\n{markdown(table)}")
+    body += "\n\n" + evidence_markdown(rounds_view(runs) if measure == "rounds" else runs, reference, arms or {}, measure)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
     # Fig. 3's trips against concurrency when the table spans several concurrencies

@@ -1,9 +1,10 @@
-"""Guards: a tuned value at the edge of its search space is found, and named in the table's notes."""
+"""Guards and evidence: edges of search spaces, verdicts by interval, tuning failures, saturated workloads."""
 
+import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.guards import edge_side, search_space, tuned_edges
+from fl_bench.guards import edge_side, evidence_markdown, evidence_table, saturated, search_space, tuned_edges
 from fl_bench.reproduce import Arm, Reproduction
 
 
@@ -72,3 +73,57 @@ def test_a_table_s_notes_name_the_edges_of_its_arms_tuning(tmp_path):
     assert notes.startswith("Guard, edge: a tuned value at the edge of its search space")
     assert "fedprox: algorithm.prox_mu=1 at the upper edge of [0.001, 1]" in notes and "fedavg" not in notes
     assert reproduction.guards([Arm("a", "fedavg", ())]) == ""
+
+
+def _runs(trips: dict[str, list[float]], budget: int = 1000, eval_every: int = 10) -> pd.DataFrame:
+    return pd.DataFrame([{"method": m, "seed": s, "trips_to_target": t, "max_trips": budget, "eval_every": eval_every,
+                          "best_val_accuracy": 0.5} for m, values in trips.items() for s, t in enumerate(values)])
+
+
+def test_the_verdict_follows_the_interval_of_the_effect_against_the_paper_s_side():
+    runs = _runs({"fedbuff": [100, 105, 98, 102, 101], "fedavgm": [300, 320, 310, 305, 315],
+                  "fedavg": [100, 200, 150, 120, 170], "similar": [97, 103, 99, 101, 100]})
+    arms = {"fedavgm": {"vs": "fedbuff", "paper": {"trips": [3.3, 1.7, 1.8]}},
+            "fedavg": {"vs": "fedbuff", "paper": {"trips": [1.7]}},
+            "similar": {"vs": "fedbuff", "paper": {"trips": [2.0]}}}
+    table = evidence_table(runs, "fedbuff", arms, "trips").set_index("method")
+    assert table.loc["fedavgm", "verdict"] == "reproduces"  # 310 / 101, its interval above 1.05: the paper's side
+    assert table.loc["fedavgm", "effect [95% CI]"].startswith("3.07×")
+    assert table.loc["fedavg", "verdict"] == "inconclusive"  # 1.47x, but the interval reaches below 1.05
+    assert table.loc["similar", "verdict"] == "differs"  # inside 1 +- 5%, the paper says 2x
+    assert table.loc["fedbuff", "median [95% CI]"] == "101 [98, 105]" and table.loc["fedbuff", "verdict"] == ""
+
+
+def test_a_nested_method_worse_than_its_special_case_is_a_tuning_failure_not_a_finding():
+    runs = _runs({"fedbuff": [100, 102, 98], "fedavg": [150, 160, 155], "fedavgm": [400, 420, 410]})
+    arms = {"fedavg": {"vs": "fedbuff", "paper": {"trips": [1.5]}},
+            "fedavgm": {"vs": "fedbuff", "special_case": "fedavg", "paper": {"trips": [3.0]}}}
+    table = evidence_table(runs, "fedbuff", arms, "trips").set_index("method")
+    assert table.loc["fedavgm", "verdict"] == "tuning failed"
+    assert table.loc["fedavgm", "guard"] == "tuning failed: worse than its special case fedavg"
+    assert table.loc["fedavg", "guard"] == "" and table.loc["fedavg", "verdict"] == "reproduces"
+    assert "Guard, tuning failed: fedavgm: worse than its own special case" in evidence_markdown(runs, "fedbuff", arms, "trips")
+
+
+def test_a_missed_target_counts_as_the_budget_and_a_workload_at_its_floor_or_ceiling_is_saturated():
+    runs = _runs({"fedbuff": [100, 110, 105], "fedasync": [float("nan"), 900, float("nan")]})
+    table = evidence_table(runs, "fedbuff", {"fedasync": {"vs": "fedbuff"}}, "trips").set_index("method")
+    assert table.loc["fedasync", "median [95% CI]"].startswith(">1,000")
+    assert table.loc["fedasync", "effect [95% CI]"].startswith(">9.52×")
+    assert saturated(runs, "trips") == ""
+    assert saturated(_runs({"a": [float("nan")] * 3, "b": [float("nan")] * 3}), "trips") == \
+        "no arm reached the target within the budget"
+    assert saturated(_runs({"a": [10, 10], "b": [10, 10]}), "trips") == "every arm reached the target at its first evaluation"
+    accuracy = pd.DataFrame({"method": ["a"] * 3 + ["b"] * 3, "best_val_accuracy": [0.97, 0.96, 0.975, 0.968, 0.972, 0.96]})
+    assert saturated(accuracy, "best_accuracy").startswith("every arm's median best accuracy lies within")
+    apart = accuracy.assign(best_val_accuracy=[0.97, 0.96, 0.975, 0.80, 0.81, 0.79])
+    assert saturated(apart, "best_accuracy") == ""
+
+
+def test_accuracy_effects_are_differences_in_points_compared_with_the_paper_s_difference():
+    runs = pd.DataFrame({"method": ["fedavg"] * 4 + ["fedlaavg"] * 4,
+                         "best_val_accuracy": [0.80, 0.81, 0.79, 0.80, 0.86, 0.85, 0.87, 0.86]})
+    arms = {"fedavg": {"paper": {"accuracy": 58.0}}, "fedlaavg": {"vs": "fedavg", "paper": {"accuracy": 61.0}}}
+    table = evidence_table(runs, "fedavg", arms, "best_accuracy").set_index("method")
+    assert table.loc["fedlaavg", "effect [95% CI]"].startswith("+6.00")
+    assert table.loc["fedlaavg", "paper"] == "+3.00" and table.loc["fedlaavg", "verdict"] == "reproduces"

@@ -50,8 +50,10 @@ def test_the_dry_run_specification_of_the_table_1_smoke_table(smoke_runs, tmp_pa
     blocks = spec["spec"]["blocks"]
     text = next(b["content"] for b in blocks if b["type"] == "markdown-block")
     assert text.startswith("# fedbuff_table1_smoke") and "![" not in text
-    rows = [line for line in text.splitlines() if line.startswith("| fed")]
-    assert sorted(row.split("|")[1].strip() for row in rows) == ["fedavgm", "fedbuff"]
+    table, evidence = text.split("## Evidence")  # the table, then its evidence (fl_bench.guards)
+    for section in (table, evidence):
+        rows = [line for line in section.splitlines() if line.startswith("| fed")]
+        assert sorted(row.split("|")[1].strip() for row in rows) == ["fedavgm", "fedbuff"]
     assert text == "\n".join(l for l in (tmp_path / "fedbuff_table1_smoke.md").read_text().splitlines() if not l.startswith("!["))
     grid = next(b for b in blocks if b["type"] == "panel-grid")["metadata"]
     (runset,) = grid["runSets"]
