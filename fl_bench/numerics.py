@@ -25,6 +25,7 @@ architectures (ARM builds of torch carry other kernels), other torch / MKL versi
 from __future__ import annotations
 
 import os
+import platform
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -99,4 +100,5 @@ def describe() -> dict[str, str]:
     """What computed a run, for its summary: the library versions and the CPU kernels used."""
     import torch
 
-    return {"torch_version": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {"torch_version": torch.__version__, "cpu_architecture": platform.machine(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}

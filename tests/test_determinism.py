@@ -1,5 +1,6 @@
 """Seeded runs repeat exactly, and the engine reproduces the runs of the engine it replaced."""
 
+import platform
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +41,33 @@ def test_results_identical_to_the_previous_engine(tmp_path, name, overrides):
     metrics, trips = pd.read_csv(run_dir / "metrics.csv"), pd.read_csv(run_dir / "trips.csv")
     golden_trips = pd.read_csv(GOLDEN / f"{name}_trips.csv")
     pd.testing.assert_frame_equal(trips[golden_trips.columns], golden_trips, check_exact=True)
+    assert_golden_metrics(metrics, name, exact=platform.machine().lower() in ("x86_64", "amd64"))
+
+
+# Where the bytes cannot be the golden ones (torch's ARM builds carry other kernels and no MKL), the
+# metrics must stay within what other kernels were measured to do: across nine other kernel and
+# thread settings on x86-64 (AVX-512, AVX2 and baseline ATen kernels, 1, 2 and 4 threads, MKL with and
+# without CBWR) the fedbuff golden run's accuracy moved by at most 0.00125 and its loss by 0.14%
+# (results/numerics.md); the tolerance is four times that.
+ACCURACY_ATOL, LOSS_RTOL = 0.005, 0.005
+
+
+def assert_golden_metrics(metrics: pd.DataFrame, name: str, exact: bool) -> None:
     # metrics.csv has gained cost columns since (bytes, FLOPs): the golden ones must be unchanged
-    golden_metrics = pd.read_csv(GOLDEN / f"{name}_metrics.csv")
-    pd.testing.assert_frame_equal(metrics[golden_metrics.columns], golden_metrics, check_exact=True)
+    golden = pd.read_csv(GOLDEN / f"{name}_metrics.csv")
+    if exact:
+        pd.testing.assert_frame_equal(metrics[golden.columns], golden, check_exact=True)
+        return
+    schedule = ["trips", "server_step", "sim_time"]
+    pd.testing.assert_frame_equal(metrics[schedule], golden[schedule], check_exact=True)
+    pd.testing.assert_series_equal(metrics.val_accuracy, golden.val_accuracy, check_exact=False, rtol=0, atol=ACCURACY_ATOL)
+    pd.testing.assert_series_equal(metrics.val_loss, golden.val_loss, check_exact=False, rtol=LOSS_RTOL, atol=0)
+
+
+def test_native_kernels_stay_within_the_tolerance_other_architectures_are_held_to(run_config):
+    """This machine's own kernels (not portable) give other bytes, within the tolerance above: the
+    check an ARM machine runs instead of the exact one."""
+    _, metrics, trips = run_config("max_trips=4000", "eval_every=500", "vmap_clients=false")
+    golden_trips = pd.read_csv(GOLDEN / "fedbuff_trips.csv")
+    pd.testing.assert_frame_equal(trips[golden_trips.columns], golden_trips, check_exact=True)
+    assert_golden_metrics(metrics, "fedbuff", exact=False)
