@@ -1,6 +1,7 @@
 """numerics=portable: the same bytes whatever kernels the CPU would offer, and one-line refusals of
 what it cannot promise."""
 
+import json
 import os
 
 import pandas as pd
@@ -29,6 +30,8 @@ def test_a_portable_run_on_an_emulated_avx2_machine_gives_the_golden_bytes(tmp_p
     golden = pd.read_csv(GOLDEN / "fedbuff_metrics.csv")
     golden = golden[golden.trips <= 2000]
     pd.testing.assert_frame_equal(pd.read_csv(run_dir / "metrics.csv")[golden.columns], golden, check_exact=True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["numerics"] == "portable" and summary["cpu_capability"] == "DEFAULT"  # not the avx2 asked for
 
 
 def test_the_command_line_sets_the_portable_environment_before_torch_loads(monkeypatch):
