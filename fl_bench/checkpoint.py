@@ -113,12 +113,12 @@ def save_verified(obj: Any, path: Path) -> None:
     _write_digests(path, [new])
 
 
-def verify(path: Path, what: str = "file") -> None:
+def verify(path: Path) -> None:
     """Refuse (one line) a file whose bytes its digest file does not vouch for."""
     listed = _listed_digests(path)
     if not listed:
         raise ConfigError(f"{path} has no {digest_path(path).name} to verify it against (written by an older "
-                          f"fl_bench, or the digest file was removed): it cannot be trusted as a {what}")
+                          "fl_bench, or the digest file was removed): it cannot be trusted")
     if sha256(path) not in listed:
         raise ConfigError(f"{path} is damaged: its SHA-256 does not match {digest_path(path).name}, written with it")
 
@@ -127,7 +127,7 @@ def load_verified(path: Path | str, map_location: Any = None, weights_only: bool
     """``torch.load`` of a file saved by :func:`save_verified` (a run's ``model.pt``), after checking
     its digest: ``load_verified("runs/.../model.pt")`` gives the final model's state_dict."""
     path = Path(path)
-    verify(path, "model" if path.name == "model.pt" else "file")
+    verify(path)
     return torch.load(path, map_location=map_location, weights_only=weights_only)
 
 
@@ -146,7 +146,7 @@ def load_checkpoint(path: Path, config: dict[str, Any], device: torch.device) ->
     """The checkpoint at ``path``, refused (one line) when it is damaged, unverifiable or belongs to
     another config."""
     try:
-        verify(path, "checkpoint")
+        verify(path)
     except ConfigError as error:
         raise ConfigError(f"{error}: delete it (and {digest_path(path).name}) or run with resume=false to start over") from None
     try:

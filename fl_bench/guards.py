@@ -134,8 +134,9 @@ def _interval(statistic, *samples: np.ndarray) -> tuple[float, float]:
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def _side(low: float, high: float, kind: str) -> str:
-    """Where an interval lies against the no-difference band: '>', '<', '=' or '?' (straddles an edge)."""
+def side(low: float, high: float, kind: str) -> str:
+    """Where an interval (a point: low = high) lies against the no-difference band of ``kind``
+    ("ratio": 1 +- 5%, "difference": 0 +- 0.5 points): '>', '<', '=' or '?' (straddles an edge)."""
     band_low, band_high = NO_DIFFERENCE[kind]
     if low > band_high:
         return ">"
@@ -144,12 +145,16 @@ def _side(low: float, high: float, kind: str) -> str:
     return "=" if band_low <= low and high <= band_high else "?"
 
 
+def paper_side(value: Any, kind: str = "ratio") -> str:
+    """The side of one paper entry: a number, or '>x' for a lower bound ('>1': the text says larger,
+    without a number; the paper's '>600' over the reference)."""
+    number = float(str(value).lstrip(">"))
+    return ">" if str(value).startswith(">") and number >= 1 else side(number, number, kind)
+
+
 def _paper_side(values: list[Any], kind: str) -> str | None:
-    """The side the paper's numbers take ('>1' for a lower bound above 1); None when they disagree."""
-    sides = set()
-    for value in values:
-        number = float(str(value).lstrip(">"))
-        sides.add(">" if str(value).startswith(">") and number >= 1 else _side(number, number, kind))
+    """The side all the paper's numbers take; None when they disagree."""
+    sides = {paper_side(value, kind) for value in values}
     return sides.pop() if len(sides) == 1 else None
 
 
@@ -218,7 +223,7 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
                 paper = None if theirs is None else [float(paper) - float(theirs)]
             if paper:
                 row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else f"{float(v):+.2f}" for v in paper)
-                expected, found = _paper_side(list(paper), kind), _side(e_low, e_high, kind)
+                expected, found = _paper_side(list(paper), kind), side(e_low, e_high, kind)
                 row["verdict"] = ("inconclusive" if found == "?" or expected is None
                                   else "reproduces" if found == expected else "differs")
         special = arm.get("special_case")

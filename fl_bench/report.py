@@ -36,7 +36,7 @@ import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from fl_bench.config import NOT_RESULT_KEYS  # noqa: E402
-from fl_bench.guards import evidence_markdown  # noqa: E402
+from fl_bench.guards import evidence_markdown, paper_side, side  # noqa: E402
 from fl_bench.run_log import METRIC_COLUMNS  # noqa: E402
 
 
@@ -318,11 +318,6 @@ def plot_privacy(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def _points_side(difference: float) -> str:
-    """Which side of 0 a difference in accuracy points lies: '=' within half a point."""
-    return ">" if difference > 0.5 else "<" if difference < -0.5 else "="
-
-
 def compare_accuracy_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
     """Per arm with a paper number (``paper: {accuracy: 60.98}``, in %): its difference in points to
     the arm it is compared with (``vs``, default the reference), the paper's difference, whether the
@@ -345,7 +340,7 @@ def compare_accuracy_with_paper(table: pd.DataFrame, arms: dict[str, dict], refe
         margins.append(f"{abs(ours) / spread:.1f}" if spread > 0 else "–")
         theirs = paper - paper_of[vs] if paper is not None and paper_of.get(vs) is not None else None
         paper_diffs.append("" if theirs is None else f"{theirs:+.2f}")
-        directions.append("" if theirs is None else "matches" if _points_side(ours) == _points_side(theirs) else "differs")
+        directions.append("" if theirs is None else "matches" if side(ours, ours, "difference") == side(theirs, theirs, "difference") else "differs")
     out["difference"], out["paper"], out["paper difference"] = diffs, papers, paper_diffs
     out["direction"], out["margin / seed std"] = directions, margins
     return out
@@ -363,19 +358,9 @@ def accuracy_markdown(table: pd.DataFrame) -> str:
         columns={"final_val_accuracy": "final_accuracy"}).to_markdown(index=False)
 
 
-def _side(value: float) -> str:
-    """Which side of 1 a ratio lies: '>' (above 1.05), '<' (below 0.95) or '=' (within 5%)."""
-    return ">" if value > 1.05 else "<" if value < 0.95 else "="
-
-
 def _paper_value(value: Any) -> float:
     """A paper entry: a number, or '>x' for a lower bound (the paper's '>600' over the reference)."""
     return float(str(value).lstrip(">"))
-
-
-def _paper_side(value: Any) -> str:
-    """'>' for a lower bound at or above 1 ('>1': the text says larger, without a number)."""
-    return ">" if str(value).startswith(">") and _paper_value(value) >= 1 else _side(_paper_value(value))
 
 
 def compare_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
@@ -413,9 +398,9 @@ def _direction(ratio: float, lower_bound: bool, paper: list) -> str:
         return ""
     if pd.isna(ratio):
         return "no result"
-    sides = {_paper_side(v) for v in paper}
+    sides = {paper_side(v) for v in paper}
     paper = [_paper_value(v) for v in paper]
-    ours = ">" if lower_bound and ratio > 1.05 else _side(ratio)
+    ours = ">" if lower_bound and ratio > 1.05 else side(ratio, ratio, "ratio")
     if len(sides) == 1:
         return "matches" if sides == {ours} else "differs"
     inside = min(paper) <= ratio <= max(paper) or (lower_bound and ratio <= max(paper))
