@@ -421,6 +421,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "server_steps": exp.server.version,
         "target_accuracy": cfg.target_accuracy,
         "max_trips": cfg.max_trips,
+        "eval_every": cfg.eval_every,  # the first evaluation: a table whose arms all reach the target there is saturated
         "max_rounds": cfg.max_rounds,
         # exact: the run stops at max_trips; whole rounds: a synchronous run ends on a whole round, so
         # client_trips may pass max_trips by up to one round's trips (over-selected ones included).
