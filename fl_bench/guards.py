@@ -227,7 +227,10 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
                 row["verdict"] = ("inconclusive" if found == "?" or expected is None
                                   else "reproduces" if found == expected else "differs")
         special = arm.get("special_case")
-        if special in methods:
+        if special is not None and special not in arms:
+            raise ValueError(f"arm {method!r}: special_case {special!r} is not an arm of this table: "
+                             f"choose one of {', '.join(arms)}")
+        if special in methods:  # (a smoke run may leave it out)
             base, _ = _samples(runs, special, measure)
             _, e_low, e_high = _effect(ours, base, kind)
             worse = e_low > NO_DIFFERENCE["ratio"][1] if kind == "ratio" else e_high < NO_DIFFERENCE["difference"][0]

@@ -103,6 +103,9 @@ def test_a_nested_method_worse_than_its_special_case_is_a_tuning_failure_not_a_f
     assert table.loc["fedavgm", "guard"] == "tuning failed: worse than its special case fedavg"
     assert table.loc["fedavg", "guard"] == "" and table.loc["fedavg", "verdict"] == "reproduces"
     assert "Guard, tuning failed: fedavgm: worse than its own special case" in evidence_markdown(runs, "fedbuff", arms, "trips")
+    misspelt = {**arms, "fedavgm": {**arms["fedavgm"], "special_case": "fed_avg"}}
+    with pytest.raises(ValueError, match="arm 'fedavgm': special_case 'fed_avg' is not an arm of this table"):
+        evidence_table(runs, "fedbuff", misspelt, "trips")
 
 
 def test_a_missed_target_counts_as_the_budget_and_a_workload_at_its_floor_or_ceiling_is_saturated():
