@@ -724,8 +724,9 @@ class FedMAXConfig(SyncConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _require(self.entropy_weight > 0, "algorithm.entropy_weight", self.entropy_weight,
-                 "FedMAX needs alpha > 0 (alpha = 0 is FedAvg)")
+        # alpha = 0 is FedAvg, FedMAX's nested special case (a protocol's search must be able to reach it)
+        _require(math.isfinite(self.entropy_weight) and self.entropy_weight >= 0, "algorithm.entropy_weight",
+                 self.entropy_weight, "FedMAX's alpha must be >= 0")
 
 
 OPTIMIZERS = ("sgdm", "rmsprop", "adam")

@@ -23,10 +23,10 @@ Edge: a tuned value at the edge of its search space (``conf/hparams_search/<spac
 optimum may lie beyond what was searched: widen the space and tune again, or the table says
 "edge". A value is at an edge when it is the smallest or largest of a numeric ``choice``, or lies
 within 5% of an ``interval``'s width of either end (measured in log space for ``tag(log, ...)``).
-A bound of 0 or 1 on a linear scale is a natural limit, not an edge: momentum 0 or mu = 0 (the
-nested special case), a decay or mixing weight of 1. A numeric choice whose values are all positive
-and span two decades or more counts as a log scale (a grid of learning rates), where no bound is
-natural.
+A bound of 0 is a natural limit, not an edge: momentum 0 or mu = 0 (the nested special case); so is
+1 on a linear scale: a decay or mixing weight of 1. A numeric choice whose positive values span two
+decades or more counts as a log scale (a grid of learning rates, or FedProx's mu grid with 0 beside
+it), where 1 is no natural bound.
 
     python -m fl_bench.guards results/tuned/*/*.yaml --markdown results/tuning_edges.md
 """
@@ -73,6 +73,24 @@ def search_space(space: str, spaces: Path = SPACES) -> dict[str, Any]:
     return {key: parser.parse_override(f"{key}={value}").value() for key, value in params.items()}
 
 
+def contains(sweep: Any, value: Any) -> bool:
+    """Whether a search space's sweep (or fixed value) can take ``value``: a protocol checks that a
+    space holds the paper's values and its nested special case (momentum 0, mu = 0)."""
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    def same(a: Any, b: Any) -> bool:
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) if numbers else a == b
+
+    if isinstance(sweep, IntervalSweep):
+        return isinstance(value, (int, float)) and sweep.start * (1 - 1e-9) <= value <= sweep.end * (1 + 1e-9)
+    if isinstance(sweep, ChoiceSweep):
+        return any(same(choice, value) for choice in sweep.list)
+    if isinstance(sweep, RangeSweep):
+        return any(same(choice, value) for choice in range(int(sweep.start), int(sweep.stop), int(sweep.step)))
+    return same(sweep, value)
+
+
 def _bounds(sweep: Any) -> tuple[float, float, bool, bool] | None:
     """(low, high, log scale, discrete) of a numeric sweep; None for a non-numeric one."""
     from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
@@ -84,8 +102,9 @@ def _bounds(sweep: Any) -> tuple[float, float, bool, bool] | None:
     if isinstance(sweep, ChoiceSweep):
         values = [v for v in sweep.list if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if len(values) == len(sweep.list) and len(values) > 1:
-            low, high = float(min(values)), float(max(values))
-            return low, high, low > 0 and high / low >= 100, True
+            positive = [v for v in values if v > 0]  # (a 0 beside a log grid is its nested special case)
+            log = len(positive) > 1 and max(positive) / min(positive) >= 100
+            return float(min(values)), float(max(values)), log, True
     return None
 
 
@@ -97,7 +116,8 @@ def edge_side(value: float, low: float, high: float, log: bool, discrete: bool) 
         scale = math.log if log else float
         position = (scale(value) - scale(low)) / (scale(high) - scale(low))
         side = "lower" if position <= EDGE_FRACTION else "upper" if position >= 1 - EDGE_FRACTION else None
-    if not log and (low if side == "lower" else high) in (0.0, 1.0):
+    limit = low if side == "lower" else high
+    if limit == 0.0 or (not log and limit == 1.0):
         return None  # a natural limit: the nested special case (momentum 0, mu = 0), no decay
     return side
 

@@ -6,12 +6,22 @@ table's arms on fresh seeds, write the tables beside the paper's numbers.
     python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
 
 Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
-a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``, trials on seed 0),
-its best setting is kept in ``<tuned_dir>/<study>.yaml``; an arm is a multirun over ``seeds`` with
-that setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present
-(an arm's runs when the same command made them), so an interrupted reproduction resumes, arms that
-several tables share run once, and a retuned study reruns its arms. The sweep
-file's own comments document its fields (``sweeps/fedbuff_smoke.yaml``).
+a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``), its best setting
+is kept in ``<tuned_dir>/<study>.yaml``; an arm is a multirun over the report seeds with that
+setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present (a
+study's when the same protocol, space and overrides made it; an arm's runs when the same command
+made them), so an interrupted reproduction resumes, arms that several tables share run once, and a
+retuned study reruns its arms.
+
+A sweep file's ``protocol`` is the rule every arm follows, written before the runs and checked
+before any of them starts (:class:`Protocol`): one tuner budget for every study (trials, random
+start-up trials, objective), tuning seeds (a trial's objective is its mean over them) and report
+seeds disjoint from them, and the verdict rule. A study may name its nested ``special_case`` (the
+study it reduces to, and the values that reduce it: FedAvgM with momentum 0 is FedAvg): its space
+must contain those values, its first trial is the special case's tuned best, so a working tuner
+cannot end the nested method worse than its special case on the tuning seeds. A study's ``paper``
+values (FedBuff's mu grid) must lie in its space. The sweep files' own comments document the rest
+(``sweeps/fedbuff_smoke.yaml``).
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +43,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from fl_bench.errors import ConfigError
-from fl_bench.guards import tuned_edges
+from fl_bench.guards import contains, search_space, tuned_edges
 from fl_bench.report import load_runs, write_report
 
 
@@ -49,14 +61,112 @@ class Arm:
         return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
+@dataclass(frozen=True)
+class Protocol:
+    """What every arm of a sweep file follows (its ``protocol:``), checked before any run (issue 29):
+    at least MIN_TRIALS trials for every tuned study, MIN_TUNING_SEEDS tuning seeds, MIN_REPORT_SEEDS
+    report seeds none of which was tuned on. ``tuner`` is None for a paper whose protocol is not tuned
+    (HFL: the paper's eta_0 for every method); its studies then have no space."""
+
+    registered: str  # the date the protocol was written, before its runs
+    report_seeds: tuple[int, ...]
+    verdict: str
+    tuner: dict | None  # {trials, startup_trials, seeds, objective, direction}
+
+    MIN_TRIALS, MIN_TUNING_SEEDS, MIN_REPORT_SEEDS = 32, 2, 5
+
+    @classmethod
+    def of(cls, spec: dict) -> "Protocol":
+        if "protocol" not in spec:
+            raise ValueError("the sweep file has no protocol: state its tuner, tuning and report seeds and verdict rule "
+                             "before its runs (sweeps/fedbuff_smoke.yaml shows the fields)")
+        p = spec["protocol"]
+        missing = [key for key in ("registered", "report_seeds", "verdict", "tuner") if key not in p]
+        if missing:
+            raise ValueError(f"protocol: missing {', '.join(missing)}")
+        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"])
+        protocol.check(spec["studies"])
+        return protocol
+
+    def check(self, studies: dict[str, dict]) -> None:
+        if len(set(self.report_seeds)) < self.MIN_REPORT_SEEDS:
+            raise ValueError(f"protocol.report_seeds={list(self.report_seeds)}: at least {self.MIN_REPORT_SEEDS} distinct seeds")
+        tuned = [name for name, study in studies.items() if "space" in study]
+        if self.tuner is None:
+            if tuned:
+                raise ValueError(f"studies {', '.join(tuned)} name a search space but protocol.tuner is null")
+            return
+        missing = [key for key in ("trials", "startup_trials", "seeds", "objective", "direction") if key not in self.tuner]
+        if missing:
+            raise ValueError(f"protocol.tuner: missing {', '.join(missing)}")
+        trials, seeds = self.tuner["trials"], self.tuner["seeds"]
+        if trials < self.MIN_TRIALS:
+            raise ValueError(f"protocol.tuner.trials={trials}: at least {self.MIN_TRIALS} for every study")
+        if not 0 <= self.tuner["startup_trials"] < trials:
+            raise ValueError(f"protocol.tuner.startup_trials={self.tuner['startup_trials']}: must be in [0, {trials})")
+        if len(set(seeds)) < self.MIN_TUNING_SEEDS:
+            raise ValueError(f"protocol.tuner.seeds={list(seeds)}: at least {self.MIN_TUNING_SEEDS} distinct seeds "
+                             "(a setting tuned on one seed is tuned to its noise)")
+        shared = sorted(set(seeds) & set(self.report_seeds))
+        if shared:
+            raise ValueError(f"seeds {shared} are both tuning and report seeds: report on seeds the tuner never saw")
+        if self.tuner["direction"] not in ("minimize", "maximize"):
+            raise ValueError(f"protocol.tuner.direction={self.tuner['direction']!r}: choose minimize or maximize")
+        for name in tuned:
+            self._check_study(name, studies)
+
+    @staticmethod
+    def _check_study(name: str, studies: dict[str, dict]) -> None:
+        """The study's space holds the paper's values and its special case, which is itself tuned."""
+        study = studies[name]
+        space = search_space(study["space"])
+        for key, values in (study.get("paper") or {}).items():
+            outside = [v for v in values if key not in space or not contains(space[key], v)]
+            if outside:
+                raise ValueError(f"study {name}: the paper's {key} values {outside} lie outside its space {study['space']}")
+        special = study.get("special_case")
+        if special is None:
+            return
+        base = special.get("study")
+        if base not in studies or "space" not in studies[base] or base == name:
+            raise ValueError(f"study {name}: special_case.study={base!r} must name another tuned study")
+        for key, value in special.get("set", {}).items():
+            if key not in space or not contains(space[key], value):
+                raise ValueError(f"study {name}: its special case's {key}={value} lies outside its space {study['space']}")
+        start = {*search_space(studies[base]["space"]), *special.get("set", {})}
+        if start != set(space):
+            raise ValueError(f"study {name}: its special case ({base}'s keys and {sorted(special.get('set', {}))}) sets "
+                             f"{sorted(start)}, not its searched keys {sorted(space)}")
+        seen = {name}
+        while base is not None:  # a chain of special cases ends (FedAvgM -> FedAvg)
+            if base in seen:
+                raise ValueError(f"study {name}: its special cases form a cycle through {base}")
+            seen.add(base)
+            base = (studies[base].get("special_case") or {}).get("study")
+
+    def describe(self) -> str:
+        """One paragraph for the tables' notes."""
+        if self.tuner is None:
+            tuning = "not tuned: every method runs the paper's fixed setting"
+        else:
+            t = self.tuner
+            tuning = (f"every study {t['trials']} TPE trials ({t['startup_trials']} random), objective the mean "
+                      f"{t['objective']} over tuning seeds {', '.join(map(str, t['seeds']))}; a nested method's first "
+                      "trial is its special case's best")
+        return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
+                f"{', '.join(map(str, self.report_seeds))}, none tuned on; verdict: {self.verdict}")
+
+
 class Reproduction:
     def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = ()):
         self.spec = OmegaConf.to_container(OmegaConf.load(spec_path))
+        self.protocol = Protocol.of(self.spec)
         self.smoke, self.jobs = smoke, jobs
         self.runs_dir = runs_dir or Path(self.spec["runs_dir"] + ("_smoke" if smoke else ""))
         self.tuned_dir = Path(self.spec["tuned_dir"])
         self.workload = [*self.spec["workload"], *(self.spec["smoke"] if smoke else []), *overrides]
-        self.seeds = self.spec["seeds"][:1] if smoke else self.spec["seeds"]
+        self.seeds = list(self.protocol.report_seeds[:1] if smoke else self.protocol.report_seeds)
+        self._study_locks = defaultdict(threading.Lock)  # a nested study waits for its special case
 
     def tables(self, names: list[str]) -> dict[str, dict]:
         tables = self.spec["tables"]
@@ -76,33 +186,55 @@ class Reproduction:
 
     # ------------------------------------------------------------------ tuning
     def tuned(self, study: str) -> dict:
-        """The study's best setting; tuned now unless already on file (smoke runs never tune: they take
-        the file when present, else the algorithm's defaults)."""
+        """The study's best setting; tuned now unless already on file under the same protocol (smoke
+        runs never tune: they take such a file when present, else the algorithm's defaults)."""
         spec = self.spec["studies"][study]
         if "setting_of" in spec:  # not tuned: runs another study's best setting (a diagnostic arm)
             return {**self.tuned(spec["setting_of"]), "wall_seconds": 0.0}
         if "space" not in spec:  # not tuned: the paper's fixed setting (HFL: eta_0 = 0.1 for every method)
             return {"best_params": {}, "wall_seconds": 0.0}
+        with self._study_locks[study]:
+            return self._tune(study, spec)
+
+    def _tune(self, study: str, spec: dict) -> dict:
         path = self.tuned_dir / f"{study}.yaml"
-        if path.exists():
-            return OmegaConf.to_container(OmegaConf.load(path))
         if self.smoke:
-            return {"best_params": {}, "wall_seconds": 0.0}
+            kept = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
+            return kept if kept.get("tuner") == self.protocol.tuner else {"best_params": {}, "wall_seconds": 0.0}
+        enqueue = self._special_case_start(spec)
+        made = {"space": spec["space"], "overrides": spec["overrides"], "tuner": self.protocol.tuner, "enqueued": enqueue}
+        if path.exists():
+            kept = OmegaConf.to_container(OmegaConf.load(path))
+            if all(kept.get(key) == value for key, value in made.items()):
+                return kept
         sweep_dir = self.runs_dir / f"tune_{study}"
+        shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
+        tuner = self.protocol.tuner
         started = time.perf_counter()
         self._run(self._command([
-            *self.workload, *spec["overrides"], f"hparams_search={spec['space']}", "seed=0",
+            *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
+            f"hydra.sweeper.n_trials={tuner['trials']}", f"hydra.sweeper.n_startup_trials={tuner['startup_trials']}",
+            f"hydra.sweeper.objective={tuner['objective']}", f"hydra.sweeper.direction={tuner['direction']}",
+            f"hydra.sweeper.seeds=[{','.join(map(str, tuner['seeds']))}]",
+            *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
             f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
             f"hydra.sweep.dir={sweep_dir}",
         ]), sweep_dir)
         result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
         if result["best_params"] is None:
             raise RuntimeError(f"study {study}: no trial completed (see {sweep_dir}/reproduce.log)")
-        result.update(study=study, overrides=spec["overrides"], space=spec["space"],
-                      wall_seconds=time.perf_counter() - started)
+        result.update(study=study, **made, wall_seconds=time.perf_counter() - started)
         path.parent.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(result), path)
         return result
+
+    def _special_case_start(self, spec: dict) -> dict:
+        """The nested study's first trial: its special case's tuned best with the values that reduce
+        it to that case (empty without a special case)."""
+        special = spec.get("special_case")
+        if special is None:
+            return {}
+        return {**self.tuned(special["study"])["best_params"], **special.get("set", {})}
 
     # ------------------------------------------------------------------ runs
     def run_arm(self, arm: Arm) -> Path:
@@ -174,7 +306,7 @@ class Reproduction:
             order = {a.label: i for i, a in enumerate(chosen)}
             runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
-            notes = " ".join(filter(None, (table.get("notes", ""), self.guards(chosen))))
+            notes = " ".join(filter(None, (table.get("notes", ""), self.guards(chosen), self.protocol.describe())))
             write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
                          notes, table.get("measure", "trips"))
             print(f"{name}: {out / name}.md")

@@ -37,8 +37,8 @@ def test_joblib_launcher_runs_each_batch_of_trials_together(tmp_path):
     trials = complete_trials("fedbuff_synthetic", storage)
     assert [t.number for t in trials] == [0, 1, 2, 3]
     # each trial's run directory is its own (hydra.job.num = trial number), and the study records it
-    assert [Path(t.user_attrs["run_dir"]).name for t in trials] == [f"{n}_fedbuff_seed0" for n in range(4)]
-    assert all((Path(t.user_attrs["run_dir"]) / "summary.json").exists() for t in trials)
+    assert [[Path(d).name for d in t.user_attrs["run_dirs"]] for t in trials] == [[f"{n}_fedbuff_seed0"] for n in range(4)]
+    assert all((Path(d) / "summary.json").exists() for t in trials for d in t.user_attrs["run_dirs"])
 
 
 def test_slurm_launcher_config_extends_the_submitit_schema():

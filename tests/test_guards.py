@@ -33,6 +33,7 @@ def test_an_edge_is_the_outer_5_percent_of_an_interval_in_its_own_scale():
     assert edge_side(0.2, 0.0, 10.0, log=False, discrete=False) is None  # 0: a natural limit on a linear scale
     assert edge_side(0.99, 0.0, 0.99, log=False, discrete=True) == "upper"
     assert edge_side(1.0, 0.001, 1.0, log=True, discrete=True) == "upper"  # 1 is no limit on a log scale
+    assert edge_side(0.0, 0.0, 1.0, log=True, discrete=True) is None  # mu = 0 beside a log grid: the special case
 
 
 def test_a_tuned_setting_s_edges_are_found_in_its_search_space(spaces):
@@ -56,14 +57,18 @@ def test_a_tuned_setting_s_edges_are_found_in_its_search_space(spaces):
 def test_a_table_s_notes_name_the_edges_of_its_arms_tuning(tmp_path):
     tuned = tmp_path / "tuned"
     tuned.mkdir()
-    OmegaConf.save(OmegaConf.create({"study": "fedprox", "space": "fedbuff_smoke_fedprox", "wall_seconds": 1.0,
+    tuner = {"trials": 32, "startup_trials": 10, "seeds": [100, 101], "objective": "trips_to_target_or_budget",
+             "direction": "minimize"}
+    made = {"overrides": [], "tuner": tuner, "enqueued": {}, "wall_seconds": 1.0}  # tuned under the protocol below
+    OmegaConf.save(OmegaConf.create({"study": "fedprox", "space": "fedbuff_smoke_fedprox", **made,
                                      "best_params": {"algorithm.client_lr": 1.0, "algorithm.prox_mu": 1.0}}),
                    tuned / "fedprox.yaml")
-    OmegaConf.save(OmegaConf.create({"study": "fedavg", "space": "fedbuff_smoke_server_sgd", "wall_seconds": 1.0,
+    OmegaConf.save(OmegaConf.create({"study": "fedavg", "space": "fedbuff_smoke_server_sgd", **made,
                                      "best_params": {"algorithm.client_lr": 1.0}}), tuned / "fedavg.yaml")
     spec = tmp_path / "spec.yaml"
     OmegaConf.save(OmegaConf.create({
-        "workload": [], "seeds": [1], "runs_dir": str(tmp_path / "runs"), "tuned_dir": str(tuned), "smoke": [],
+        "workload": [], "runs_dir": str(tmp_path / "runs"), "tuned_dir": str(tuned), "smoke": [],
+        "protocol": {"registered": "2026-11-25", "tuner": tuner, "report_seeds": [1, 2, 3, 4, 5], "verdict": "v"},
         "studies": {"fedprox": {"space": "fedbuff_smoke_fedprox", "overrides": []},
                     "fedavg": {"space": "fedbuff_smoke_server_sgd", "overrides": []},
                     "fedprox_again": {"setting_of": "fedprox", "overrides": []}},
@@ -71,7 +76,7 @@ def test_a_table_s_notes_name_the_edges_of_its_arms_tuning(tmp_path):
     reproduction = Reproduction(spec, smoke=False, runs_dir=None, jobs=1)
     notes = reproduction.guards([Arm("a", "fedavg", ()), Arm("b", "fedprox_again", ())])
     assert notes.startswith("Guard, edge: a tuned value at the edge of its search space")
-    assert "fedprox: algorithm.prox_mu=1 at the upper edge of [0.001, 1]" in notes and "fedavg" not in notes
+    assert "fedprox: algorithm.prox_mu=1 at the upper edge of [0, 1]" in notes and "fedavg" not in notes
     assert reproduction.guards([Arm("a", "fedavg", ())]) == ""
 
 

@@ -96,3 +96,92 @@ def test_an_arm_reruns_only_when_its_command_changed(tmp_path, monkeypatch):
     monkeypatch.setattr(repro, "tuned", lambda study: {"best_params": {"algorithm.client_lr": 0.5}})
     repro.run_arm(arm)
     assert len(calls) == 2 and "algorithm.client_lr=0.5" in calls[1]  # a new setting reruns
+
+
+def _spec(tmp_path, protocol=None, **studies):
+    """A sweep file of ``studies`` under a valid protocol with ``protocol``'s changes."""
+    spec = {"workload": ["experiment=fedbuff_smoke"], "runs_dir": str(tmp_path / "runs"), "tuned_dir": str(tmp_path / "tuned"),
+            "smoke": [], "tables": {},
+            "protocol": {"registered": "2026-11-25", "report_seeds": [1, 2, 3, 4, 5], "verdict": "by the interval",
+                         "tuner": {"trials": 32, "startup_trials": 10, "seeds": [100, 101],
+                                   "objective": "trips_to_target_or_shortfall", "direction": "minimize"}},
+            "studies": studies or {"fedavg": {"space": "fedbuff_smoke_server_sgd", "overrides": ["algorithm=fedavg"]}}}
+    for key, value in (protocol or {}).items():
+        target = spec["protocol"]["tuner"] if key in spec["protocol"]["tuner"] else spec["protocol"]
+        target[key] = value
+    path = tmp_path / "spec.yaml"
+    OmegaConf.save(OmegaConf.create(spec), path)
+    return path
+
+
+FEDAVG = {"space": "fedbuff_smoke_server_sgd", "overrides": ["algorithm=fedavg"]}
+FEDAVGM = {"space": "fedbuff_smoke_server_momentum", "overrides": ["algorithm=fedavgm"],
+           "special_case": {"study": "fedavg", "set": {"algorithm.server_optimizer.momentum": 0.0}}}
+
+
+@pytest.mark.parametrize("protocol, studies, message", [
+    ({"trials": 16}, {}, "protocol.tuner.trials=16: at least 32 for every study"),
+    ({"seeds": [100]}, {}, r"protocol.tuner.seeds=\[100\]: at least 2 distinct seeds"),
+    ({"report_seeds": [1, 2, 3, 4]}, {}, r"protocol.report_seeds=\[1, 2, 3, 4\]: at least 5 distinct seeds"),
+    ({"report_seeds": [1, 2, 3, 4, 100]}, {}, r"seeds \[100\] are both tuning and report seeds"),
+    ({"tuner": None}, {}, "studies fedavg name a search space but protocol.tuner is null"),
+    ({}, {"fedavg": FEDAVG, "fedavgm": {**FEDAVGM, "special_case": {"study": "fedavg", "set": {"algorithm.server_optimizer.momentum": 0.05}}}},
+     r"study fedavgm: its special case's algorithm.server_optimizer.momentum=0.05 lies outside its space"),
+    ({}, {"fedavgm": {**FEDAVGM, "special_case": {"study": "fedavg_x", "set": {}}}}, "special_case.study='fedavg_x' must name another tuned study"),
+    ({}, {"fedavg": FEDAVG, "fedavgm": {**FEDAVGM, "special_case": {"study": "fedavg", "set": {}}}},
+     r"its special case \(fedavg's keys and \[\]\) sets \['algorithm.client_lr', 'algorithm.server_optimizer.lr'\], not its searched keys"),
+    ({}, {"fedprox": {"space": "fedbuff_smoke_fedprox", "overrides": ["algorithm=fedprox"], "paper": {"algorithm.prox_mu": [0.001, 10.0]}}},
+     r"study fedprox: the paper's algorithm.prox_mu values \[10.0\] lie outside its space"),
+    ({}, {"a": {**FEDAVGM, "special_case": {"study": "b", "set": {"algorithm.server_optimizer.momentum": 0.0}}},
+          "b": {**FEDAVGM, "special_case": {"study": "a", "set": {"algorithm.server_optimizer.momentum": 0.0}}}},
+     "its special cases form a cycle"),
+])
+def test_a_protocol_that_cannot_give_equal_budgets_or_unseen_report_seeds_is_refused_before_any_run(tmp_path, protocol, studies, message):
+    with pytest.raises(ValueError, match=message):
+        Reproduction(_spec(tmp_path, protocol, **studies), smoke=False, runs_dir=None, jobs=1)
+
+
+@pytest.mark.parametrize("spec", sorted((SPEC.parent).glob("*_smoke.yaml")), ids=lambda p: p.stem)
+def test_every_paper_s_sweep_file_states_a_protocol_that_passes_its_checks(spec):
+    repro = Reproduction(spec, smoke=False, runs_dir=None, jobs=1)
+    assert len(repro.seeds) >= 5 and repro.protocol.registered
+    nested = [s for s in repro.spec["studies"].values() if "special_case" in s]
+    if spec.stem in ("fedbuff_smoke", "fedgbo_smoke"):  # FedAvgM, FedProx / FedGBO, MFL, the Mimes, ... reduce to FedAvg
+        assert len(nested) >= 4
+
+
+def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s_budget(tmp_path, monkeypatch):
+    repro = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG, fedavgm=FEDAVGM), smoke=False, runs_dir=None, jobs=1)
+    commands = []
+
+    def fake_run(command, log_dir, check=True):  # what a finished study leaves
+        commands.append(command)
+        log_dir.mkdir(parents=True)
+        best = {"algorithm.client_lr": 0.3, "algorithm.server_optimizer.lr": 2.0}
+        if "algorithm=fedavgm" in command:
+            best["algorithm.server_optimizer.momentum"] = 0.9
+        OmegaConf.save(OmegaConf.create({"best_params": best}), log_dir / "optimization_results.yaml")
+        return True
+
+    monkeypatch.setattr(repro, "_run", fake_run)
+    assert repro.tuned("fedavgm")["best_params"]["algorithm.server_optimizer.momentum"] == 0.9
+    assert len(commands) == 2 and "algorithm=fedavg" in commands[0]  # the special case was tuned first
+    for command in commands:
+        assert {"hydra.sweeper.n_trials=32", "hydra.sweeper.n_startup_trials=10", "hydra.sweeper.seeds=[100,101]",
+                "hydra.sweeper.objective=trips_to_target_or_shortfall"} <= set(command)
+    assert ("hydra.sweeper.enqueue=[{algorithm.client_lr:0.3,algorithm.server_optimizer.lr:2.0,"
+            "algorithm.server_optimizer.momentum:0.0}]") in commands[1]
+    repro.tuned("fedavgm")
+    assert len(commands) == 2  # both on file under this protocol: reused
+    changed = Reproduction(_spec(tmp_path, {"trials": 40}, fedavg=FEDAVG, fedavgm=FEDAVGM), smoke=False, runs_dir=None, jobs=1)
+    monkeypatch.setattr(changed, "_run", fake_run)
+    changed.tuned("fedavgm")
+    assert len(commands) == 4 and "hydra.sweeper.n_trials=40" in commands[3]  # another protocol: tuned again
+
+
+def test_a_bad_protocol_stops_the_command_with_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "fl_bench.reproduce", str(_spec(tmp_path, {"trials": 8}))],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == ("fl_bench.reproduce: error: protocol.tuner.trials=8: at least 32 "
+                                                    "for every study")

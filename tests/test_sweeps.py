@@ -1,6 +1,11 @@
-"""Optuna search through Hydra's multirun: trials end to end, one SQLite study shared by two runs."""
+"""Optuna search through Hydra's multirun: trials end to end, one SQLite study shared by two runs,
+trials scored over several tuning seeds, settings enqueued before the sampler's."""
+
+import json
+from pathlib import Path
 
 import optuna
+import pytest
 from omegaconf import OmegaConf
 
 from hydra_plugins.fl_bench_optuna.optuna_sweeper import search_space, suggest
@@ -64,3 +69,24 @@ def test_a_failing_trial_is_recorded_and_the_study_goes_on(tmp_path):
     assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
     recorded = OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")
     assert recorded.failed_trials == 2 and recorded.best_value is None
+
+
+def test_each_trial_scores_the_mean_over_its_tuning_seeds_and_an_enqueued_setting_is_tried_first(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    start = {"algorithm.client_lr": 0.05, "algorithm.server_optimizer.lr": 1.0, "algorithm.server_optimizer.momentum": 0.0}
+    result = fl_bench("-m", "hparams_search=fedbuff_synthetic", "max_trips=300", "eval_every=100", "concurrency=20",
+                      "target_accuracy=0.12", "progress=false", "hydra.sweeper.n_trials=1", "hydra.sweeper.seeds=[3,4]",
+                      "hydra.sweeper.enqueue=[{" + ",".join(f"{k}:{v}" for k, v in start.items()) + "}]",
+                      f"hydra.sweeper.storage={storage}", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (trial,) = optuna.load_study(study_name="fedbuff_synthetic", storage=storage).trials
+    assert trial.params == start  # the enqueued setting is the first trial, inside the budget
+    summaries = [json.loads((Path(d) / "summary.json").read_text()) for d in trial.user_attrs["run_dirs"]]
+    assert [s["seed"] for s in summaries] == [3, 4]
+    assert trial.value == pytest.approx(sum(s["trips_to_target_or_budget"] for s in summaries) / 2)
+
+
+def test_an_enqueued_setting_must_name_only_searched_keys(tmp_path):
+    result = fl_bench("-m", "hparams_search=fedbuff_synthetic", "progress=false", "hydra.sweeper.enqueue=[{algorithm.prox_mu:0.1}]",
+                      f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert result.returncode != 0 and "hydra.sweeper.enqueue names ['algorithm.prox_mu']: not among the searched keys" in result.stderr

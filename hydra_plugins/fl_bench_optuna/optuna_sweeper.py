@@ -12,6 +12,12 @@ from several machines; give each its own ``seed``, or they repeat the same rando
 ``n_jobs`` trials are asked together and launched as one batch, so a parallel launcher
 (``hydra/launcher=local_cores``: joblib; ``hydra/launcher=slurm``: submitit) runs them at once.
 
+``seeds``: each trial runs once per seed (``seed=<s>``, in the same batch) and its objective is the
+mean over them: a setting tuned on one seed is tuned to that seed's noise. ``enqueue``: settings
+evaluated first, as trials of the budget (Optuna's ``enqueue_trial``); fl_bench.reproduce puts a
+nested method's special case there (FedAvg's best with momentum 0 for FedAvgM), so the nested
+study starts from where its special case ended and cannot end worse on the tuning seeds.
+
 Search space: ``hydra.sweeper.params`` maps a config key to Hydra's sweep syntax:
 ``interval(a, b)`` (float; ``tag(log, interval(a, b))`` log scale; ``tag(int, interval(a, b))``
 integers), ``choice(x, y, ...)``, ``range(a, b[, step])``; a plain value is fixed.
@@ -49,6 +55,8 @@ class OptunaSweeperConfig:
     seed: Optional[int] = None  # TPE sampler seed
     n_startup_trials: int = 10  # random trials before TPE models the results (Optuna's default)
     params: Dict[str, str] = field(default_factory=dict)
+    seeds: List[int] = field(default_factory=list)  # each trial's runs; empty: the config's own seed
+    enqueue: List[Dict[str, Any]] = field(default_factory=list)  # settings tried first (within n_trials)
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="fl_bench_optuna", node=OptunaSweeperConfig, provider="fl_bench")
@@ -90,12 +98,21 @@ def open_study(attempts: int = 5, **kwargs) -> optuna.Study:
 
 
 class OptunaSweeper(Sweeper):
-    def __init__(self, study_name, storage, objective, direction, n_trials, n_jobs, seed, n_startup_trials, params):
+    def __init__(self, study_name, storage, objective, direction, n_trials, n_jobs, seed, n_startup_trials, params,
+                 seeds=(), enqueue=()):
         if n_jobs < 1:
             raise ValueError(f"hydra.sweeper.n_jobs={n_jobs}: must be at least 1")
         self.study_name, self.storage, self.objective, self.direction = study_name, storage, objective, direction
         self.n_trials, self.n_jobs, self.seed, self.n_startup_trials = n_trials, n_jobs, seed, n_startup_trials
         self.space = search_space(dict(params or {}))
+        self.seeds = [int(s) for s in seeds or ()]
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"hydra.sweeper.seeds={self.seeds}: a seed repeats")
+        self.enqueue = [dict(setting) for setting in enqueue or ()]
+        for setting in self.enqueue:
+            unknown = sorted(set(setting) - set(self.space))
+            if unknown:
+                raise ValueError(f"hydra.sweeper.enqueue names {unknown}: not among the searched keys {sorted(self.space)}")
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         self.config = config
@@ -117,11 +134,15 @@ class OptunaSweeper(Sweeper):
             study_name=self.study_name, storage=self.storage, direction=self.direction,
             sampler=optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.n_startup_trials),
         )
+        if not study.trials:  # a continued study already evaluated them
+            for setting in self.enqueue:
+                study.enqueue_trial(setting)
         for start in range(0, self.n_trials, self.n_jobs):
             self.run_batch(study, fixed_lines, min(self.n_jobs, self.n_trials - start))
         done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         best = study.best_trial if done else None  # every trial may have failed (e.g. diverged)
         summary = {"study_name": self.study_name, "storage": self.storage, "trials": len(study.trials),
+                   "seeds": self.seeds, "enqueued": self.enqueue,
                    "failed_trials": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
                    "best_value": best.value if best else None, "best_trial": best.number if best else None,
                    "best_params": best.params if best else None}
@@ -135,26 +156,32 @@ class OptunaSweeper(Sweeper):
         return study
 
     def run_batch(self, study: optuna.Study, fixed_lines: List[str], size: int) -> None:
-        """Ask ``size`` trials, launch them as one batch, tell each its objective."""
+        """Ask ``size`` trials, launch them (each once per seed) as one batch, tell each its objective."""
         trials = [study.ask() for _ in range(size)]
         values = [{key: suggest(trial, key, space) for key, space in self.space.items()} for trial in trials]
-        overrides = [[*fixed_lines, *(f"{key}={value}" for key, value in v.items())] for v in values]
-        # hydra.job.num (the run directory's prefix) is trials[0].number + position: the trial
-        # number itself unless another invocation took numbers in between; run_dir records the truth.
+        seeds = [[f"seed={s}"] for s in self.seeds] or [[]]
+        overrides = [[*fixed_lines, *(f"{key}={value}" for key, value in v.items()), *seed]
+                     for v in values for seed in seeds]
+        # hydra.job.num (the run directory's prefix) is counted from trials[0].number's first run: the
+        # trial's runs unless another invocation took numbers in between; run_dirs records the truth.
         try:
-            results = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
+            results = self.launcher.launch(overrides, initial_job_idx=trials[0].number * len(seeds))
         except Exception:
             # e.g. submitit raises for the whole batch when a SLURM job dies: no trial stays RUNNING
             for trial in trials:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             raise
-        for trial, v, result in zip(trials, values, results):
-            if result.status != JobStatus.COMPLETED:
+        for index, (trial, v) in enumerate(zip(trials, values)):
+            runs = results[index * len(seeds):(index + 1) * len(seeds)]
+            failed = [r for r in runs if r.status != JobStatus.COMPLETED]
+            if failed:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                log.warning(f"trial {trial.number} failed: {result._return_value}")
+                log.warning(f"trial {trial.number} failed: {failed[0]._return_value}")
                 continue
-            run_dir = Path(result.hydra_cfg.hydra.runtime.output_dir)
-            trial.set_user_attr("run_dir", str(run_dir))
-            value = float(json.loads((run_dir / "summary.json").read_text())[self.objective])
+            run_dirs = [Path(r.hydra_cfg.hydra.runtime.output_dir) for r in runs]
+            per_seed = [float(json.loads((d / "summary.json").read_text())[self.objective]) for d in run_dirs]
+            trial.set_user_attr("run_dirs", [str(d) for d in run_dirs])
+            trial.set_user_attr("per_seed", per_seed)
+            value = sum(per_seed) / len(per_seed)
             study.tell(trial, value)
-            log.info(f"trial {trial.number}: {value} with {v}")
+            log.info(f"trial {trial.number}: {value} (per seed {per_seed}) with {v}")
