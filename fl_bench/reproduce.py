@@ -20,7 +20,9 @@ seeds disjoint from them, and the verdict rule. A study may name its nested ``sp
 study it reduces to, and the values that reduce it: FedAvgM with momentum 0 is FedAvg): its space
 must contain those values, its first trial is the special case's tuned best, so a working tuner
 cannot end the nested method worse than its special case on the tuning seeds. A study's ``paper``
-values (FedBuff's mu grid) must lie in its space. The sweep files' own comments document the rest
+values (FedBuff's mu grid) must lie in its space. ``readings`` (a list) says where the implementation
+reads the paper one way and another reading is possible; every table prints them. The sweep files'
+own comments document the rest
 (``sweeps/fedbuff_smoke.yaml``).
 """
 
@@ -286,6 +288,15 @@ class Reproduction:
         return ("Guard, edge: a tuned value at the edge of its search space, so the optimum may lie beyond it "
                 "(widen the space and tune again before reading these arms): " + "; ".join(map(str, edges)) + ".")
 
+    def readings(self) -> str:
+        """The sweep file's ``readings``: where the implementation reads the paper one way and another
+        reading is possible, with the knob that switches and any measured ablation, under every table."""
+        readings = self.spec.get("readings") or []
+        if not readings:
+            return ""
+        return ("Readings (where this implementation reads the paper one way and another reading is possible):\n\n"
+                + "\n".join(f"- {reading}" for reading in readings))
+
     def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
         """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
         Report (fl_bench.wandb_report; its runs need ``--override logger=wandb``)."""
@@ -306,7 +317,8 @@ class Reproduction:
             order = {a.label: i for i, a in enumerate(chosen)}
             runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
-            notes = " ".join(filter(None, (table.get("notes", ""), self.guards(chosen), self.protocol.describe())))
+            notes = "\n\n".join(filter(None, (table.get("notes", ""), self.guards(chosen), self.readings(),
+                                                self.protocol.describe())))
             write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
                          notes, table.get("measure", "trips"))
             print(f"{name}: {out / name}.md")
