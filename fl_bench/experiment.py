@@ -26,11 +26,12 @@ from fl_bench.client import ClientTrainer, LocalTraining
 from fl_bench.costs import example_flops, trip_flops
 from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, LabelGroupsPartitionConfig, SyncConfig, build
 from fl_bench.data import FederatedData, build_dataset
+from fl_bench.engine.delays import StragglerDelays
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
 from fl_bench.errors import ConfigError, DivergenceError
-from fl_bench.fairness import client_groups, jain_index
+from fl_bench.fairness import accuracy_by_group, client_groups, jain_index
 from fl_bench.hardware import Placement, place, resolve_device
 from fl_bench.models import build_model
 from fl_bench.numerics import describe as describe_numerics, kernels, require_portable_process
@@ -181,17 +182,38 @@ def _fairness(cfg: Config, weight_by_client: np.ndarray) -> dict[str, Any]:
     return {"weight_share_by_group": shares.tolist(), "jain_index": jain_index(weight_by_client / weight_by_client.sum())}
 
 
-def _accuracy_by_class(exp: Experiment) -> list[float]:
+def _final_predictions(exp: Experiment) -> torch.Tensor | None:
+    """The final model's class for every validation example (None: a task without classes)."""
     if exp.cfg.model.task != "classification":
-        return []
+        return None
     exp.trainer.load(exp.server.params)
     with torch.no_grad():
         exp.task.eval()
         predicted = torch.cat([exp.task(x).argmax(-1) for x in exp.data.x_val.split(8192)])
         exp.task.train()
+    return predicted
+
+
+def _accuracy_by_class(exp: Experiment, predicted: torch.Tensor | None) -> list[float]:
+    if predicted is None:
+        return []
     y = exp.data.y_val
     return [float((predicted[y == c] == c).float().mean()) if (y == c).any() else float("nan")
             for c in range(exp.data.num_classes)]
+
+
+def _accuracy_by_straggling(exp: Experiment, predicted: torch.Tensor | None) -> dict[str, Any]:
+    """With persistent stragglers (speed=stragglers), the final model's accuracy on the normal devices'
+    data and on the stragglers': whose data the model learned, where stragglers' updates come late or
+    are dropped. Absent under other speeds."""
+    delays = exp.simulator.delays
+    if predicted is None or not isinstance(delays, StragglerDelays):
+        return {}
+    data = exp.data
+    correct = (predicted == data.y_val).cpu().numpy().astype(float)
+    accuracy, basis = accuracy_by_group(correct, data.y_val.cpu().numpy(), data.val_offsets, data.y.cpu().numpy(),
+                                        data.offsets, {"normal": ~delays.straggler, "straggler": delays.straggler})
+    return {"final_val_accuracy_by_group": accuracy, "val_accuracy_by_group_basis": basis}
 
 
 def _server_step_knob(algorithm: Any) -> str:
@@ -400,6 +422,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
     sim, trips = exp.simulator, exp.simulator.log.columns()
     final = log.rows[-1] if log.rows else {}
     best = max((row["val_accuracy"] for row in log.rows), default=None)
+    predicted = _final_predictions(exp)
     return {
         "status": status,  # completed | diverged | interrupted | failed
         # Where a NaN/Inf model (checked after every server step) or loss stopped the run.
@@ -413,7 +436,9 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "final_val_loss": final.get("val_loss"),
         "best_val_accuracy": best,  # FedGBO Table IV
         # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
-        "final_val_accuracy_by_class": _accuracy_by_class(exp),
+        "final_val_accuracy_by_class": _accuracy_by_class(exp, predicted),
+        # With stragglers: per group of devices ({"normal", "straggler"}), on their own rows or label mix.
+        **_accuracy_by_straggling(exp, predicted),
         **_fairness(cfg, sim.weight_by_client),
         **_privacy_summary(cfg, sim, trips),
         "client_trips": sim.trips,

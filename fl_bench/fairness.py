@@ -8,6 +8,8 @@ the FedBuff family and FedStaleWeight logs it): each group's share of the total 
 (sum x)^2 / (n sum x^2) of the clients' shares (1: equal influence), updates received per group, and
 the share per group against server steps (a plot); from summary.json, each label group's accuracy.
 Groups are the ``label_groups`` partition's (clients numbered group by group, fast then slow).
+``accuracy_by_group``: the final model's accuracy on any grouping of the clients' data (HFL's normal
+devices and stragglers, in the summary).
 """
 
 from __future__ import annotations
@@ -24,6 +26,25 @@ from omegaconf import OmegaConf
 def client_groups(clients_per_group: list[int]) -> np.ndarray:
     """Group of every client of a label_groups partition (clients numbered group by group)."""
     return np.repeat(np.arange(len(clients_per_group)), clients_per_group)
+
+
+def accuracy_by_group(correct: np.ndarray, y_val: np.ndarray, val_offsets: np.ndarray | None, y: np.ndarray,
+                      offsets: np.ndarray, members: dict[str, np.ndarray]) -> tuple[dict[str, float], str]:
+    """The final model's accuracy on each group's data (``members[name]``: one bool per client) and
+    its basis, from ``correct`` (one 0/1 per validation row). Where each client holds out its own
+    rows (``val_offsets``), the group's rows; where the validation set is pooled, each label's
+    accuracy weighted by the group's training label counts, so the mean sees the labels the group
+    holds. NaN for a group without rows."""
+    if val_offsets is not None:
+        basis, owner = "own validation examples", np.repeat(np.arange(len(val_offsets) - 1), np.diff(val_offsets))
+        weights = {name: member[owner].astype(float) for name, member in members.items()}
+    else:
+        basis, owner = "label mix", np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+        labels = int(max(y.max(), y_val.max())) + 1
+        per_row = 1.0 / np.bincount(y_val, minlength=labels)[y_val]  # a label's rows share its weight
+        weights = {name: np.bincount(y[member[owner]], minlength=labels)[y_val] * per_row
+                   for name, member in members.items()}
+    return {name: float(correct @ w / w.sum()) if w.sum() else float("nan") for name, w in weights.items()}, basis
 
 
 def weight_shares(trips: pd.DataFrame, groups: np.ndarray) -> pd.Series:

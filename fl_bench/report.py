@@ -204,6 +204,7 @@ def best_accuracy_table(runs: pd.DataFrame, reference: str | None, metrics: pd.D
             "tail_accuracy": 100 * np.mean([tails.get(run, np.nan) for run in group["run"]]) if tails else np.nan,
             "final_val_accuracy": group["final_val_accuracy"].mean(),
             "final_std": group["final_val_accuracy"].std(ddof=0),
+            **_accuracy_by_group(group),
         })
     table = pd.DataFrame(rows)
     if reference is not None:
@@ -212,6 +213,25 @@ def best_accuracy_table(runs: pd.DataFrame, reference: str | None, metrics: pd.D
             raise ValueError(f"reference method {reference!r} is not among the runs: {', '.join(table['method'])}")
         table["vs_reference"] = table["best_accuracy"] - base.iloc[0]
     return table
+
+
+def _accuracy_by_group(group: pd.DataFrame) -> dict[str, float]:
+    """Median over seeds (%) of the final model's accuracy on the normal devices' and the stragglers'
+    data (summary's final_val_accuracy_by_group, speed=stragglers); nothing when no run recorded it."""
+    if "final_val_accuracy_by_group" not in group:
+        return {}
+    by_group = group["final_val_accuracy_by_group"].dropna()  # NaN: a run under another speed
+    return {f"{name} acc": 100 * float(np.median([g[name] for g in by_group])) if len(by_group) else float("nan")
+            for name in ("normal", "straggler")}
+
+
+def _group_note(runs: pd.DataFrame) -> str:
+    """What the normal / straggler columns measure, where the table has them."""
+    if "val_accuracy_by_group_basis" not in runs:
+        return ""
+    bases = " or ".join(runs["val_accuracy_by_group_basis"].dropna().unique())
+    return (f"; normal acc / straggler acc: the final model's accuracy on the normal devices' and on the stragglers' "
+            f"data ({bases}), median over seeds, – for runs without stragglers")
 
 
 def _at_first(group: pd.DataFrame, reached: pd.Series) -> pd.Series:
@@ -351,7 +371,9 @@ def accuracy_markdown(table: pd.DataFrame) -> str:
     shown["best_accuracy"] = [f"{v:.2f} ± {sd:.2f}" + (f" ({d} diverged)" if d else "")
                               for v, sd, d in zip(table["best_accuracy"], table["best_std"], table["diverged"])]
     shown["final_val_accuracy"] = [f"{100 * v:.2f} ± {100 * sd:.2f}" for v, sd in zip(table["final_val_accuracy"], table["final_std"])]
-    shown["tail_accuracy"] = shown["tail_accuracy"].map(lambda v: "–" if pd.isna(v) else f"{v:.2f}")
+    for column in ("tail_accuracy", "normal acc", "straggler acc"):
+        if column in shown:
+            shown[column] = shown[column].map(lambda v: "–" if pd.isna(v) else f"{v:.2f}")
     if "vs_reference" in shown:
         shown["vs_reference"] = [f"{v:+.2f}" for v in table["vs_reference"]]
     return shown.drop(columns=["algorithm", "best_std", "final_std", "diverged"]).rename(
@@ -548,7 +570,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         budget = int(table["budget"].max())
         body = (f"Best validation accuracy (%) within the budget ({budget:,} client trips, {int(table['rounds'].max()):,} "
                 f"rounds), mean ± std over seeds {', '.join(map(str, seeds))}; tail_accuracy: mean over each run's last "
-                f"10% of evaluations"
+                f"10% of evaluations{_group_note(runs)}"
                 f"{'; difference: points relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
                 f".\n\n{accuracy_markdown(table)}")
     else:

@@ -1,5 +1,6 @@
 """HFL with AD-SGD: the delayed-gradient correction (eq. 7) in O(P), lambda (eq. 8), the merge
-(eq. 9) on a scripted round, and HFL without stragglers is FedAvg over every device."""
+(eq. 9) on a scripted round, and HFL without stragglers is FedAvg over every device; the final
+model's accuracy on the normal devices' data and on the stragglers'."""
 
 import math
 import resource
@@ -94,3 +95,42 @@ def test_without_stragglers_hfl_is_fedavg_over_every_device():
         exp.simulator.run()
         models[algorithm] = exp.server.params
     assert torch.allclose(models["hfl"], models["fedavg"], atol=1e-6)
+
+
+def test_group_accuracy_on_own_rows_and_by_label_mix_against_hand_values():
+    from fl_bench.fairness import accuracy_by_group
+
+    members = {"normal": np.array([True, False, True, False]), "straggler": np.array([False, True, False, True]),
+               "nobody": np.zeros(4, bool)}
+    # Held out per client: client 0 rows 0-1, client 1 row 2, client 2 rows 3-4, client 3 row 5.
+    own, basis = accuracy_by_group(np.array([1.0, 1, 0, 1, 0, 0]), np.zeros(6, np.int64), np.array([0, 2, 3, 5, 6]),
+                                   np.zeros(8, np.int64), np.array([0, 2, 4, 5, 8]), members)
+    assert basis == "own validation examples"
+    assert own["normal"] == 0.75 and own["straggler"] == 0.0 and math.isnan(own["nobody"])  # 3 of 4, 0 of 2
+    # Pooled: label 0 at 1/2, label 1 at 2/2, label 2 at 0/2 correct; label 3 has no validation rows.
+    y_val, correct = np.array([0, 0, 1, 1, 2, 2]), np.array([1.0, 0, 1, 1, 0, 0])
+    y = np.array([0, 0, 2, 2, 1, 1, 2, 2, 3])  # clients 0: {0, 0}, 1: {2, 2}, 2: {1}, 3: {1, 2, 2, 3}
+    mix, basis = accuracy_by_group(correct, y_val, None, y, np.array([0, 2, 4, 5, 9]), members)
+    assert basis == "label mix"
+    assert mix["normal"] == pytest.approx((2 * 0.5 + 1 * 1.0) / 3)  # two 0s, one 1
+    assert mix["straggler"] == pytest.approx((1 * 1.0 + 4 * 0.0) / 5)  # one 1, four 2s (the 3 has no rows)
+
+
+def test_the_summary_gives_the_normal_and_straggler_accuracy_of_the_final_model(tmp_path):
+    from fl_bench.config import build
+    from fl_bench.data import build_dataset
+    from fl_bench.experiment import run_experiment
+
+    overrides = ("experiment=hfl_convex_smoke", "max_rounds=3", "dataset.num_clients=20", "eval_every=3")
+    summary = run_experiment(compose_run_config(*overrides), tmp_path / "hfl")
+    by_group = summary["final_val_accuracy_by_group"]
+    assert summary["val_accuracy_by_group_basis"] == "own validation examples"
+    assert set(by_group) == {"normal", "straggler"} and all(0 <= a <= 1 for a in by_group.values())
+    cfg = compose_run_config(*overrides)  # the two groups' own rows make up the whole validation set
+    data = build_dataset(cfg.dataset, cfg.partition)
+    straggler = build(cfg.speed, cfg.delay, data).straggler
+    rows = np.diff(data.val_offsets)
+    whole = (rows[~straggler].sum() * by_group["normal"] + rows[straggler].sum() * by_group["straggler"]) / rows.sum()
+    assert whole == pytest.approx(summary["final_val_accuracy"], abs=1e-6)
+    without = run_experiment(compose_run_config(*overrides, "speed=none"), tmp_path / "none")
+    assert "final_val_accuracy_by_group" not in without and "val_accuracy_by_group_basis" not in without

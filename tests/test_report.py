@@ -192,3 +192,18 @@ def test_rounds_to_target_come_from_the_server_steps(tmp_path):
     assert table.loc["base", "trips_to_target"] == pytest.approx(110)  # rounds, not the 1,100 trips
     assert pd.isna(table.loc["small N", "trips_to_target"]) and table.loc["small N", "budget"] == 100  # >100 rounds
     assert table.loc["base", "resolution"] == 0  # every round is evaluated
+
+
+def test_the_accuracy_table_gives_the_median_normal_and_straggler_accuracy_where_runs_recorded_them():
+    from fl_bench.report import accuracy_markdown, best_accuracy_table
+
+    runs = _runs([("hfl", 1, 0.6, None), ("hfl", 2, 0.6, None), ("hfl", 3, 0.6, None), ("ssgd", 1, 0.8, None)])
+    plain = best_accuracy_table(runs, None)
+    assert "normal acc" not in plain and "straggler acc" not in plain  # no run has stragglers
+    runs["final_val_accuracy_by_group"] = [{"normal": 0.7, "straggler": 0.1}, {"normal": 0.9, "straggler": 0.2},
+                                           {"normal": 0.8, "straggler": 0.6}, float("nan")]  # ssgd: speed=none
+    table = best_accuracy_table(runs, None).set_index("method")
+    assert table.loc["hfl", "normal acc"] == pytest.approx(80.0) and table.loc["hfl", "straggler acc"] == pytest.approx(20.0)
+    assert pd.isna(table.loc["ssgd", "normal acc"])
+    shown = accuracy_markdown(table.reset_index())
+    assert "| normal acc" in shown and "80.00" in shown and "–" in shown

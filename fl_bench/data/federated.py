@@ -54,12 +54,19 @@ class FederatedData:
     # Token-id -> word for text datasets (0 = "<pad>", 1 = "<unk>"); models build their own
     # vocabulary (GloVe's top words, or the data's) from it.
     vocab: list[str] | None = None
+    # [C + 1] int64: client i's held-out rows are x_val[val_offsets[i]:val_offsets[i+1]], where the
+    # validation set is split per client (split_clients); None where it is pooled (a test split).
+    val_offsets: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
         assert self.offsets[0] == 0 and self.offsets[-1] == len(self.y), "offsets must cover every example"
         self.sizes = np.diff(self.offsets)
         assert (self.sizes > 0).all(), "every client needs at least one training example"
+        if self.val_offsets is not None:
+            self.val_offsets = np.asarray(self.val_offsets, dtype=np.int64)
+            assert len(self.val_offsets) == len(self.offsets) and self.val_offsets[0] == 0 \
+                and self.val_offsets[-1] == len(self.y_val), "val_offsets must give every client its held-out rows"
 
     @property
     def num_clients(self) -> int:
@@ -77,13 +84,15 @@ class FederatedData:
 
     def pooled(self) -> "FederatedData":
         """Every client's examples as one client (centralized training on the same data)."""
+        val_offsets = None if self.val_offsets is None else np.array([0, len(self.y_val)])
         return FederatedData(self.name, self.x, self.y, np.array([0, len(self.y)]), self.x_val, self.y_val,
-                             self.num_classes, self.transform, self.vocab)
+                             self.num_classes, self.transform, self.vocab, val_offsets)
 
     def to(self, device: torch.device) -> "FederatedData":
         return FederatedData(
             self.name, self.x.to(device), self.y.to(device), self.offsets,
             self.x_val.to(device), self.y_val.to(device), self.num_classes, self.transform, self.vocab,
+            self.val_offsets,
         )
 
 
@@ -92,14 +101,14 @@ def split_clients(
 ) -> FederatedData:
     """Hold out ``val_fraction`` of each client's examples (at least one stays for training)."""
     rng = np.random.default_rng(seed)
-    train_x, train_y, val_x, val_y, sizes = [], [], [], [], []
+    train_x, train_y, val_x, val_y, sizes, val_sizes = [], [], [], [], [], []
     for x, y in zip(xs, ys):
         perm = rng.permutation(len(y))
         n_val = min(int(val_fraction * len(y)), len(y) - 1)
         val_idx, train_idx = perm[:n_val], perm[n_val:]
         train_x.append(x[train_idx]), train_y.append(y[train_idx])
         val_x.append(x[val_idx]), val_y.append(y[val_idx])
-        sizes.append(len(train_idx))
+        sizes.append(len(train_idx)), val_sizes.append(n_val)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     return FederatedData(
         name=name,
@@ -109,4 +118,5 @@ def split_clients(
         x_val=torch.from_numpy(np.concatenate(val_x)),
         y_val=torch.from_numpy(np.concatenate(val_y)),
         num_classes=num_classes,
+        val_offsets=np.concatenate([[0], np.cumsum(val_sizes)]),
     )
