@@ -67,6 +67,9 @@ class SyntheticConfig(DatasetConfig):
     size_mu: float = 4.25
     size_sigma: float = 1.0
     data_seed: int = 0
+    # One labelling W, b for every device (Li et al.'s Synthetic-IID labels; the inputs keep xi's
+    # heterogeneity): labels are then a shared function of x, as in FashionMNIST. false: W_i, b_i per device.
+    shared_labelling: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
