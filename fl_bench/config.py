@@ -703,11 +703,7 @@ class FedAvgMConfig(SyncConfig):
 class FedProxConfig(SyncConfig):
     name: str = "fedprox"
     _target_: str = "fl_bench.algorithms.synchronous.FedProx"
-    prox_mu: float = 0.01
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _require(self.prox_mu > 0, "algorithm.prox_mu", self.prox_mu, "FedProx needs mu > 0 (mu = 0 is FedAvg)")
+    prox_mu: float = 0.01  # 0 is FedAvg, FedProx's nested special case (a protocol's search must reach it)
 
 
 @dataclass

@@ -169,6 +169,25 @@ class Reproduction:
         self.workload = [*self.spec["workload"], *(self.spec["smoke"] if smoke else []), *overrides]
         self.seeds = list(self.protocol.report_seeds[:1] if smoke else self.protocol.report_seeds)
         self._study_locks = defaultdict(threading.Lock)  # a nested study waits for its special case
+        self._check_special_cases()
+
+    def _check_special_cases(self) -> None:
+        """Every nested study's special case composes into a config that runs (FedProx with mu = 0):
+        otherwise its first trial fails and the study starts from nowhere."""
+        from hydra import compose, initialize_config_dir
+
+        from fl_bench.cli import CONFIG_DIR, one_line
+
+        for name, study in self.spec["studies"].items():
+            special = study.get("special_case")
+            if special is None:
+                continue
+            overrides = [*self.workload, *study["overrides"], *(f"{k}={v}" for k, v in special.get("set", {}).items())]
+            try:
+                with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+                    OmegaConf.to_object(compose("config", overrides=overrides))
+            except Exception as error:  # Hydra's and the schema's errors, made one line
+                raise ValueError(f"study {name}: its special case does not run: {one_line(error)}") from error
 
     def tables(self, names: list[str]) -> dict[str, dict]:
         tables = self.spec["tables"]

@@ -135,6 +135,8 @@ FEDAVGM = {"space": "fedbuff_smoke_server_momentum", "overrides": ["algorithm=fe
     ({}, {"a": {**FEDAVGM, "special_case": {"study": "b", "set": {"algorithm.server_optimizer.momentum": 0.0}}},
           "b": {**FEDAVGM, "special_case": {"study": "a", "set": {"algorithm.server_optimizer.momentum": 0.0}}}},
      "its special cases form a cycle"),
+    ({}, {"fedavg": FEDAVG, "fedavgm": {**FEDAVGM, "overrides": ["algorithm=fedavgm", "algorithm.server_optimizer.nesterov=true"]}},
+     "study fedavgm: its special case does not run: algorithm.server_optimizer.nesterov=True is not allowed: Nesterov needs momentum > 0"),
 ])
 def test_a_protocol_that_cannot_give_equal_budgets_or_unseen_report_seeds_is_refused_before_any_run(tmp_path, protocol, studies, message):
     with pytest.raises(ValueError, match=message):
