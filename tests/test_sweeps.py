@@ -20,8 +20,12 @@ def test_two_invocations_share_one_sqlite_study_and_record_the_best_trial(tmp_pa
         result = fl_bench(*common, f"hydra.sweeper.n_trials={trials}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
     study = optuna.load_study(study_name="fedbuff_synthetic", storage=storage)
-    assert len(study.trials) == 3 and all(t.state.name == "COMPLETE" for t in study.trials)
-    assert {t.number for t in study.trials} == {0, 1, 2}  # the second invocation continued the study
+    assert all(t.state.name == "COMPLETE" for t in study.trials)
+    ran = [t for t in study.trials if "repeat_of" not in t.user_attrs]
+    # The second invocation continued the study with the same sampler seed: its first two proposals
+    # were the first invocation's settings, told their values instead of run again.
+    assert [t.number for t in ran] == [0, 1, 4] and len({tuple(sorted(t.params.items())) for t in ran}) == 3
+    assert [(t.user_attrs["repeat_of"], t.value) for t in study.trials if t not in ran] == [(0, ran[0].value), (1, ran[1].value)]
     recorded = OmegaConf.load(tmp_path / "second" / "optimization_results.yaml")
     assert recorded.trials == 3 and recorded.best_value == min(t.value for t in study.trials)
     assert set(recorded.best_params) == {"algorithm.client_lr", "algorithm.server_optimizer.lr", "algorithm.server_optimizer.momentum"}
@@ -90,3 +94,44 @@ def test_an_enqueued_setting_must_name_only_searched_keys(tmp_path):
     result = fl_bench("-m", "hparams_search=fedbuff_synthetic", "progress=false", "hydra.sweeper.enqueue=[{algorithm.prox_mu:0.1}]",
                       f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
     assert result.returncode != 0 and "hydra.sweeper.enqueue names ['algorithm.prox_mu']: not among the searched keys" in result.stderr
+
+
+class _ScoringLauncher:
+    """Launches nothing: writes each job's summary.json with an objective computed from its overrides."""
+
+    def __init__(self, root, score):
+        self.root, self.score, self.launched = root, score, []
+
+    def launch(self, overrides, initial_job_idx):
+        from hydra.core.utils import JobReturn, JobStatus
+
+        results = []
+        for i, lines in enumerate(overrides):
+            values = dict(line.split("=", 1) for line in lines)
+            self.launched.append(values)
+            run_dir = self.root / str(initial_job_idx + i)
+            run_dir.mkdir(parents=True)
+            (run_dir / "summary.json").write_text(json.dumps({"objective": self.score(values)}))
+            result = JobReturn(status=JobStatus.COMPLETED, _return_value=None)
+            result.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(run_dir)}}})
+            results.append(result)
+        return results
+
+
+def test_a_setting_runs_once_and_a_discrete_space_smaller_than_the_budget_ends_when_every_point_ran(tmp_path):
+    from hydra_plugins.fl_bench_optuna.optuna_sweeper import OptunaSweeper
+
+    sweeper = OptunaSweeper("grid", None, "objective", "minimize", n_trials=20, n_jobs=2, seed=0, n_startup_trials=2,
+                            params={"a": "choice(1, 2, 3)", "b": "choice(10, 20)"})
+    sweeper.config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "sweep")}}})
+    sweeper.launcher = _ScoringLauncher(tmp_path / "runs", lambda v: float(v["a"]) * float(v["b"]))
+    study = sweeper.sweep([])
+    settings = [(v["a"], v["b"]) for v in sweeper.launcher.launched]
+    assert len(settings) == 6 and len(set(settings)) == 6  # the 3 x 2 grid, each point once, then the study ends
+    recorded = OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")
+    assert recorded.trials == 6 and recorded.best_params == {"a": 1, "b": 10}
+    repeats = [t for t in study.trials if "repeat_of" in t.user_attrs]
+    assert recorded.repeats_told == len(repeats)
+    for trial in repeats:  # a repeat was told the value its setting already got, not run
+        if trial.state.name == "COMPLETE":
+            assert trial.value == study.trials[trial.user_attrs["repeat_of"]].value

@@ -18,6 +18,12 @@ evaluated first, as trials of the budget (Optuna's ``enqueue_trial``); fl_bench.
 nested method's special case there (FedAvg's best with momentum 0 for FedAvgM), so the nested
 study starts from where its special case ended and cannot end worse on the tuning seeds.
 
+A setting is run once: TPE re-proposes points of a discrete grid once it has converged (a learning
+rate grid of 41 values got the same value 7 times in 32 trials), which would spend the budget on
+repeats and leave neighbours untried. A proposal equal to an evaluated setting is told that
+setting's value (TPE keeps it in its history) and asked again, outside the budget; ``n_trials``
+counts settings run. A fully discrete space smaller than the budget ends when every point ran.
+
 Search space: ``hydra.sweeper.params`` maps a config key to Hydra's sweep syntax:
 ``interval(a, b)`` (float; ``tag(log, interval(a, b))`` log scale; ``tag(int, interval(a, b))``
 integers), ``choice(x, y, ...)``, ``range(a, b[, step])``; a plain value is fixed.
@@ -66,6 +72,22 @@ def search_space(params: Dict[str, Any]) -> Dict[str, Any]:
     """Config key -> Hydra sweep object (or a fixed value)."""
     parser = OverridesParser.create()
     return {key: parser.parse_override(f"{key}={value}").value() for key, value in params.items()}
+
+
+def grid_size(space: Dict[str, Any]) -> Optional[int]:
+    """How many settings a fully discrete space holds (None: it has an interval)."""
+    size = 1
+    for sweep in space.values():
+        if isinstance(sweep, IntervalSweep):
+            return None
+        if isinstance(sweep, ChoiceSweep):
+            size *= len(sweep.list)
+        elif isinstance(sweep, RangeSweep):
+            size *= len(range(int(sweep.start), int(sweep.stop), int(sweep.step)))
+    return size
+
+
+REPEATS_PER_TRIAL = 200  # proposals equal to evaluated settings before one is run again anyway
 
 
 def suggest(trial: optuna.Trial, key: str, space: Any) -> Any:
@@ -137,13 +159,20 @@ class OptunaSweeper(Sweeper):
         if not study.trials:  # a continued study already evaluated them
             for setting in self.enqueue:
                 study.enqueue_trial(setting)
+        size = grid_size(self.space)
         for start in range(0, self.n_trials, self.n_jobs):
+            if size is not None and len(self.evaluated(study)) >= size:
+                log.info(f"every one of the space's {size} settings ran: the study ends")
+                break
             self.run_batch(study, fixed_lines, min(self.n_jobs, self.n_trials - start))
         done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         best = study.best_trial if done else None  # every trial may have failed (e.g. diverged)
-        summary = {"study_name": self.study_name, "storage": self.storage, "trials": len(study.trials),
+        repeats = [t for t in study.trials if "repeat_of" in t.user_attrs]
+        summary = {"study_name": self.study_name, "storage": self.storage,
+                   "trials": len(study.trials) - len(repeats), "repeats_told": len(repeats),
                    "seeds": self.seeds, "enqueued": self.enqueue,
-                   "failed_trials": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
+                   "failed_trials": sum(t.state == optuna.trial.TrialState.FAIL and "repeat_of" not in t.user_attrs
+                                        for t in study.trials),
                    "best_value": best.value if best else None, "best_trial": best.number if best else None,
                    "best_params": best.params if best else None}
         out = Path(self.config.hydra.sweep.dir)
@@ -155,10 +184,34 @@ class OptunaSweeper(Sweeper):
             log.warning(f"no trial of study {self.study_name} completed")
         return study
 
+    @staticmethod
+    def evaluated(study: optuna.Study) -> Dict[tuple, optuna.trial.FrozenTrial]:
+        """Setting -> the trial that ran it (finished, failed or running; repeats told from history left out)."""
+        return {tuple(sorted(t.params.items())): t for t in study.trials
+                if "repeat_of" not in t.user_attrs and t.state != optuna.trial.TrialState.WAITING and t.params}
+
+    def ask_new(self, study: optuna.Study, batch: set) -> tuple:
+        """A trial whose setting has not run: a proposal equal to one that ran is told that run's value
+        (or failure) and asked again; after REPEATS_PER_TRIAL such proposals the last one runs again."""
+        evaluated = self.evaluated(study)
+        for attempt in range(REPEATS_PER_TRIAL + 1):
+            trial = study.ask()
+            values = {key: suggest(trial, key, space) for key, space in self.space.items()}
+            setting = tuple(sorted(values.items()))
+            earlier = evaluated.get(setting)
+            if attempt == REPEATS_PER_TRIAL or (earlier is None and setting not in batch):
+                batch.add(setting)
+                return trial, values
+            trial.set_user_attr("repeat_of", earlier.number if earlier is not None else -1)
+            if earlier is not None and earlier.state == optuna.trial.TrialState.COMPLETE:
+                study.tell(trial, earlier.value)
+            else:  # a failed setting, or one running in this batch
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
     def run_batch(self, study: optuna.Study, fixed_lines: List[str], size: int) -> None:
-        """Ask ``size`` trials, launch them (each once per seed) as one batch, tell each its objective."""
-        trials = [study.ask() for _ in range(size)]
-        values = [{key: suggest(trial, key, space) for key, space in self.space.items()} for trial in trials]
+        """Ask ``size`` new settings, launch them (each once per seed) as one batch, tell each its objective."""
+        batch: set = set()
+        trials, values = zip(*(self.ask_new(study, batch) for _ in range(size)))
         seeds = [[f"seed={s}"] for s in self.seeds] or [[]]
         overrides = [[*fixed_lines, *(f"{key}={value}" for key, value in v.items()), *seed]
                      for v in values for seed in seeds]
