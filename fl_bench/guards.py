@@ -60,17 +60,21 @@ class Edge:
         return f"{self.study}: {self.key}={self.value:.4g} at the {self.side} edge of [{self.low:g}, {self.high:g}]"
 
 
+def search_space_text(space: str, spaces: Path = SPACES) -> dict[str, str]:
+    """The sweeper's ``params`` of ``space`` as written (``conf/hparams_search/<space>.yaml``)."""
+    path = spaces / f"{space}.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"search space {space!r}: no {path}")
+    return {key: str(value) for key, value in OmegaConf.load(path).hydra.sweeper.params.items()}
+
+
 def search_space(space: str, spaces: Path = SPACES) -> dict[str, Any]:
     """The sweeper's ``params`` of ``space``, each parsed by Hydra's override grammar (the
     ChoiceSweep / IntervalSweep / RangeSweep objects the sweeper itself reads)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    path = spaces / f"{space}.yaml"
-    if not path.is_file():
-        raise FileNotFoundError(f"search space {space!r}: no {path}")
-    params = OmegaConf.load(path).hydra.sweeper.params
     parser = OverridesParser.create()
-    return {key: parser.parse_override(f"{key}={value}").value() for key, value in params.items()}
+    return {key: parser.parse_override(f"{key}={value}").value() for key, value in search_space_text(space, spaces).items()}
 
 
 def contains(sweep: Any, value: Any) -> bool:

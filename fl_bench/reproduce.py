@@ -9,7 +9,7 @@ Every run is a ``python -m fl_bench`` command line, so anything this does can be
 a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``), its best setting
 is kept in ``<tuned_dir>/<study>.yaml``; an arm is a multirun over the report seeds with that
 setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present (a
-study's when the same protocol, space and overrides made it; an arm's runs when the same command
+study's when the same protocol, search space (its ranges) and overrides made it; an arm's runs when the same command
 made them), so an interrupted reproduction resumes, arms that several tables share run once, and a
 retuned study reruns its arms.
 
@@ -45,7 +45,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from fl_bench.errors import ConfigError
-from fl_bench.guards import contains, search_space, tuned_edges
+from fl_bench.guards import contains, search_space, search_space_text, tuned_edges
 from fl_bench.report import load_runs, write_report
 
 
@@ -223,7 +223,8 @@ class Reproduction:
             kept = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
             return kept if kept.get("tuner") == self.protocol.tuner else {"best_params": {}, "wall_seconds": 0.0}
         enqueue = self._special_case_start(spec)
-        made = {"space": spec["space"], "overrides": spec["overrides"], "tuner": self.protocol.tuner, "enqueued": enqueue}
+        made = {"space": spec["space"], "params": search_space_text(spec["space"]), "overrides": spec["overrides"],
+                "tuner": self.protocol.tuner, "enqueued": enqueue}
         if path.exists():
             kept = OmegaConf.to_container(OmegaConf.load(path))
             if all(kept.get(key) == value for key, value in made.items()):

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.guards import edge_side, evidence_markdown, evidence_table, saturated, search_space, tuned_edges
+from fl_bench.guards import (edge_side, evidence_markdown, evidence_table, saturated, search_space, search_space_text,
+                             tuned_edges)
 from fl_bench.reproduce import Arm, Reproduction
 
 
@@ -61,9 +62,11 @@ def test_a_table_s_notes_name_the_edges_of_its_arms_tuning(tmp_path):
              "direction": "minimize"}
     made = {"overrides": [], "tuner": tuner, "enqueued": {}, "wall_seconds": 1.0}  # tuned under the protocol below
     OmegaConf.save(OmegaConf.create({"study": "fedprox", "space": "fedbuff_smoke_fedprox", **made,
+                                     "params": search_space_text("fedbuff_smoke_fedprox"),
                                      "best_params": {"algorithm.client_lr": 1.0, "algorithm.prox_mu": 1.0}}),
                    tuned / "fedprox.yaml")
     OmegaConf.save(OmegaConf.create({"study": "fedavg", "space": "fedbuff_smoke_server_sgd", **made,
+                                     "params": search_space_text("fedbuff_smoke_server_sgd"),
                                      "best_params": {"algorithm.client_lr": 1.0}}), tuned / "fedavg.yaml")
     spec = tmp_path / "spec.yaml"
     OmegaConf.save(OmegaConf.create({
