@@ -98,33 +98,26 @@ def run_rows(run_dir: Path, checkpoints: list[int]) -> tuple[dict, pd.DataFrame,
     return row, share_over_steps(trips, groups, max(1, int(summary["server_steps"]) // 20)), groups
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m fl_bench.fairness", description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
-    parser.add_argument("--name", default="fairness")
-    parser.add_argument("--out", type=Path, default=Path("results"))
-    parser.add_argument("--at", nargs="+", type=int, default=[500, 1000, 2000, 4000], help="aggregation counts")
-    parser.add_argument("--notes", default="", help="the paper's claim beside ours, printed under the table")
-    args = parser.parse_args(argv)
+def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[int], notes: str = "",
+                   title: str = "") -> pd.DataFrame:
+    """``name``.md/.csv and the weight-share plot from each method's runs (label -> run directories)."""
     import matplotlib.pyplot as plt  # here: the run imports this module's metrics, not its plots
 
     from fl_bench.report import machine  # sets the Agg backend
 
-    runs = sorted({s.parent for p in args.paths for s in p.rglob("summary.json")})
-    if not runs:
-        parser.exit(2, f"fl_bench.fairness: error: no finished runs under {', '.join(map(str, args.paths))}\n")
     rows, curves = [], {}
-    for run in runs:
-        row, over_steps, _ = run_rows(run, args.at)
-        rows.append(row)
-        curves.setdefault(row["method"], []).append(over_steps)
+    for method, run_dirs in runs.items():
+        for run in run_dirs:
+            row, over_steps, _ = run_rows(run, at)
+            rows.append({**row, "method": method})
+            curves.setdefault(method, []).append(over_steps)
     table = pd.DataFrame(rows)
     summary = table.drop(columns="seed").groupby("method", sort=False).agg(["mean", "std"])
     shown = pd.DataFrame({column: [f"{m:.2f} ± {s:.2f}" if pd.notna(m) else "–" for m, s in summary[column].to_numpy()]
                           for column in summary.columns.levels[0] if column in summary}, index=summary.index)
     shown.insert(0, "seeds", table.groupby("method", sort=False).size())
-    args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / f"{args.name}.csv", index=False)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / f"{name}.csv", index=False)
     fig, ax = plt.subplots(figsize=(7, 4))
     for method, frames in curves.items():
         mean = pd.concat(frames).groupby(level=0).mean()
@@ -133,17 +126,36 @@ def main(argv: list[str] | None = None) -> None:
     ax.set(xlabel="server steps (aggregations)", ylabel="share of aggregation weight (%)", title="weight share per group")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.out / f"{args.name}_weight_share.png", dpi=120)
+    fig.savefig(out / f"{name}_weight_share.png", dpi=120)
+    plt.close(fig)
     seeds = sorted(table["seed"].unique())
-    (args.out / f"{args.name}.md").write_text(
-        f"# {args.name}\n\nFairness of aggregation, mean ± std over seeds {', '.join(map(str, seeds))}: each group's share of "
+    (out / f"{name}.md").write_text(
+        f"# {name}\n\n{title + chr(10) * 2 if title else ''}Fairness of aggregation, mean ± std over seeds {', '.join(map(str, seeds))}: each group's share of "
         "the total aggregation weight and of the uploads, Jain's index of the clients' weight shares (1: equal "
         "influence), each label group's accuracy of the final model, accuracy (%) at fixed aggregation counts and "
         "aggregations to the target.\n\n"
-        f"{shown.T.to_markdown()}\n\n{args.notes.strip() + chr(10) * 2 if args.notes.strip() else ''}"
+        f"{shown.T.to_markdown()}\n\n{notes.strip() + chr(10) * 2 if notes.strip() else ''}"
         f"{len(table)} runs; report written on {machine()}.\n\n"
-        f"![weight share]({args.name}_weight_share.png)\n"
+        f"![weight share]({name}_weight_share.png)\n"
     )
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.fairness", description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
+    parser.add_argument("--name", default="fairness")
+    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--at", nargs="+", type=int, default=[500, 1000, 2000, 4000], help="aggregation counts")
+    parser.add_argument("--notes", default="", help="the paper's claim beside ours, printed under the table")
+    args = parser.parse_args(argv)
+    found = sorted({s.parent for p in args.paths for s in p.rglob("summary.json")})
+    if not found:
+        parser.exit(2, f"fl_bench.fairness: error: no finished runs under {', '.join(map(str, args.paths))}\n")
+    runs: dict[str, list[Path]] = {}
+    for run in found:  # one method per algorithm
+        runs.setdefault(json.loads((run / "summary.json").read_text())["algorithm"], []).append(run)
+    write_fairness(runs, args.name, args.out, args.at, args.notes)
     print(f"written to {args.out / args.name}.md")
 
 

@@ -171,9 +171,11 @@ def side(low: float, high: float, kind: str) -> str:
 
 def paper_side(value: Any, kind: str = "ratio") -> str:
     """The side of one paper entry: a number, or '>x' for a lower bound ('>1': the text says larger,
-    without a number; the paper's '>600' over the reference)."""
+    without a number; the paper's '>600' over the reference; '>0' for a difference the text states
+    without a number)."""
     number = float(str(value).lstrip(">"))
-    return ">" if str(value).startswith(">") and number >= 1 else side(number, number, kind)
+    bound = str(value).startswith(">") and number >= (1 if kind == "ratio" else 0)
+    return ">" if bound else side(number, number, kind)
 
 
 def _paper_side(values: list[Any], kind: str) -> str | None:
@@ -245,8 +247,11 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
             if paper is not None and kind == "difference":
                 theirs = (arms.get(vs, {}).get("paper") or {}).get(paper_key)
                 paper = None if theirs is None else [float(paper) - float(theirs)]
+            elif kind == "difference":  # a paper that states the direction without numbers (FedStaleWeight)
+                paper = (arm.get("paper") or {}).get("difference")
             if paper:
-                row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else f"{float(v):+.2f}" for v in paper)
+                row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v).startswith(">")
+                                          else f"{float(v):+.2f}" for v in paper)
                 expected, found = _paper_side(list(paper), kind), side(e_low, e_high, kind)
                 row["verdict"] = ("inconclusive" if found == "?" or expected is None
                                   else "reproduces" if found == expected else "differs")

@@ -45,7 +45,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from fl_bench.errors import ConfigError
-from fl_bench.guards import contains, search_space, search_space_text, tuned_edges
+from fl_bench.fairness import write_fairness
+from fl_bench.guards import contains, evidence_markdown, search_space, search_space_text, tuned_edges
 from fl_bench.report import load_runs, write_report
 
 
@@ -339,8 +340,14 @@ class Reproduction:
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
             notes = "\n\n".join(filter(None, (table.get("notes", ""), self.guards(chosen), self.readings(),
                                                 self.protocol.describe())))
-            write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
-                         notes, table.get("measure", "trips"))
+            if table.get("measure") == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
+                evidence = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy")
+                run_dirs = {a.label: sorted(s.parent for s in directories[a.key].glob("*/summary.json")) for a in chosen}
+                write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
+                               "\n\n".join(filter(None, (evidence, notes))), table["title"])
+            else:
+                write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
+                             notes, table.get("measure", "trips"))
             print(f"{name}: {out / name}.md")
             if publish:
                 from fl_bench.wandb_report import publish as publish_report

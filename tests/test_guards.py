@@ -138,3 +138,13 @@ def test_accuracy_effects_are_differences_in_points_compared_with_the_paper_s_di
     table = evidence_table(runs, "fedavg", arms, "best_accuracy").set_index("method")
     assert table.loc["fedlaavg", "effect [95% CI]"].startswith("+6.00")
     assert table.loc["fedlaavg", "paper"] == "+3.00" and table.loc["fedlaavg", "verdict"] == "reproduces"
+
+
+def test_a_paper_that_states_only_the_direction_of_a_difference_is_compared_by_its_side():
+    runs = pd.DataFrame({"method": ["buffered"] * 4 + ["stale"] * 4 + ["worse"] * 4,
+                         "best_val_accuracy": [0.80, 0.81, 0.79, 0.80, 0.86, 0.85, 0.87, 0.86, 0.70, 0.71, 0.69, 0.70]})
+    arms = {"buffered": {}, "stale": {"vs": "buffered", "paper": {"difference": [">0"]}},
+            "worse": {"vs": "buffered", "paper": {"difference": [">0"]}}}
+    table = evidence_table(runs, "buffered", arms, "best_accuracy").set_index("method")
+    assert table.loc["stale", "paper"] == ">0" and table.loc["stale", "verdict"] == "reproduces"
+    assert table.loc["worse", "verdict"] == "differs"
