@@ -129,13 +129,14 @@ def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[i
     fig.savefig(out / f"{name}_weight_share.png", dpi=120)
     plt.close(fig)
     seeds = sorted(table["seed"].unique())
+    wall = sum(json.loads((run / "summary.json").read_text()).get("wall_seconds", 0.0) for dirs in runs.values() for run in dirs)
     (out / f"{name}.md").write_text(
         f"# {name}\n\n{title + chr(10) * 2 if title else ''}Fairness of aggregation, mean ± std over seeds {', '.join(map(str, seeds))}: each group's share of "
         "the total aggregation weight and of the uploads, Jain's index of the clients' weight shares (1: equal "
         "influence), each label group's accuracy of the final model, accuracy (%) at fixed aggregation counts and "
         "aggregations to the target.\n\n"
         f"{shown.T.to_markdown()}\n\n{notes.strip() + chr(10) * 2 if notes.strip() else ''}"
-        f"{len(table)} runs; report written on {machine()}.\n\n"
+        f"{len(table)} runs, {wall:,.0f} s of wall time in all; report written on {machine()}.\n\n"
         f"![weight share]({name}_weight_share.png)\n"
     )
     return table
