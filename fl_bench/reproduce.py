@@ -147,15 +147,15 @@ class Protocol:
             seen.add(base)
             base = (studies[base].get("special_case") or {}).get("study")
 
-    def describe(self) -> str:
-        """One paragraph for the tables' notes."""
+    def describe(self, nested: bool) -> str:
+        """One paragraph for the tables' notes (``nested``: some study starts from its special case)."""
         if self.tuner is None:
             tuning = "not tuned: every method runs the paper's fixed setting"
         else:
             t = self.tuner
+            start = "; a nested method's first trial is its special case's best" if nested else ""
             tuning = (f"every study {t['trials']} TPE trials ({t['startup_trials']} random), objective the mean "
-                      f"{t['objective']} over tuning seeds {', '.join(map(str, t['seeds']))}; a nested method's first "
-                      "trial is its special case's best")
+                      f"{t['objective']} over tuning seeds {', '.join(map(str, t['seeds']))}{start}")
         return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
                 f"{', '.join(map(str, self.report_seeds))}, none tuned on; verdict: {self.verdict}")
 
@@ -309,6 +309,9 @@ class Reproduction:
         return ("Guard, edge: a tuned value at the edge of its search space, so the optimum may lie beyond it "
                 "(widen the space and tune again before reading these arms): " + "; ".join(map(str, edges)) + ".")
 
+    def _nested(self) -> bool:
+        return any("special_case" in study for study in self.spec["studies"].values())
+
     def readings(self) -> str:
         """The sweep file's ``readings``: where the implementation reads the paper one way and another
         reading is possible, with the knob that switches and any measured ablation, under every table."""
@@ -339,7 +342,7 @@ class Reproduction:
             runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
             notes = "\n\n".join(filter(None, (table.get("notes", ""), self.guards(chosen), self.readings(),
-                                                self.protocol.describe())))
+                                                self.protocol.describe(self._nested()))))
             if table.get("measure") == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
                 evidence = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy")
                 run_dirs = {a.label: sorted(s.parent for s in directories[a.key].glob("*/summary.json")) for a in chosen}
