@@ -99,8 +99,8 @@ def test_an_enqueued_setting_must_name_only_searched_keys(tmp_path):
 class _ScoringLauncher:
     """Launches nothing: writes each job's summary.json with an objective computed from its overrides."""
 
-    def __init__(self, root, score):
-        self.root, self.score, self.launched = root, score, []
+    def __init__(self, root, score, outcome=lambda values: "completed"):
+        self.root, self.score, self.outcome, self.launched = root, score, outcome, []
 
     def launch(self, overrides, initial_job_idx):
         from hydra.core.utils import JobReturn, JobStatus
@@ -111,8 +111,11 @@ class _ScoringLauncher:
             self.launched.append(values)
             run_dir = self.root / str(initial_job_idx + i)
             run_dir.mkdir(parents=True)
-            (run_dir / "summary.json").write_text(json.dumps({"objective": self.score(values)}))
-            result = JobReturn(status=JobStatus.COMPLETED, _return_value=None)
+            outcome = self.outcome(values)  # completed | diverged (a summary, a failed job) | crashed (no summary)
+            if outcome != "crashed":
+                (run_dir / "summary.json").write_text(json.dumps({"objective": self.score(values), "status": outcome}))
+            status = JobStatus.COMPLETED if outcome == "completed" else JobStatus.FAILED
+            result = JobReturn(status=status, _return_value=None if outcome == "completed" else RuntimeError(outcome))
             result.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(run_dir)}}})
             results.append(result)
         return results
@@ -135,3 +138,17 @@ def test_a_setting_runs_once_and_a_discrete_space_smaller_than_the_budget_ends_w
     for trial in repeats:  # a repeat was told the value its setting already got, not run
         if trial.state.name == "COMPLETE":
             assert trial.value == study.trials[trial.user_attrs["repeat_of"]].value
+
+
+def test_a_diverged_run_scores_its_trial_and_a_crashed_one_fails_it(tmp_path):
+    from hydra_plugins.fl_bench_optuna.optuna_sweeper import OptunaSweeper
+
+    sweeper = OptunaSweeper("grid", None, "objective", "minimize", n_trials=3, n_jobs=1, seed=0, n_startup_trials=3,
+                            params={"a": "choice(1, 2, 3)"})
+    sweeper.config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "sweep")}}})
+    outcomes = {"1": "completed", "2": "diverged", "3": "crashed"}
+    sweeper.launcher = _ScoringLauncher(tmp_path / "runs", lambda v: 10.0 * float(v["a"]), lambda v: outcomes[v["a"]])
+    study = sweeper.sweep([])
+    by_a = {t.params["a"]: t for t in study.trials}
+    assert by_a[1].value == 10.0 and by_a[2].value == 20.0  # diverged: scored by what its summary says
+    assert by_a[3].state.name == "FAIL" and by_a[3].value is None

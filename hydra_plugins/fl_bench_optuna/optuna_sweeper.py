@@ -12,6 +12,10 @@ from several machines; give each its own ``seed``, or they repeat the same rando
 ``n_jobs`` trials are asked together and launched as one batch, so a parallel launcher
 (``hydra/launcher=local_cores``: joblib; ``hydra/launcher=slurm``: submitit) runs them at once.
 
+A run that diverged is a result, not a failure: its summary's objective (trips to target or the
+shortfall score, or the best accuracy it reached) scores the trial, so TPE learns where settings
+diverge; a run that failed otherwise fails its trial.
+
 ``seeds``: each trial runs once per seed (``seed=<s>``, in the same batch) and its objective is the
 mean over them: a setting tuned on one seed is tuned to that seed's noise. ``enqueue``: settings
 evaluated first, as trials of the budget (Optuna's ``enqueue_trial``); fl_bench.reproduce puts a
@@ -208,6 +212,19 @@ class OptunaSweeper(Sweeper):
             else:  # a failed setting, or one running in this batch
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
+    @staticmethod
+    def summary(result: Any) -> Optional[Dict[str, Any]]:
+        """A finished run's summary.json; a diverged run's too (its objective scores what it reached
+        before diverging: TPE then learns to avoid the setting, where a failed trial would teach it
+        nothing); None for a run that failed otherwise."""
+        if result.hydra_cfg is None:
+            return None
+        path = Path(result.hydra_cfg.hydra.runtime.output_dir) / "summary.json"
+        summary = json.loads(path.read_text()) if path.exists() else None
+        if result.status == JobStatus.COMPLETED or (summary or {}).get("status") == "diverged":
+            return summary
+        return None
+
     def run_batch(self, study: optuna.Study, fixed_lines: List[str], size: int) -> None:
         """Ask ``size`` new settings, launch them (each once per seed) as one batch, tell each its objective."""
         batch: set = set()
@@ -226,13 +243,14 @@ class OptunaSweeper(Sweeper):
             raise
         for index, (trial, v) in enumerate(zip(trials, values)):
             runs = results[index * len(seeds):(index + 1) * len(seeds)]
-            failed = [r for r in runs if r.status != JobStatus.COMPLETED]
-            if failed:
+            summaries = [self.summary(r) for r in runs]
+            if any(summary is None for summary in summaries):
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                log.warning(f"trial {trial.number} failed: {failed[0]._return_value}")
+                failed = next(r for r, summary in zip(runs, summaries) if summary is None)
+                log.warning(f"trial {trial.number} failed: {failed._return_value}")
                 continue
             run_dirs = [Path(r.hydra_cfg.hydra.runtime.output_dir) for r in runs]
-            per_seed = [float(json.loads((d / "summary.json").read_text())[self.objective]) for d in run_dirs]
+            per_seed = [float(summary[self.objective]) for summary in summaries]
             trial.set_user_attr("run_dirs", [str(d) for d in run_dirs])
             trial.set_user_attr("per_seed", per_seed)
             value = sum(per_seed) / len(per_seed)
