@@ -79,6 +79,10 @@ class SyntheticConfig(DatasetConfig):
         _require(self.dim >= 1, "dataset.dim", self.dim, "must be >= 1")
         _require(self.num_classes >= 2, "dataset.num_classes", self.num_classes, "must be >= 2")
         _require(self.min_examples >= 2, "dataset.min_examples", self.min_examples, "must be >= 2")
+        # gamma spreads the per-device labellings, which shared_labelling replaces by one: a gamma
+        # other than 0 would be ignored and the run mislabelled Synthetic(gamma, xi).
+        _require(not self.shared_labelling or self.gamma == 0, "dataset.gamma", self.gamma,
+                 "must be 0 with dataset.shared_labelling=true (one labelling for every device)")
 
 
 @dataclass

@@ -6,6 +6,7 @@ import pytest
 
 from fl_bench.data.federated import split_clients
 from fl_bench.data.synthetic import generate_synthetic, shared_labelling
+from fl_bench.errors import ConfigError
 from tests.conftest import compose_run_config
 
 
@@ -15,7 +16,8 @@ def every_example(data):
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_shared_labelling_labels_every_device_by_one_argmax_of_w_x_plus_b(shared):
-    cfg = compose_run_config("dataset.num_clients=40", f"dataset.shared_labelling={shared}").dataset
+    gamma = 0 if shared else 1
+    cfg = compose_run_config("dataset.num_clients=40", f"dataset.shared_labelling={shared}", f"dataset.gamma={gamma}").dataset
     data = generate_synthetic(cfg)
     w, b = shared_labelling(cfg)
     x, y = every_example(data)
@@ -27,10 +29,16 @@ def test_shared_labelling_labels_every_device_by_one_argmax_of_w_x_plus_b(shared
 
 
 def test_shared_labelling_keeps_the_inputs_heterogeneous_by_device():
-    cfg = compose_run_config("dataset.num_clients=40", "dataset.shared_labelling=true").dataset
+    cfg = compose_run_config("dataset.num_clients=40", "dataset.shared_labelling=true", "dataset.gamma=0").dataset
     data = generate_synthetic(cfg)
     means = np.stack([data.client(i)[0].numpy().mean(axis=0) for i in range(data.num_clients)])
     assert means[:, 0].std() > 0.5  # v_i ~ N(B_i, 1), B_i ~ N(0, xi): device means spread by ~sqrt(2)
+
+
+def test_shared_labelling_refuses_a_gamma_it_would_ignore():
+    # gamma only spreads per-device labellings: under one shared labelling it would be a silent no-op
+    with pytest.raises(ConfigError, match=r"dataset.gamma=1.0 is not allowed: must be 0 with dataset.shared_labelling"):
+        compose_run_config("dataset.shared_labelling=true", "dataset.gamma=1")
 
 
 def test_split_clients_records_whose_held_out_rows_are_whose():
