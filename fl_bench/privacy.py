@@ -130,6 +130,9 @@ class PrivateAggregation:
 
 
 # ----------------------------------------------------------------------------- accounting
+REPLACE_ONE_SENSITIVITY = 2.0  # of a sum of updates clipped to L, in units of L (DP-SGD's adjacency)
+
+
 def _event(mechanism: str, noise_multiplier: float, steps: int, restart_every: int | None, num_clients: int, per_step: int):
     import dp_accounting
 
@@ -137,7 +140,13 @@ def _event(mechanism: str, noise_multiplier: float, steps: int, restart_every: i
         counts = [restart_every] * (steps // restart_every) + ([steps % restart_every] if steps % restart_every else []) \
             if restart_every else [steps]
         return dp_accounting.SingleEpochTreeAggregationDpEvent(noise_multiplier, [c for c in counts if c] or [1])
-    sampled = dp_accounting.SampledWithoutReplacementDpEvent(num_clients, per_step, dp_accounting.GaussianDpEvent(noise_multiplier))
+    # dp-accounting's Gaussian takes its noise relative to the l2-sensitivity under the accountant's
+    # relation. Fixed-size cohorts are replace-one: swapping one client's clipped Delta (norm <= L) for
+    # another's moves the sum by up to 2L, so noise sigma L is sigma / 2 sensitivities (Wang, Balle and
+    # Kasiviswanathan 2019, Thm. 27). Tree aggregation's replace-special (a client's Delta replaced by
+    # zeros) moves it by at most L.
+    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier / REPLACE_ONE_SENSITIVITY)
+    sampled = dp_accounting.SampledWithoutReplacementDpEvent(num_clients, per_step, gaussian)
     return dp_accounting.SelfComposedDpEvent(sampled, steps)
 
 

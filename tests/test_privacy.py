@@ -87,6 +87,23 @@ def test_epsilon_is_the_librarys_and_moves_the_right_way():
     assert epsilon("ftrl", 0.0, 10, 1e-7) == math.inf
 
 
+def test_dpsgd_counts_the_replace_one_sensitivity_of_a_clipped_sum_as_two_clips():
+    """Replace-one adjacency (fixed-size cohorts): one client's clipped Delta swapped for another's
+    moves the sum by up to 2L. With the whole population in every cohort (no amplification) DP-SGD's
+    epsilon is then the plain Gaussian's at noise multiplier sigma / 2, not sigma."""
+    import dp_accounting
+    from dp_accounting import NeighboringRelation, rdp
+
+    def gaussian(multiplier):
+        accountant = rdp.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
+        accountant.compose(dp_accounting.GaussianDpEvent(multiplier), 50)
+        return accountant.get_epsilon(1e-7)
+
+    everyone = dict(num_clients=100, per_step=100)
+    assert epsilon("dpsgd", 4.0, 50, 1e-7, **everyone) == pytest.approx(gaussian(2.0), rel=1e-6)
+    assert epsilon("dpsgd", 4.0, 50, 1e-7, **everyone) > 1.5 * gaussian(4.0)
+
+
 @pytest.mark.parametrize("mechanism, extra", [("ftrl", {}), ("ftrl", {"restart_every": 100}),
                                               ("dpsgd", {"num_clients": 10_000, "per_step": 100})])
 def test_calibration_finds_the_noise_for_the_target_epsilon(mechanism, extra):
