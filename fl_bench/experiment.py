@@ -125,6 +125,11 @@ def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device
     if cfg.dp.name == "dpsgd" and not isinstance(cfg.algorithm, SyncConfig):
         raise ConfigError(f"dp=dpsgd is not allowed with algorithm={cfg.algorithm.name}: its privacy is amplified by "
                           f"sampling synchronous cohorts; use dp=ftrl for asynchronous aggregation")
+    if cfg.dp.name == "dpsgd" and (cfg.selection.name, cfg.availability.name) != ("uniform", "always"):
+        # its accounting amplifies by sampling: each cohort a uniform draw from all N clients
+        raise ConfigError(f"dp=dpsgd is not allowed with selection={cfg.selection.name}, availability="
+                          f"{cfg.availability.name}: its epsilon assumes cohorts drawn uniformly from every client; "
+                          f"use selection=uniform availability=always")
     plan = dp_plan(cfg, num_clients)
     sigma = cfg.dp.noise_multiplier
     if cfg.dp.target_epsilon is not None:

@@ -172,10 +172,14 @@ def side(low: float, high: float, kind: str) -> str:
 def paper_side(value: Any, kind: str = "ratio") -> str:
     """The side of one paper entry: a number, or '>x' for a lower bound ('>1': the text says larger,
     without a number; the paper's '>600' over the reference; '>0' for a difference the text states
-    without a number)."""
-    number = float(str(value).lstrip(">"))
-    bound = str(value).startswith(">") and number >= (1 if kind == "ratio" else 0)
-    return ">" if bound else side(number, number, kind)
+    without a number) and '<x' for an upper bound ('<0': smaller, without a number)."""
+    text = str(value)
+    number, neutral = float(text.lstrip("<>")), 1 if kind == "ratio" else 0
+    if text.startswith(">") and number >= neutral:
+        return ">"
+    if text.startswith("<") and number <= neutral:
+        return "<"
+    return side(number, number, kind)
 
 
 def _paper_side(values: list[Any], kind: str) -> str | None:
@@ -190,7 +194,13 @@ def _samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray,
     if measure in ("trips", "rounds"):
         missed = group["trips_to_target"].isna()
         return group["trips_to_target"].fillna(group["max_trips"]).to_numpy(float), bool(missed.any())
-    return 100 * group["best_val_accuracy"].to_numpy(float), False
+    return 100 * group[_accuracy(measure)].to_numpy(float), False
+
+
+def _accuracy(measure: str) -> str:
+    """The summary key an accuracy measure reads: the final accuracy after the budget for FedBuff
+    Fig. 4 (privacy), the best within it otherwise."""
+    return "final_val_accuracy" if measure == "privacy" else "best_val_accuracy"
 
 
 def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float, float]:
@@ -215,10 +225,11 @@ def saturated(runs: pd.DataFrame, measure: str) -> str:
         if measure == "trips" and len(first) and (runs["trips_to_target"] <= first).all():
             return "every arm reached the target at its first evaluation"
         return ""
-    medians = runs.groupby("method")["best_val_accuracy"].median() * 100
-    noise = 100 * runs.groupby("method")["best_val_accuracy"].std(ddof=1).max()
+    column = _accuracy(measure)
+    medians = runs.groupby("method")[column].median() * 100
+    noise = 100 * runs.groupby("method")[column].std(ddof=1).max()
     if len(medians) > 1 and pd.notna(noise) and medians.max() - medians.min() <= noise:
-        return (f"every arm's median best accuracy lies within {medians.max() - medians.min():.2f} points of the best, "
+        return (f"every arm's median {column.split('_')[0]} accuracy lies within {medians.max() - medians.min():.2f} points of the best, "
                 f"inside the seeds' noise ({noise:.2f} points)")
     return ""
 
@@ -250,7 +261,7 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
             elif kind == "difference":  # a paper that states the direction without numbers (FedStaleWeight)
                 paper = (arm.get("paper") or {}).get("difference")
             if paper:
-                row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v).startswith(">")
+                row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v)[:1] in "<>"
                                           else f"{float(v):+.2f}" for v in paper)
                 expected, found = _paper_side(list(paper), kind), side(e_low, e_high, kind)
                 row["verdict"] = ("inconclusive" if found == "?" or expected is None
@@ -272,10 +283,9 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
 
 def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> str:
     """The evidence table with the guards' findings, as a section of a report."""
-    if measure == "privacy":
-        return ""
     table = evidence_table(runs, reference, arms, measure)
-    unit = {"trips": "client trips to target", "rounds": "rounds to target"}.get(measure, "best accuracy (%)")
+    unit = {"trips": "client trips to target", "rounds": "rounds to target",
+            "privacy": "final accuracy (%)"}.get(measure, "best accuracy (%)")
     effect = ("ratio of medians (lower is better)" if measure in ("trips", "rounds")
               else "difference of medians in points (higher is better)")
     lines = [f"## Evidence\n\nMedian {unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "

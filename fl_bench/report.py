@@ -307,16 +307,18 @@ def privacy_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def privacy_markdown(table: pd.DataFrame, best: str) -> str:
-    """Per epsilon: each method's final accuracy, which is best, and whether that is ``best`` (the paper's)."""
+def privacy_markdown(table: pd.DataFrame, best: str | None) -> str:
+    """Per epsilon: each method's final accuracy, which is best, and whether that is ``best`` (the paper's;
+    None: no such columns, the evidence section judges)."""
     private = table[np.isfinite(table["epsilon"])]
     wide = private.assign(level=private["epsilon"].round(0), cell=[f"{a:.2f} ± {s:.2f}" for a, s in
                                                                     zip(private["final_accuracy"], private["final_std"])])
     out = wide.pivot(index="level", columns="method", values="cell")
     winners = wide.loc[wide.groupby("level")["final_accuracy"].idxmax()].set_index("level")["method"]
     out["best"] = winners
-    out["paper: best"] = best
-    out["direction"] = ["matches" if w == best else "differs" for w in winners]
+    if best is not None:
+        out["paper: best"] = best
+        out["direction"] = ["matches" if w == best else "differs" for w in winners]
     out.index.name = "epsilon"
     nonprivate = table[~np.isfinite(table["epsilon"])]
     lines = "; ".join(f"{m}: {a:.2f} ± {s:.2f}" for m, a, s in zip(nonprivate["method"], nonprivate["final_accuracy"],
@@ -547,11 +549,13 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     seeds = sorted(runs["seed"].unique())
     if measure == "privacy":
         table = privacy_table(runs)
-        best = reference or "fedbuff + ftrl"
+        best = None if arms is not None else reference or "fedbuff + ftrl"  # arms: the evidence judges
+        direction = "" if best is None else f"; direction: whether the best method at each epsilon is the paper's ({best})"
         body = (f"FedBuff Fig. 4's measure: final validation accuracy (%) after the budget ({int(runs['client_trips'].max()):,} "
                 f"client trips), mean ± std over seeds {', '.join(map(str, seeds))}, at each privacy level (epsilon spent, "
-                f"from dp-accounting, at delta {runs['dp_delta'].dropna().iloc[0] if 'dp_delta' in runs else 'n/a'}); "
-                f"direction: whether the best method at each epsilon is the paper's ({best}).\n\n{privacy_markdown(table, best)}")
+                f"from dp-accounting, at delta {runs['dp_delta'].dropna().iloc[0] if 'dp_delta' in runs else 'n/a'})"
+                f"{direction}"
+                f".\n\n{privacy_markdown(table, best)}")
     elif measure == "costs":
         table = costs_table(runs, metrics, reference)
         if arms is not None:

@@ -143,8 +143,25 @@ def test_accuracy_effects_are_differences_in_points_compared_with_the_paper_s_di
 def test_a_paper_that_states_only_the_direction_of_a_difference_is_compared_by_its_side():
     runs = pd.DataFrame({"method": ["buffered"] * 4 + ["stale"] * 4 + ["worse"] * 4,
                          "best_val_accuracy": [0.80, 0.81, 0.79, 0.80, 0.86, 0.85, 0.87, 0.86, 0.70, 0.71, 0.69, 0.70]})
+    runs = pd.concat([runs, runs[runs["method"] == "worse"].assign(method="below")])
     arms = {"buffered": {}, "stale": {"vs": "buffered", "paper": {"difference": [">0"]}},
-            "worse": {"vs": "buffered", "paper": {"difference": [">0"]}}}
+            "worse": {"vs": "buffered", "paper": {"difference": [">0"]}},
+            "below": {"vs": "buffered", "paper": {"difference": ["<0"]}}}
     table = evidence_table(runs, "buffered", arms, "best_accuracy").set_index("method")
     assert table.loc["stale", "paper"] == ">0" and table.loc["stale", "verdict"] == "reproduces"
     assert table.loc["worse", "verdict"] == "differs"
+    assert table.loc["below", "paper"] == "<0" and table.loc["below", "verdict"] == "reproduces"
+
+
+def test_fig4_s_privacy_measure_compares_final_accuracy_and_a_same_utility_claim_by_the_no_difference_band():
+    # best accuracies alike, final ones apart: the privacy measure must read the final ones
+    runs = pd.DataFrame({"method": ["dpsgd"] * 4 + ["ftrl"] * 4 + ["alike"] * 4,
+                         "best_val_accuracy": [0.90] * 12,
+                         "final_val_accuracy": [0.50, 0.501, 0.499, 0.50, 0.60, 0.61, 0.59, 0.60, 0.501, 0.50, 0.499, 0.50]})
+    arms = {"dpsgd": {}, "ftrl": {"vs": "dpsgd", "paper": {"difference": [">0"]}},
+            "alike": {"vs": "dpsgd", "paper": {"difference": ["0"]}}}  # "the same utility" (FedBuff App. C.5)
+    table = evidence_table(runs, "dpsgd", arms, "privacy").set_index("method")
+    assert table.loc["ftrl", "effect [95% CI]"].startswith("+10.00") and table.loc["ftrl", "verdict"] == "reproduces"
+    assert table.loc["alike", "paper"] == "+0.00" and table.loc["alike", "verdict"] == "reproduces"
+    assert "Median final accuracy (%)" in evidence_markdown(runs, "dpsgd", arms, "privacy")
+    assert saturated(runs, "privacy") == "" and saturated(runs, "best_accuracy") != ""

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from fl_bench.engine.messages import Upload
+from fl_bench.errors import ConfigError
 from fl_bench.privacy import PrivateAggregation, TreeAggregator, _Noise, calibrate, clip_, epsilon
 
 
@@ -127,6 +128,15 @@ def test_the_server_only_ever_sees_the_clipped_noised_aggregate(compose_config, 
     exp.simulator.run()
     assert len(seen) == exp.server.version == 20  # one aggregate per step of K = 10
     assert all(u.client == -1 and float(u.vector.norm()) <= 0.01 + 1e-6 for u in seen)
+
+
+@pytest.mark.parametrize("override", ["selection=longest_absent", "availability=diurnal"])
+def test_dpsgd_refuses_cohorts_its_amplification_does_not_cover(compose_config, override):
+    from fl_bench.experiment import build_experiment
+
+    cfg = compose_config("algorithm=fedavgm", "dp=dpsgd", override, "max_trips=200", "concurrency=20")
+    with pytest.raises(ConfigError, match=r"dp=dpsgd is not allowed with selection=.*availability=.*uniformly"):
+        build_experiment(cfg, lambda p: False)
 
 
 def test_dp_runs_end_to_end_and_report_their_epsilon(run_config):
