@@ -17,7 +17,13 @@ its own special case beyond the interval means its tuning failed, and that is it
 
 Saturated: the table cannot tell its arms apart because the workload sits at a ceiling or floor:
 every arm reached the target at its first evaluation, or none reached it, or (accuracy tables)
-every arm's median lies within the seeds' noise (the largest seed std) of the best one.
+every arm's median lies within the seeds' noise of the best one. The noise is the typical arm's
+seed std (the median over arms), so that one unstable arm's spread does not make the table look flat.
+
+Unstable: a tuned setting that collapses on some report seeds, which the mean over the tuning seeds
+could not see (a setting at the edge of stability): a seed that diverged, or missed the target where
+the arm's median seed reached it, or whose accuracy lies more than COLLAPSE_POINTS below the arm's
+median. The arm's median still stands; its spread is the setting's, not the method's noise.
 
 Edge: a tuned value at the edge of its search space (``conf/hparams_search/<space>.yaml``) says the
 optimum may lie beyond what was searched: widen the space and tune again, or the table says
@@ -144,6 +150,7 @@ def tuned_edges(tuned: dict[str, Any], spaces: Path = SPACES) -> list[Edge]:
 
 NO_DIFFERENCE = {"ratio": (0.95, 1.05), "difference": (-0.5, 0.5)}  # the band of "the same"
 RESAMPLES = 2000
+COLLAPSE_POINTS = 10.0  # accuracy this far below its arm's median is a collapsed seed, not noise
 
 
 def _interval(statistic, *samples: np.ndarray) -> tuple[float, float]:
@@ -227,11 +234,24 @@ def saturated(runs: pd.DataFrame, measure: str) -> str:
         return ""
     column = _accuracy(measure)
     medians = runs.groupby("method")[column].median() * 100
-    noise = 100 * runs.groupby("method")[column].std(ddof=1).max()
+    noise = 100 * runs.groupby("method")[column].std(ddof=1).median()
     if len(medians) > 1 and pd.notna(noise) and medians.max() - medians.min() <= noise:
         return (f"every arm's median {column.split('_')[0]} accuracy lies within {medians.max() - medians.min():.2f} points of the best, "
                 f"inside the seeds' noise ({noise:.2f} points)")
     return ""
+
+
+def collapsed(runs: pd.DataFrame, method: str, measure: str) -> list[int]:
+    """The seeds on which ``method``'s setting collapsed (see Unstable above)."""
+    group = runs[runs["method"] == method]
+    bad = group.get("status", pd.Series("", index=group.index)) == "diverged"
+    if measure in ("trips", "rounds"):
+        missed = group["trips_to_target"].isna()
+        bad |= missed & (missed.mean() < 0.5)
+    else:
+        accuracy = 100 * group[_accuracy(measure)]
+        bad |= accuracy < accuracy.median() - COLLAPSE_POINTS
+    return sorted(int(seed) for seed in group.loc[bad, "seed"])
 
 
 def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> pd.DataFrame:
@@ -266,6 +286,9 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
                 expected, found = _paper_side(list(paper), kind), side(e_low, e_high, kind)
                 row["verdict"] = ("inconclusive" if found == "?" or expected is None
                                   else "reproduces" if found == expected else "differs")
+        fallen = collapsed(runs, method, measure) if "seed" in runs else []
+        if fallen:
+            row["guard"] = f"unstable: collapsed on seed{'s' if len(fallen) > 1 else ''} {', '.join(map(str, fallen))} of {len(ours)}"
         special = arm.get("special_case")
         if special is not None and special not in arms:
             raise ValueError(f"arm {method!r}: special_case {special!r} is not an arm of this table: "
@@ -275,7 +298,7 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
             _, e_low, e_high = _effect(ours, base, kind)
             worse = e_low > NO_DIFFERENCE["ratio"][1] if kind == "ratio" else e_high < NO_DIFFERENCE["difference"][0]
             if worse:
-                row["guard"] = f"tuning failed: worse than its special case {special}"
+                row["guard"] = "; ".join(filter(None, [f"tuning failed: worse than its special case {special}", row["guard"]]))
                 row["verdict"] = "tuning failed" if row["verdict"] else ""
         rows.append(row)
     return pd.DataFrame(rows)
@@ -294,10 +317,16 @@ def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str,
     why = saturated(runs, measure)
     if why:
         lines.append(f"Guard, saturated: {why}: this workload cannot show the effect, whatever the verdicts say.\n")
-    failed = table.loc[table["guard"] != "", "method"].tolist()
+    failed = table.loc[table["guard"].str.contains("tuning failed"), "method"].tolist()
     if failed:
         lines.append(f"Guard, tuning failed: {', '.join(failed)}: worse than its own special case: "
                      "a tuning failure, not a finding.\n")
+    unstable = table.loc[table["guard"].str.contains("unstable"), "method"].tolist()
+    if unstable:
+        lines.append(f"Guard, unstable: {', '.join(unstable)}: the tuned setting collapsed on some report seeds "
+                     "(diverged, missed the target its other seeds reached, or fell more than "
+                     f"{COLLAPSE_POINTS:g} points below its median): a setting at the edge of stability that the "
+                     "tuning seeds did not show; read its interval as the setting's, not the method's.\n")
     return "\n".join(lines)
 
 

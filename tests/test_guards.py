@@ -165,3 +165,22 @@ def test_fig4_s_privacy_measure_compares_final_accuracy_and_a_same_utility_claim
     assert table.loc["alike", "paper"] == "+0.00" and table.loc["alike", "verdict"] == "reproduces"
     assert "Median final accuracy (%)" in evidence_markdown(runs, "dpsgd", arms, "privacy")
     assert saturated(runs, "privacy") == "" and saturated(runs, "best_accuracy") != ""
+
+
+def test_a_setting_that_collapses_on_some_report_seeds_is_flagged_unstable_and_does_not_flatten_the_table():
+    # FedLaAvg's FedAvg FCA: the tuned lr reached 65-67% on three report seeds and 30.5%, 42.9% on two
+    accuracy = {"fedavg fca": [0.646, 0.305, 0.673, 0.429, 0.660], "fedlaavg": [0.62, 0.63, 0.61, 0.625, 0.615],
+                "fedavg ica": [0.60, 0.61, 0.59, 0.605, 0.60]}
+    runs = pd.DataFrame([{"method": m, "seed": s + 1, "best_val_accuracy": a}
+                         for m, values in accuracy.items() for s, a in enumerate(values)])
+    table = evidence_table(runs, "fedavg ica", {"fedlaavg": {"vs": "fedavg ica"}}, "best_accuracy").set_index("method")
+    assert table.loc["fedavg fca", "guard"] == "unstable: collapsed on seeds 2, 4 of 5"
+    assert table.loc["fedlaavg", "guard"] == table.loc["fedavg ica", "guard"] == ""
+    assert "Guard, unstable: fedavg fca" in evidence_markdown(runs, "fedavg ica", {}, "best_accuracy")
+    # the typical arm's noise (about 0.8 points), not the collapsed arm's 16: 2 points apart is not flat
+    assert saturated(runs, "best_accuracy") == ""
+    # trips: a miss where the arm's other seeds reached the target, or a divergence
+    trips = _runs({"steady": [100, 110, 105, 95, 100], "fragile": [100, float("nan"), 105, 95, 100]}).assign(
+        status=["completed"] * 9 + ["diverged"])
+    table = evidence_table(trips, "steady", {}, "trips").set_index("method")
+    assert table.loc["fragile", "guard"] == "unstable: collapsed on seeds 1, 4 of 5" and table.loc["steady", "guard"] == ""
