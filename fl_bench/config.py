@@ -800,9 +800,14 @@ class FedLaAvgConfig(SyncConfig):
 
     name: str = "fedlaavg"
     _target_: str = "fl_bench.algorithms.fedlaavg.FedLaAvg"
+    # App. E's "gradient" of a trip of Q local steps: "accumulated", Delta / eta (the update over the
+    # lr); "mean_step", Delta / (eta Q), the mean local-step gradient, which makes the server's step Q
+    # times smaller at the same lr.
+    gradient: str = "accumulated"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _choice("algorithm.gradient", self.gradient, ("accumulated", "mean_step"))
         _require(self.late_uploads == "drop", "algorithm.late_uploads", self.late_uploads,
                  "FedLaAvg's latest gradients are computed at the round's model: must be drop")
 
@@ -821,6 +826,12 @@ class HFLConfig(SyncConfig):
     lambda_0: float = 0.5
     lambda_schedule: str = "printed"  # eq. 8 as printed | decay_with_staleness (the text's intent)
     max_staleness: int = 10  # past models kept (tau_max): a ring of max_staleness + 1
+    # eq. 9's p_i over stragglers: "arriving" normalises n_i over the round's arriving stragglers (they
+    # jointly weigh lambda); "global" takes p_i = n_i / n over all N devices (eq. 1's p_i).
+    straggler_weights: str = "arriving"
+    # eq. 4's case split read literally: the kernel alone while t <= max tau_i (= max_staleness), so
+    # stragglers arriving in those rounds are dropped; false merges every straggler from round 1 on.
+    kernel_only_until_tau_max: bool = False
     deadline: Optional[float] = 1.0
     fixed_rounds: bool = True
     late_uploads: str = "deliver"
@@ -830,6 +841,7 @@ class HFLConfig(SyncConfig):
         super().__post_init__()
         _require(0 <= self.lambda_0 <= 1, "algorithm.lambda_0", self.lambda_0, "must be in [0, 1]")
         _choice("algorithm.lambda_schedule", self.lambda_schedule, LAMBDA_SCHEDULES)
+        _choice("algorithm.straggler_weights", self.straggler_weights, ("arriving", "global"))
         _require(self.max_staleness >= 1, "algorithm.max_staleness", self.max_staleness, "must be >= 1")
 
 

@@ -38,6 +38,20 @@ def test_fedlaavg_steps_with_the_average_latest_gradient_eq_4():
     assert server.client_state_nbytes() == 3 * 2 * 4  # the N x P table
 
 
+def test_the_mean_step_reading_divides_each_gradient_by_the_trip_s_local_steps():
+    # batch 2: client 0 (n = 1) takes 1 step an epoch, client 1 (n = 5) takes 3; E = 2 epochs
+    sizes = np.array([1, 5])
+    read = {g: FedLaAvg(FedLaAvgConfig(client_lr=0.5, batch_size=2, local_epochs=2, gradient=g), torch.zeros(2), 2,
+                        client_sizes=sizes) for g in ("accumulated", "mean_step")}
+    for server in read.values():
+        server.add(upload(0, 0, [0.5, 0.0]))
+        server.add(upload(1, 0, [0.0, 3.0]))
+    assert torch.allclose(read["accumulated"].latest.data, torch.tensor([[1.0, 0.0], [0.0, 6.0]]))
+    assert torch.allclose(read["mean_step"].latest.data, torch.tensor([[0.5, 0.0], [0.0, 1.0]]))  # / Q = 2, 6
+    with pytest.raises(ConfigError, match="algorithm.gradient='mean' is not allowed: choose one of accumulated, mean_step"):
+        FedLaAvgConfig(gradient="mean")
+
+
 def test_with_every_client_fresh_fedlaavg_is_fedavg_with_weights_p():
     cfg = FedLaAvgConfig(client_lr=0.1)
     sizes = np.array([3, 1])

@@ -73,6 +73,41 @@ def test_a_round_with_a_late_straggler_follows_eq_9_by_hand():
     assert server.server_state_nbytes() == 3 * 2 * 4  # w0, w1, w2 kept (max_staleness 10)
 
 
+def test_the_global_p_i_reading_weighs_a_straggler_by_its_share_of_all_devices():
+    server = hfl(lambda_0=0.5, straggler_weights="global")  # sizes 1, 3, 2: n = 6
+    w0 = server.params.clone()
+    server.add(Upload(0, 0, 0, 1, torch.tensor([0.1, 0.0])))
+    server.step()
+    w1 = server.params.clone()
+    server.add(Upload(0, 1, 0, 1, torch.tensor([0.05, 0.05])))
+    server.add(Upload(2, 0, 1, 2, torch.tensor([0.01, -0.02])))  # straggler 2: p = 2 / 6
+    server.step()
+    g = torch.tensor([0.01, -0.02]) / 0.1
+    straggler = w0 - 0.05 * (g + g * torch.dot(g, w1 - w0))
+    mass = 0.5 * 2 / 6  # lambda p_i: the kernel keeps 1 - lambda p_i
+    assert torch.allclose(server.params, (1 - mass) * (w1 - torch.tensor([0.05, 0.05])) + mass * straggler, atol=1e-6)
+
+
+def test_eq_4_read_literally_keeps_the_kernel_alone_until_tau_max():
+    """Rounds t = 0..3 with tau_max = 2: a normal device moves w by -Delta every round and from t = 1
+    a straggler one round late arrives; the literal split ignores it while t <= 2."""
+    literal, merged = hfl(max_staleness=2, kernel_only_until_tau_max=True), hfl(max_staleness=2)
+    delta = torch.tensor([0.1, 0.0])
+    for t in range(4):
+        for server in (literal, merged):
+            if t >= 1:
+                server.add(Upload(2, t - 1, 1, 2, torch.tensor([0.01, -0.02])))
+            server.add(Upload(0, t, 0, 1, delta))
+            server.step()
+        if t <= 2:  # the kernel alone: w_0 - (t + 1) Delta
+            assert torch.allclose(literal.params, torch.tensor([1.0, 2.0]) - (t + 1) * delta)
+        if t >= 1:
+            assert not torch.allclose(merged.params, torch.tensor([1.0, 2.0]) - (t + 1) * delta)
+    assert not torch.allclose(literal.params, torch.tensor([1.0, 2.0]) - 4 * delta)  # t = 3 > tau_max: merged
+    with pytest.raises(ConfigError, match="algorithm.straggler_weights='local' is not allowed: choose one of arriving, global"):
+        HFLConfig(straggler_weights="local")
+
+
 def test_an_upload_older_than_the_kept_models_is_a_clear_error():
     server = hfl(max_staleness=1)
     for _ in range(3):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from fl_bench.algorithms.base import ServerAlgorithm
@@ -17,7 +18,7 @@ class FedLaAvg(ServerAlgorithm):
     ``selection=longest_absent``) each send g_i^t - g_i^prev; the server updates
     gbar <- gbar + sum_i p_i (g_i^t - g_i^prev) (eq. 4) and steps w_t = w_{t-1} - eta_t gbar_t.
     With local steps the "gradient" is the trip's accumulated update over its lr, Delta / eta_t
-    (App. E), and eta_t = client_lr * lr_decay^t decays per round as the paper tunes it. With full
+    (App. E; ``gradient=mean_step``: over eta_t Q_i, Q_i the trip's local steps), and eta_t = client_lr * lr_decay^t decays per round as the paper tunes it. With full
     participation and fresh gradients this is FedAvg with weights p_i.
     """
 
@@ -34,6 +35,8 @@ class FedLaAvg(ServerAlgorithm):
 
     def add(self, upload: Upload) -> None:
         gradient = upload.vector / self.lr(upload.version)  # App. E: accumulated update / lr
+        if self.cfg.gradient == "mean_step":
+            gradient /= float(self._local.num_steps(np.array([self.client_sizes[upload.client]]))[0])
         difference = gradient - self.latest[upload.client]  # what the client uploads (Alg. 1 line 8)
         if self._total is None:  # n, once the engine has set client_sizes
             self._total = float(self.client_sizes.sum())

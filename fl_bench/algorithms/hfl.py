@@ -31,10 +31,12 @@ class HFL(ServerAlgorithm):
     - each straggler's delayed gradient g = Delta / eta_{t-tau} (its accumulated update over the lr
       it trained with) is corrected by eq. 7 to g~ at w, and its model becomes w_{t-tau} - eta_t g~;
     - eq. 9: w <- (1 - lambda) w_hat + lambda sum_{S2} p_i (w_{t-tau_i} - eta_t g~_i), the
-      stragglers' p_i normalised over the round's stragglers (unnormalised, a round with one
-      straggler would pull w towards 0). With stragglers of different tau each has its own
-      lambda_i and w <- (1 - sum p_i lambda_i) w_hat + sum p_i lambda_i (...): eq. 9 when all
-      share one tau. A round without stragglers is the kernel alone (eq. 4's first case).
+      stragglers' p_i normalised over the round's stragglers (``straggler_weights=arriving``;
+      unnormalised, a round with one straggler would pull w towards 0) or eq. 1's p_i = n_i / n
+      over all devices (``global``). With stragglers of different tau each has its own lambda_i
+      and w <- (1 - sum p_i lambda_i) w_hat + sum p_i lambda_i (...): eq. 9 when all share one tau
+      and their p_i sum to 1. A round without stragglers is the kernel alone (eq. 4's first case;
+      ``kernel_only_until_tau_max``: also every round t <= tau_max, eq. 4's split read literally).
 
     lambda (``lambda_schedule``): ``printed``, eq. 8 as printed, lambda_0 exp(-(t - tau)), which
     grows with tau and vanishes a few rounds after t passes it; ``decay_with_staleness``, the text's
@@ -69,6 +71,8 @@ class HFL(ServerAlgorithm):
             self._kernel.add_(start - upload.vector, alpha=weight)
             self._kernel_weight += weight
             return
+        if self.cfg.kernel_only_until_tau_max and self.version <= self.cfg.max_staleness:
+            return  # eq. 4's first case: t <= max tau_i, the kernel alone
         delayed = upload.vector / self._local.lr_at(upload.version)  # g(w_{t-tau}): Delta over its lr
         corrected = corrected_gradient(delayed, self.params - start)
         model = start - self._local.lr_at(self.version) * corrected
@@ -77,7 +81,8 @@ class HFL(ServerAlgorithm):
     def _step(self) -> None:
         kernel = self._kernel / self._kernel_weight if self._kernel_weight else self.params.clone()
         if self._stragglers:
-            total = sum(p for p, _, _ in self._stragglers)
+            total = (sum(p for p, _, _ in self._stragglers) if self.cfg.straggler_weights == "arriving"
+                     else float(self.client_sizes.sum()))
             merged = torch.zeros_like(self.params)
             mass = 0.0  # sum_i p_i lambda_i
             for p, lam, model in self._stragglers:
