@@ -491,6 +491,6 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         # Client trips at which the run went on from a checkpoint (empty: one uninterrupted run).
         "resumed_at_trips": run.resumed_at,
         "wandb_run_id": log.wandb_id,  # logger=wandb: the W&B run (a resumed run continues it)
-        "wandb_group": log.wandb_group,  # its group: the experiment preset (fl_bench.wandb_report.run_labels)
+        "wandb_group": log.wandb_group,  # its group: the experiment preset (fl_bench.run_log.run_labels)
         "config_digest": config_digest(run.config),  # equal for runs of one config (seed included)
     }

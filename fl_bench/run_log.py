@@ -87,21 +87,25 @@ def _wandb_run(run_dir: Path, config: dict[str, Any], wandb_cfg: WandbConfig, ru
     mode = os.environ.get("WANDB_MODE") or wandb_cfg.mode
     if mode not in WANDB_MODES:
         raise ConfigError(f"WANDB_MODE={mode!r} is not allowed: choose one of {', '.join(WANDB_MODES)}")
-    if mode == "online" and not _has_wandb_credentials():
+    if mode == "online" and not has_wandb_credentials():
         log.warning("logger=wandb: no W&B API key (WANDB_API_KEY or `wandb login`), so this run logs offline "
                     "into %s; upload it later with `wandb sync %s/wandb/offline-run-*`", run_dir, run_dir)
         mode = "offline"
     # A resumed run continues its W&B run (same id); metric steps it logged after the checkpoint are
     # logged again and W&B keeps the first of each.
-    from fl_bench.wandb_report import run_labels
-
     group, tags = run_labels(config)  # a report's run set selects its runs by them (fl_bench.wandb_report)
     return wandb.init(project=wandb_cfg.project, entity=wandb_cfg.entity, mode=mode, dir=str(run_dir),
                       config=config, name=run_dir.name, id=run_id, resume="allow" if run_id else None,
                       group=group, tags=tags)
 
 
-def _has_wandb_credentials() -> bool:
+def run_labels(config: dict[str, Any]) -> tuple[str, list[str]]:
+    """(group, tags) of a run's W&B run, from its result config."""
+    tags = [f"algorithm:{config['algorithm']['name']}", f"dataset:{config['dataset']['name']}", f"seed:{config['seed']}"]
+    return config.get("experiment_name", "default"), tags
+
+
+def has_wandb_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
         return True
     host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname

@@ -7,7 +7,7 @@ against client trips and against simulated time, grouped by method, and a histog
 staleness from each run's ``trips_table``. ``--dry-run`` writes the Report's specification (its
 JSON model) instead of saving it, so it can be read and tested offline.
 
-Runs are labelled at ``wandb.init`` by :func:`run_labels`: group = the experiment preset
+Runs are labelled at ``wandb.init`` by :func:`fl_bench.run_log.run_labels`: group = the experiment preset
 (``experiment_name``), tags = ``algorithm:...``, ``dataset:...``, ``seed:...``.
 """
 
@@ -20,15 +20,10 @@ from typing import Any
 import pandas as pd
 
 from fl_bench.errors import ConfigError
+from fl_bench.run_log import has_wandb_credentials
 
 REPORT_METRICS = ("val_accuracy",)  # one line plot per metric and x axis
 X_AXES = (("trips", "client trips"), ("sim_time", "simulated time"))
-
-
-def run_labels(config: dict[str, Any]) -> tuple[str, list[str]]:
-    """(group, tags) of a run's W&B run, from its result config."""
-    tags = [f"algorithm:{config['algorithm']['name']}", f"dataset:{config['dataset']['name']}", f"seed:{config['seed']}"]
-    return config.get("experiment_name", "default"), tags
 
 
 def run_filter(runs: pd.DataFrame) -> str:
@@ -83,9 +78,7 @@ def publish(target: str, name: str, md_path: Path, runs: pd.DataFrame, by: list[
         path = md_path.with_name(f"{md_path.stem}_wandb_report.json")
         path.write_text(json.dumps(specification(report), indent=2) + "\n")
         return str(path)
-    from fl_bench.run_log import _has_wandb_credentials
-
-    if not _has_wandb_credentials():
+    if not has_wandb_credentials():
         raise ConfigError("--publish needs a W&B API key (WANDB_API_KEY or `wandb login`) and network access; "
                           "--dry-run writes the Report's specification offline")
     try:

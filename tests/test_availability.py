@@ -20,7 +20,8 @@ from fl_bench.config import (
 )
 from fl_bench.data import build_dataset
 from fl_bench.engine.availability import AlwaysAvailable, Availability, Diurnal, Trace
-from fl_bench.engine.population import ClientPopulation, majority_labels
+from fl_bench.data.label_groups import majority_labels
+from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.selection import AllAvailableSelection, LongestAbsentSelection, WeightedSelection
 from fl_bench.errors import ConfigError
 from fl_bench.experiment import build_experiment

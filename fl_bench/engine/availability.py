@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fl_bench.data.label_groups import groups_by_label
 from fl_bench.errors import ConfigError
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -80,8 +81,6 @@ class Diurnal(Availability):
     ``ratio`` skews how long each group is on (1: equal turns)."""
 
     def __init__(self, cfg, data):
-        from fl_bench.engine.population import groups_by_label
-
         super().__init__(cfg, data.num_clients)
         group = groups_by_label(data.y.cpu().numpy(), data.offsets, data.num_classes, cfg.groups, "availability.groups")
         self.group = group

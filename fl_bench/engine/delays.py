@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from fl_bench.config import SCHEMAS, build
+from fl_bench.data.label_groups import groups_by_label
 from fl_bench.errors import ConfigError
 
 
@@ -179,8 +180,6 @@ def two_tier(cfg, delay_cfg, data) -> ClientDelays:
 def by_group(cfg, delay_cfg, data) -> ClientDelays:
     """Group g (clients whose main label is in ``groups[g]``) draws from ``delays[g]``
     (FedStaleWeight Sec. 6.2: labels 4-9 fast U(1, 2), labels 0-3 slow U(8, 12))."""
-    from fl_bench.engine.population import groups_by_label
-
     if len(cfg.delays) != len(cfg.groups):
         raise ConfigError(f"speed.delays has {len(cfg.delays)} entries but speed.groups has {len(cfg.groups)}: give one delay law per group")
     laws = [law_from_spec(spec, f"speed.delays[{g}]") for g, spec in enumerate(cfg.delays)]
