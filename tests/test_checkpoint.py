@@ -19,6 +19,8 @@ from fl_bench.run_dir import RunDirectory
 from tests.conftest import compose_run_config
 from tests.test_cli import fl_bench
 
+pytestmark = pytest.mark.slow  # runs killed and resumed against uninterrupted ones
+
 WORKLOAD = ("max_trips=1200", "eval_every=200", "concurrency=50")
 
 

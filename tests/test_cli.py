@@ -19,6 +19,7 @@ def fl_bench(*overrides, cwd, env=None):
     )
 
 
+@pytest.mark.slow
 def test_default_run_reaches_its_target_and_writes_the_run_directory(tmp_path):
     run_dir = tmp_path / "run"
     result = fl_bench("progress=false", f"hydra.run.dir={run_dir}", cwd=tmp_path)
@@ -40,6 +41,7 @@ def test_default_run_reaches_its_target_and_writes_the_run_directory(tmp_path):
     assert (run_dir / ".hydra" / "config.yaml").exists()
 
 
+@pytest.mark.slow
 def test_multirun_over_algorithms_and_seeds(tmp_path):
     result = fl_bench(
         "--multirun", "algorithm=fedbuff,fedavgm", "seed=0,1", "max_trips=600", "eval_every=300",
@@ -71,6 +73,7 @@ def test_bad_input_exits_with_one_line(tmp_path, override, expected):
     assert lines[0].startswith("fl_bench: error: ") and expected in lines[0]
 
 
+@pytest.mark.slow
 def test_wandb_logger_works_offline(tmp_path):
     run_dir = tmp_path / "run"
     result = fl_bench("logger=wandb", "max_trips=300", "eval_every=100", "progress=false", f"hydra.run.dir={run_dir}",

@@ -8,6 +8,8 @@ import pytest
 
 from tests.test_cli import fl_bench
 
+pytestmark = pytest.mark.slow  # golden runs, compared byte for byte
+
 GOLDEN = Path(__file__).parent / "golden"
 
 

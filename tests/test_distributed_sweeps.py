@@ -17,6 +17,8 @@ import sqlalchemy
 from hydra_plugins.fl_bench_optuna.optuna_sweeper import open_study
 from tests.test_cli import fl_bench
 
+pytestmark = pytest.mark.slow  # SLURM and PostgreSQL sweeps
+
 TINY = ["hparams_search=fedbuff_synthetic", "max_trips=300", "eval_every=100", "concurrency=20",
         "target_accuracy=0.12", "progress=false"]
 

@@ -18,6 +18,8 @@ from fl_bench.interrupt import stop_signals_handled
 from tests.conftest import compose_run_config
 from tests.test_cli import fl_bench
 
+pytestmark = pytest.mark.slow  # whole runs under faults and interrupts
+
 
 def test_a_nan_model_stops_the_run_at_once_and_says_where(tmp_path):
     cfg = compose_run_config("algorithm.server_optimizer.lr=1e9", "max_trips=3000", "eval_every=1000")

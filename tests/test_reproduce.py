@@ -17,6 +17,7 @@ from fl_bench.reproduce import Arm, Reproduction
 SPEC = Path(__file__).parents[1] / "sweeps" / "fedbuff_smoke.yaml"
 
 
+@pytest.mark.slow
 def test_one_point_of_every_table_runs_from_the_sweep_file(tmp_path):
     out, runs = tmp_path / "results", tmp_path / "runs"
     # logged to W&B offline, and every table published as a W&B Report specification (--dry-run)
@@ -193,6 +194,7 @@ def test_a_bad_protocol_stops_the_command_with_one_line(tmp_path):
                                                     "for every study")
 
 
+@pytest.mark.slow
 def test_fedstaleweight_s_fairness_table_runs_from_its_sweep_file_with_its_evidence(tmp_path):
     out = tmp_path / "results"
     done = subprocess.run([sys.executable, "-m", "fl_bench.reproduce", str(SPEC.parent / "fedstaleweight_smoke.yaml"), "--smoke",

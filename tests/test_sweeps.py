@@ -11,6 +11,8 @@ from omegaconf import OmegaConf
 from hydra_plugins.fl_bench_optuna.optuna_sweeper import search_space, suggest
 from tests.test_cli import fl_bench
 
+pytestmark = pytest.mark.slow  # Hydra multiruns and Optuna studies
+
 
 def test_two_invocations_share_one_sqlite_study_and_record_the_best_trial(tmp_path):
     storage = f"sqlite:///{tmp_path / 'study.db'}"

@@ -5,6 +5,8 @@ below it (found by evaluating after every server step), and evaluating does not 
 import pandas as pd
 import pytest
 
+pytestmark = pytest.mark.slow  # whole runs to a target
+
 @pytest.mark.parametrize("algorithm, target, coarse_resolution", [("fedbuff", 0.2, 300), ("fedavgm", 0.15, 300)])
 def test_coarse_grid_reports_the_crossing_within_its_resolution(run_config, algorithm, target, coarse_resolution):
     small = ["max_trips=1500", "concurrency=20", f"target_accuracy={target}", "seed=1"]

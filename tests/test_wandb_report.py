@@ -32,6 +32,7 @@ def selected(filters: list[dict], run: dict) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_the_dry_run_specification_of_the_table_1_smoke_table(smoke_runs, tmp_path, capsys):
     """The Report's specification holds the table's name as title, the markdown table with every
     method's row, a run set whose filter selects exactly the table's runs (not the same group's run
@@ -69,6 +70,7 @@ def test_the_dry_run_specification_of_the_table_1_smoke_table(smoke_runs, tmp_pa
     assert len(histogram) == 1 and "staleness" in json.dumps(histogram[0])
 
 
+@pytest.mark.slow
 def test_publish_without_credentials_or_wandb_runs_stops_in_one_line(smoke_runs, tmp_path, monkeypatch, capsys):
     summaries, root = smoke_runs
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
