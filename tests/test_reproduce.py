@@ -204,3 +204,22 @@ def test_fedstaleweight_s_fairness_table_runs_from_its_sweep_file_with_its_evide
     assert text.startswith("# fedstaleweight_fig2_smoke\n\nFedStaleWeight Fig. 2 at smoke scale")
     assert "| group 1 weight share" in text and "## Evidence" in text and "Readings" in text and "Protocol (registered" in text
     assert (out / "fedstaleweight_fig2_smoke_weight_share.png").stat().st_size > 0
+
+
+def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_is_named(tmp_path, monkeypatch):
+    """FedBuff Table 6's K=1000 setting: 57,000 trips on the tuning seeds, most report seeds missing the
+    target (a median the unstable guard cannot see as an outlier)."""
+    repro = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=False, runs_dir=None, jobs=1)
+    monkeypatch.setattr(repro, "tuned", lambda study: {"best_value": 57000.0})
+    arm, shifted = Arm("fedbuff K=1000", "fedavg", ()), Arm("K=1", "fedavg", ("algorithm.buffer_size=1",))
+    for a, values in ((arm, [100000, 120000, 77000, 110000, 100000]), (shifted, [300000] * 5)):
+        for seed, value in enumerate(values):
+            run = tmp_path / a.key / str(seed)
+            run.mkdir(parents=True)
+            (run / "summary.json").write_text(json.dumps({"trips_to_target_or_shortfall": value}))
+    directories = {a.key: tmp_path / a.key for a in (arm, shifted)}
+    text = repro.held_out([arm, shifted], directories)
+    assert text.startswith("Guard, held-out:") and "fedbuff K=1000 (trips_to_target_or_shortfall 57,000 on tuning seeds 100, 101" in text
+    assert "median 100,000 on the report seeds" in text and "K=1" not in text.replace("K=1000", "")  # another setting is not compared
+    monkeypatch.setattr(repro, "tuned", lambda study: {"best_value": 90000.0})  # within 1.5x: nothing to say
+    assert repro.held_out([arm], directories) == ""
