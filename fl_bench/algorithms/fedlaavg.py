@@ -18,7 +18,8 @@ class FedLaAvg(ServerAlgorithm):
     ``selection=longest_absent``) each send g_i^t - g_i^prev; the server updates
     gbar <- gbar + sum_i p_i (g_i^t - g_i^prev) (eq. 4) and steps w_t = w_{t-1} - eta_t gbar_t.
     With local steps the "gradient" is the trip's accumulated update over its lr, Delta / eta_t
-    (App. E; ``gradient=mean_step``: over eta_t Q_i, Q_i the trip's local steps), and eta_t = client_lr * lr_decay^t decays per round as the paper tunes it. With full
+    (App. E; ``gradient=mean_step``: over eta_t Q_i, Q_i the trip's local steps), and
+    eta_t = client_lr * lr_decay^t decays per round as the paper tunes it. With full
     participation and fresh gradients this is FedAvg with weights p_i.
     """
 
@@ -28,18 +29,20 @@ class FedLaAvg(ServerAlgorithm):
         self.average = torch.zeros_like(params)  # gbar
         self._local = LocalTraining.from_config(cfg)
         self._total: float | None = None
+        self._steps: np.ndarray | None = None  # Q_i per client (gradient=mean_step)
 
     def lr(self, version: int) -> float:
         """eta_t, the lr of rounds that start from model version t (clients and server alike)."""
         return self._local.lr_at(version)
 
     def add(self, upload: Upload) -> None:
+        if self._total is None:  # n and each client's local steps Q_i, once the engine has set client_sizes
+            self._total = float(self.client_sizes.sum())
+            self._steps = self._local.num_steps(np.asarray(self.client_sizes))
         gradient = upload.vector / self.lr(upload.version)  # App. E: accumulated update / lr
         if self.cfg.gradient == "mean_step":
-            gradient /= float(self._local.num_steps(np.array([self.client_sizes[upload.client]]))[0])
+            gradient /= float(self._steps[upload.client])
         difference = gradient - self.latest[upload.client]  # what the client uploads (Alg. 1 line 8)
-        if self._total is None:  # n, once the engine has set client_sizes
-            self._total = float(self.client_sizes.sum())
         weight = float(self.client_sizes[upload.client]) / self._total  # p_i = n_i / n
         self.average.add_(difference, alpha=weight)  # eq. (4)
         self.latest[upload.client] = gradient

@@ -25,9 +25,10 @@ def groups_by_label(labels: np.ndarray, offsets: np.ndarray, num_classes: int, l
         if bad:
             raise ConfigError(f"{key}={label_sets} names label {bad[0]}, but the dataset's labels are 0..{num_classes - 1}")
         group_of_label[labels_of_group] = g
-    groups = group_of_label[majority_labels(labels, offsets, num_classes)]
+    majority = majority_labels(labels, offsets, num_classes)
+    groups = group_of_label[majority]
     if (groups < 0).any():
-        missing = sorted(set(majority_labels(labels, offsets, num_classes)[groups < 0].tolist()))
+        missing = sorted(set(majority[groups < 0].tolist()))
         raise ConfigError(
             f"{key}={label_sets} leaves out label(s) {missing}, the main label of {int((groups < 0).sum())} clients: "
             "every client needs a group"
