@@ -73,6 +73,10 @@ class Killed(BaseException):
     ("experiment=fedstaleweight_fig2_smoke", "concurrency=15", "max_rounds=120", "eval_every=100"),  # per-client staleness EMAs
     ("experiment=fedlaavg_table2_smoke", "algorithm=fedlaavg", "concurrency=10", "max_trips=400", "eval_every=20",
      "algorithm.lr_decay=0.99"),  # the N x P gradient table, longest-absent selection, diurnal availability
+    ("experiment=fedlaavg_table2_smoke", "algorithm=fedlaavg", "concurrency=10", "max_trips=400", "eval_every=20",
+     "algorithm.gradient=mean_step"),  # the other reading of App. E's gradient (each client's Q_i)
+    ("experiment=hfl_shared_smoke", "max_rounds=30", "eval_every=200", "algorithm.straggler_weights=global",
+     "algorithm.kernel_only_until_tau_max=true"),  # HFL's other readings of eq. 9's p_i and eq. 4
     ("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=0.5", "dp.restart_every=7"),  # the tree's nodes, the noise RNG
     ("algorithm=fedgbo", "algorithm.optimizer=adam", "max_trips=400", "concurrency=20", "eval_every=100"),  # the global statistics s_t in every broadcast
     ("algorithm=mfl", "vmap_clients=true", "concurrency=10"),  # statistics uploaded and averaged
