@@ -267,7 +267,7 @@ class Run:
             raise DivergenceError(f"validation loss {loss}", trips=p.trips, server_step=p.server_step)
         self.log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss,
                               **exp.simulator.costs))
-        self.log.trips(exp.simulator.log.columns())
+        self.log.trips(exp.simulator.log.columns(), settled=exp.simulator.settled_trips())
         self._log_weight_shares(p)
         if acc >= cfg.target_accuracy and not self.reached:
             self.reached.update(trips=p.trips, sim_time=p.sim_time, server_step=p.server_step,
@@ -327,7 +327,7 @@ class Run:
             print(f"fl_bench: {exp.placement.describe()}", flush=True)
         self.bar = tqdm(total=cfg.max_trips, unit="trip", disable=not cfg.progress, dynamic_ncols=True)
         if checkpoint is not None:
-            self.log.trips(exp.simulator.log.columns())
+            self.log.trips(exp.simulator.log.columns(), settled=exp.simulator.settled_trips())
             self.bar.update(min(exp.simulator.trips, cfg.max_trips))
             logger.info("resumed from the checkpoint at trips %d, server step %d", exp.simulator.trips, exp.server.version)
         status, diverged, simulate_start = "failed", {}, time.perf_counter()

@@ -59,12 +59,14 @@ class RunLog:
         if self._wandb is not None:
             self._wandb.log(values, step=trips)
 
-    def trips(self, columns: dict[str, np.ndarray]) -> None:
-        """Append the trips logged since the last call to trips.csv."""
-        done, total = self._trips_written, len(next(iter(columns.values())))
+    def trips(self, columns: dict[str, np.ndarray], settled: int | None = None) -> None:
+        """Append to trips.csv the trips logged since the last call, up to row ``settled`` (rows
+        after it may still change; None: all)."""
+        done = self._trips_written
+        total = len(next(iter(columns.values()))) if settled is None else settled
         if done and done == total:
             return
-        table = pd.DataFrame({name: column[done:] for name, column in columns.items()},
+        table = pd.DataFrame({name: column[done:total] for name, column in columns.items()},
                              index=pd.RangeIndex(done, total, name="trip"))
         table.to_csv(self.run_dir / "trips.csv", mode="a" if done else "w", header=not done)
         self._trips_written = total

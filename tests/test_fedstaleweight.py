@@ -101,3 +101,13 @@ def test_the_weight_share_per_group_goes_to_wandb_at_every_evaluation(tmp_path, 
     last = logged[-1][1]
     assert last["weight_share/group_1"] == pytest.approx(summary["weight_share_by_group"][1])
     assert last["weight_share/group_0"] + last["weight_share/group_1"] == pytest.approx(1.0)
+
+
+def test_trips_csv_has_every_weight_when_evaluations_fall_between_server_steps(run_config):
+    # eval_every=53 is no multiple of b = 5: evaluations land while uploads wait in the buffer, whose
+    # rows trips.csv must not write before their server step has given them a weight.
+    summary, _, trips = run_config("experiment=fedstaleweight_fig2_smoke", "max_rounds=60", "eval_every=53")
+    used = trips[trips.used == 1]
+    stepped = used[used.download_version + used.staleness < summary["server_steps"]]
+    assert len(stepped) == 5 * summary["server_steps"] and stepped.weight.notna().all()
+    assert (stepped.weight.groupby(stepped.download_version + stepped.staleness).sum() - 1).abs().max() < 1e-9

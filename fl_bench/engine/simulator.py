@@ -285,6 +285,11 @@ class Simulator:
         """Trips that are over so far now count (budget, evaluations)."""
         self.trips = self.ended
 
+    def settled_trips(self) -> int:
+        """How many rows of the trip log are final: all but those of uploads still waiting in the
+        buffer, whose ``weight`` their server step writes (trips.csv appends only final rows)."""
+        return min((trip.log_row for trip in self.buffer), default=len(self.log))
+
     def budget_spent(self) -> bool:
         return self.trips >= self.max_trips or (self.max_steps is not None and self.server.version >= self.max_steps)
 
