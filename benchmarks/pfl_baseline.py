@@ -226,9 +226,8 @@ def pfl_simple_cnn(input_shape: tuple[int, int, int], num_outputs: int, contiguo
 
 def _attach_loss(model, weight_decay: float) -> None:
     import torch
-    from torch.nn import functional as F
-
     from pfl.metrics import Weighted
+    from torch.nn import functional as F
 
     def loss(self, inputs, targets, eval=False):
         self.eval() if eval else self.train()
@@ -299,13 +298,12 @@ def _train_params(w: dict):
 def check_local_training(w: dict) -> dict:
     """pfl's update of the reference client against fl_bench's, with dropout (same torch seed) and without."""
     import torch
-    from torch import nn
-
     from pfl.algorithm import FederatedAveraging, NNAlgorithmParams
+    from pfl.common_types import Population
     from pfl.context import CentralContext
     from pfl.data.dataset import Dataset
     from pfl.model.pytorch import PyTorchModel
-    from pfl.common_types import Population
+    from torch import nn
 
     client = int(w["check_client"])
     lo, hi = int(w["offsets"][client]), int(w["offsets"][client + 1])
@@ -355,9 +353,8 @@ def check_local_training(w: dict) -> dict:
 
 def run_pfl(args: argparse.Namespace) -> None:
     began = time.perf_counter()
-    import torch
-
     import pfl
+    import torch
     from pfl.aggregate.simulate import SimulatedBackend
     from pfl.aggregate.weighting import WeightByUser
     from pfl.algorithm import FederatedAveraging, NNAlgorithmParams

@@ -15,19 +15,60 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
 
 from fl_bench.batched import LinearChain, StepGraph, batched_forward, linear_chain
-from fl_bench.config import AlgorithmConfig
 from fl_bench.data import FederatedData
 from fl_bench.engine.messages import Broadcast
 from fl_bench.errors import ConfigError
 from fl_bench.models import unrolled_rnns
+from fl_bench.schema import choice, require
 from fl_bench.task import ClassificationTask
 
 _LOW32 = 0xFFFFFFFF
+
+
+LR_SCHEDULES = ("exponential", "inverse")
+
+
+@dataclass
+class ClientConfig:
+    """The client's local training knobs, part of every algorithm's config (``algorithm.<knob>``)."""
+
+    # minibatch SGD, one epoch by default (FedBuff App. B.2)
+    client_lr: float = 0.1
+    batch_size: int = 32
+    local_epochs: int = 1
+    # If set, run exactly this many local steps (Q) instead of whole epochs.
+    local_steps: Optional[int] = None
+    # FedProx's proximal coefficient mu, FedAsync's rho: + (mu/2)||y - w||^2 (0 disables the term).
+    prox_mu: float = 0.0
+    # FedMAX's alpha (Chen et al. 2020): + alpha KL(U || softmax(a)) over the penultimate activations
+    # a in the local loss (0 disables the term); a client objective any algorithm can use.
+    entropy_weight: float = 0.0
+    # LR-norm (FedBuff Sec. 5, App. C.6): a local step on a batch of n < B examples uses lr * n / B.
+    # A client rule, so any algorithm can use it; FedBuff's YAML turns it on as the paper does.
+    lr_norm: bool = False
+    # Per-round learning-rate decay (FedLaAvg Sec. 5, tuned with the initial lr): a trip from model
+    # version t trains with client_lr * lr_decay^t (one version per synchronous round).
+    lr_decay: float = 1.0
+    # exponential: client_lr * lr_decay^t | inverse: client_lr / (1 + t) (HFL Sec. 5: eta_t = eta_0 / (1 + t))
+    lr_schedule: str = "exponential"
+
+    def __post_init__(self) -> None:
+        a = "algorithm."
+        require(math.isfinite(self.client_lr) and self.client_lr > 0, a + "client_lr", self.client_lr, "must be > 0")
+        require(self.batch_size >= 1, a + "batch_size", self.batch_size, "must be >= 1")
+        require(self.local_epochs >= 1, a + "local_epochs", self.local_epochs, "must be >= 1")
+        require(self.local_steps is None or self.local_steps >= 1, a + "local_steps", self.local_steps, "must be >= 1 or null")
+        require(self.prox_mu >= 0, a + "prox_mu", self.prox_mu, "must be >= 0")
+        require(math.isfinite(self.entropy_weight) and self.entropy_weight >= 0, a + "entropy_weight", self.entropy_weight,
+                "must be >= 0")
+        require(0 < self.lr_decay <= 1, a + "lr_decay", self.lr_decay, "must be in (0, 1] (1: no decay)")
+        choice(a + "lr_schedule", self.lr_schedule, LR_SCHEDULES)
 
 
 @dataclass(frozen=True)
@@ -44,7 +85,7 @@ class LocalTraining:
     schedule: str = "exponential"  # exponential: lr * decay^v | inverse: lr / (1 + v) (HFL Sec. 5)
 
     @classmethod
-    def from_config(cls, cfg: AlgorithmConfig) -> "LocalTraining":
+    def from_config(cls, cfg: ClientConfig) -> "LocalTraining":
         return cls(
             lr=cfg.client_lr,
             batch_size=cfg.batch_size,

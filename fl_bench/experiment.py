@@ -20,12 +20,22 @@ from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
 from fl_bench.algorithms import ServerAlgorithm
-from fl_bench.checkpoint import (CHECKPOINT, CheckpointSchedule, load_checkpoint, remove_checkpoint,
-                                 remove_partial_checkpoints, save_checkpoint, save_verified, set_rng_states)
+from fl_bench.algorithms.synchronous import CentralizedConfig
+from fl_bench.checkpoint import (
+    CHECKPOINT,
+    CheckpointSchedule,
+    load_checkpoint,
+    remove_checkpoint,
+    remove_partial_checkpoints,
+    save_checkpoint,
+    save_verified,
+    set_rng_states,
+)
 from fl_bench.client import ClientTrainer, LocalTraining
+from fl_bench.config import NOT_RESULT_KEYS, Config
 from fl_bench.costs import example_flops, trip_flops
-from fl_bench.config import NOT_RESULT_KEYS, CentralizedConfig, Config, LabelGroupsPartitionConfig, SyncConfig, build
 from fl_bench.data import FederatedData, build_dataset
+from fl_bench.data.partition import LabelGroupsPartitionConfig
 from fl_bench.engine.delays import StragglerDelays
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
@@ -33,11 +43,13 @@ from fl_bench.engine.simulator import Progress, Simulator
 from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.fairness import accuracy_by_group, client_groups, jain_index
 from fl_bench.hardware import Placement, place, resolve_device
-from fl_bench.models import build_model
-from fl_bench.numerics import describe as describe_numerics, kernels, require_portable_process
 from fl_bench.interrupt import STOP
+from fl_bench.models import build_model
+from fl_bench.numerics import describe as describe_numerics
+from fl_bench.numerics import kernels, require_portable_process
 from fl_bench.run_dir import RunDirectory
 from fl_bench.run_log import RunLog
+from fl_bench.schema import build
 from fl_bench.task import TASKS, ClassificationTask
 
 logger = logging.getLogger(__name__)
@@ -88,7 +100,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         population=population,
         selection=selection,
         delays=delays,
-        policy=build_protocol(cfg.algorithm, cfg.concurrency, cfg.arrival_rate, selection.takes_all),
+        policy=build_protocol(getattr(server, "step_policy", None), cfg.algorithm, cfg.concurrency, cfg.arrival_rate, selection.takes_all),
         rng=np.random.default_rng(cfg.seed),
         max_trips=cfg.max_trips,
         max_steps=cfg.max_rounds,
@@ -119,10 +131,8 @@ def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device
         return None
     from fl_bench.privacy import PrivateAggregation, calibrate
 
-    if server.upload != "delta" or server.upload_keys:
-        raise ConfigError(f"dp={cfg.dp.name} is not allowed with algorithm={cfg.algorithm.name}: DP clips and noises "
-                          f"model updates Delta and nothing else; use a FedBuff- or FedAvg-family algorithm")
-    if cfg.dp.name == "dpsgd" and not isinstance(cfg.algorithm, SyncConfig):
+    server.dp_check(cfg.dp.name)
+    if cfg.dp.name == "dpsgd" and not issubclass(server.step_policy, Rounds):
         raise ConfigError(f"dp=dpsgd is not allowed with algorithm={cfg.algorithm.name}: its privacy is amplified by "
                           f"sampling synchronous cohorts; use dp=ftrl for asynchronous aggregation")
     if cfg.dp.name == "dpsgd" and (cfg.selection.name, cfg.availability.name) != ("uniform", "always"):

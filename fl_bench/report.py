@@ -35,10 +35,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from fl_bench.config import NOT_RESULT_KEYS  # noqa: E402
+from fl_bench.config import NOT_RESULT_KEYS
 from fl_bench.guards import evidence_markdown, paper_side, side  # noqa: E402
 from fl_bench.run_log import METRIC_COLUMNS  # noqa: E402
-
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 

@@ -4,20 +4,13 @@ import pytest
 import torch
 
 from fl_bench.algorithms import staleness_scale
-from fl_bench.algorithms.buffered import FedAsync, FedBuff
+from fl_bench.algorithms.base import AdamServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
+from fl_bench.algorithms.buffered import FedAsync, FedAsyncConfig, FedBuff, FedBuffConfig
 from fl_bench.algorithms.client_state import ClientDict, ClientTable
-from fl_bench.algorithms.synchronous import FedAvgM
-from fl_bench.config import (
-    AdamServerOptimizerConfig,
-    FedAsyncConfig,
-    FedAvgMConfig,
-    FedBuffConfig,
-    MomentumServerOptimizerConfig,
-    SGDServerOptimizerConfig,
-    build,
-)
-from fl_bench.errors import ConfigError
+from fl_bench.algorithms.synchronous import FedAvgM, FedAvgMConfig
 from fl_bench.engine.messages import Upload
+from fl_bench.errors import ConfigError
+from fl_bench.schema import build
 
 
 def fedbuff(w0, lr=1.0, **kw):

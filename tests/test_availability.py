@@ -14,17 +14,28 @@ import pandas as pd
 import pytest
 import torch
 
-from fl_bench.config import (
-    AllAvailableSelectionConfig, AlwaysAvailableConfig, DiurnalAvailabilityConfig, LongestAbsentSelectionConfig,
-    WeightedSelectionConfig, build,
-)
 from fl_bench.data import build_dataset
-from fl_bench.engine.availability import AlwaysAvailable, Availability, Diurnal, Trace
 from fl_bench.data.label_groups import majority_labels
+from fl_bench.engine.availability import (
+    AlwaysAvailable,
+    AlwaysAvailableConfig,
+    Availability,
+    Diurnal,
+    DiurnalAvailabilityConfig,
+    Trace,
+)
 from fl_bench.engine.population import ClientPopulation
-from fl_bench.engine.selection import AllAvailableSelection, LongestAbsentSelection, WeightedSelection
+from fl_bench.engine.selection import (
+    AllAvailableSelection,
+    AllAvailableSelectionConfig,
+    LongestAbsentSelection,
+    LongestAbsentSelectionConfig,
+    WeightedSelection,
+    WeightedSelectionConfig,
+)
 from fl_bench.errors import ConfigError
 from fl_bench.experiment import build_experiment
+from fl_bench.schema import build
 from tests.conftest import compose_run_config
 
 DIURNAL = ("algorithm=fedavg", "availability=diurnal", "partition=one_class", "dataset=digits",

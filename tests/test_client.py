@@ -7,11 +7,10 @@ import torch
 from torch.nn import functional as F
 
 from fl_bench.client import ClientTrainer, LocalTraining, LocalUpdate, minibatch_plan
-from fl_bench.config import CharRNNConfig
-from fl_bench.errors import ConfigError
 from fl_bench.data.federated import FederatedData
 from fl_bench.engine.messages import Broadcast
-from fl_bench.models import CharRNN
+from fl_bench.errors import ConfigError
+from fl_bench.models import CharRNN, CharRNNConfig
 from fl_bench.task import ClassificationTask
 
 

@@ -3,16 +3,16 @@ import math
 import numpy as np
 import pytest
 
-from fl_bench.config import (
+from fl_bench.engine.delays import (
+    ClientDelays,
     ConstantDelayConfig,
     ExamplesExponentialDelayConfig,
     ExponentialDelayConfig,
     HalfNormalDelayConfig,
     UniformDelayConfig,
-    build,
 )
-from fl_bench.engine.delays import ClientDelays
 from fl_bench.errors import ConfigError
+from fl_bench.schema import build
 
 CASES = [
     (HalfNormalDelayConfig(sigma=2.0), 2.0 * math.sqrt(2 / math.pi)),

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from fl_bench.algorithms import ServerAlgorithm
+from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
 from fl_bench.algorithms.client_state import ClientDict
-from fl_bench.config import FedAvgConfig, FedBuffConfig
+from fl_bench.algorithms.synchronous import FedAvg, FedAvgConfig
 from fl_bench.engine.availability import AlwaysAvailable
 from fl_bench.engine.delays import ClientDelays, Delay
 from fl_bench.engine.population import ClientPopulation, IdlePool
@@ -219,7 +220,9 @@ def test_fedbuff_counts_model_down_and_delta_up_per_trip(run_config):
 
 class LatestAveraging(ServerAlgorithm):
     """A new algorithm written as a user would: keep every client's latest update (per-client
-    state) and step with their average, w <- w - mean_i Delta_i^latest."""
+    state) and step with their average, w <- w - mean_i Delta_i^latest, in synchronous rounds."""
+
+    step_policy = Rounds
 
     def __init__(self, cfg, params, num_clients):
         super().__init__(cfg, params, num_clients)
@@ -246,11 +249,19 @@ def test_a_new_algorithm_is_one_class_and_one_yaml_file(tmp_path, run_config):
     assert metrics.val_accuracy.iloc[-1] > metrics.val_accuracy.iloc[0]
 
 
-def test_rounds_policy_is_chosen_from_the_config():
-    assert isinstance(build_protocol(FedAvgConfig(cohort=5), 100, None, False), Rounds)
-    assert isinstance(build_protocol(FedBuffConfig(), 100, None, False), BufferedAsync)
+def test_the_step_policy_is_the_algorithms_declaration():
+    assert FedAvg.step_policy is Rounds and FedBuff.step_policy is BufferedAsync  # FedAvg subclasses FedBuff
+    rounds = build_protocol(FedAvg.step_policy, FedAvgConfig(cohort=5, over_selection=0.2), 100, None, False)
+    assert isinstance(rounds, Rounds) and (rounds.cohort, rounds.round_size) == (5, 6)
+    buffered = build_protocol(FedBuff.step_policy, FedBuffConfig(), 100, None, False)
+    assert isinstance(buffered, BufferedAsync) and buffered.buffer_size == 10
     with pytest.raises(ConfigError, match="selection=all_available is not allowed with algorithm=fedbuff"):
-        build_protocol(FedBuffConfig(), 100, None, True)
+        build_protocol(BufferedAsync, FedBuffConfig(), 100, None, True)
+    # rounds over a config without the rounds knobs, and a class that declares no policy: one line each
+    with pytest.raises(ConfigError, match="runs under Rounds, whose knobs cohort, over_selection, deadline"):
+        build_protocol(Rounds, FedBuffConfig(), 100, None, False)
+    with pytest.raises(ConfigError, match="declares no step policy"):
+        build_protocol(getattr(ServerAlgorithm, "step_policy", None), FedBuffConfig(), 100, None, False)
 
 
 def test_a_diverged_run_still_leaves_its_logs_with_its_status(tmp_path, compose_config):

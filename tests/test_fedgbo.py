@@ -7,10 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fl_bench.algorithms.fedgbo import MFL, FedGBO, Mimelite
+from fl_bench.algorithms.fedgbo import MFL, FedGBO, FedGBOConfig, MFLConfig, Mimelite, MimeliteConfig
 from fl_bench.algorithms.global_optimizer import FixedStatistics, GlobalOptimizer, MovingStatistics
 from fl_bench.client import ClientTrainer, LocalTraining, LocalUpdate, minibatch_plan
-from fl_bench.config import FedGBOConfig, MFLConfig, MimeliteConfig
 from fl_bench.costs import example_flops, trip_flops
 from fl_bench.engine.messages import Broadcast, Upload
 from fl_bench.errors import ConfigError
@@ -286,8 +285,8 @@ def test_the_other_baselines_run_end_to_end(run_config, overrides):
 
 def test_server_rmsprop_step_by_hand():
     """AFO-RMSProp: v <- beta v + (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps) (torch.optim.RMSprop)."""
-    from fl_bench.algorithms.synchronous import AdaptiveFedOpt
-    from fl_bench.config import AdaptiveFedOptConfig, RMSPropServerOptimizerConfig
+    from fl_bench.algorithms.base import RMSPropServerOptimizerConfig
+    from fl_bench.algorithms.synchronous import AdaptiveFedOpt, AdaptiveFedOptConfig
 
     cfg = AdaptiveFedOptConfig(server_optimizer=RMSPropServerOptimizerConfig(lr=0.1, beta=0.9, eps=1e-3), weighting="uniform")
     server = AdaptiveFedOpt(cfg, torch.zeros(2), 2)

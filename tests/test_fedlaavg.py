@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from fl_bench.algorithms.fedlaavg import FedLaAvg
-from fl_bench.config import FedLaAvgConfig
+from fl_bench.algorithms.fedlaavg import FedLaAvg, FedLaAvgConfig
 from fl_bench.engine.messages import Upload
 from fl_bench.errors import ConfigError
 from fl_bench.example1 import fedavg_limit, fedavg_trajectory, fedlaavg_trajectory, simulate

@@ -3,8 +3,7 @@
 import pytest
 import torch
 
-from fl_bench.algorithms.fedstaleweight import FedStaleWeight
-from fl_bench.config import FedStaleWeightConfig
+from fl_bench.algorithms.fedstaleweight import FedStaleWeight, FedStaleWeightConfig
 from fl_bench.engine.messages import Upload
 
 

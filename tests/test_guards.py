@@ -4,8 +4,15 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.guards import (edge_side, evidence_markdown, evidence_table, saturated, search_space, search_space_text,
-                             tuned_edges)
+from fl_bench.guards import (
+    edge_side,
+    evidence_markdown,
+    evidence_table,
+    saturated,
+    search_space,
+    search_space_text,
+    tuned_edges,
+)
 from fl_bench.reproduce import Arm, Reproduction
 
 

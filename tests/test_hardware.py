@@ -5,10 +5,9 @@ import torch
 from torch import nn
 
 from fl_bench import hardware
-from fl_bench.config import CharRNNConfig
 from fl_bench.errors import ConfigError
 from fl_bench.hardware import CUDA_MIN_FLOPS, dense_only, place
-from fl_bench.models import CharRNN
+from fl_bench.models import CharRNN, CharRNNConfig
 
 MLP = nn.Sequential(nn.Flatten(), nn.Linear(60, 64), nn.ReLU(), nn.Linear(64, 10))
 CNN = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 26 * 26, 10))

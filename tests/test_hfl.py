@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fl_bench.algorithms.hfl import HFL, corrected_gradient
-from fl_bench.config import HFLConfig
+from fl_bench.algorithms.hfl import HFL, HFLConfig, corrected_gradient
 from fl_bench.engine.messages import Upload
 from fl_bench.errors import ConfigError
 from fl_bench.experiment import build_experiment
@@ -152,9 +151,9 @@ def test_group_accuracy_on_own_rows_and_by_label_mix_against_hand_values():
 
 
 def test_the_summary_gives_the_normal_and_straggler_accuracy_of_the_final_model(tmp_path):
-    from fl_bench.config import build
     from fl_bench.data import build_dataset
     from fl_bench.experiment import run_experiment
+    from fl_bench.schema import build
 
     overrides = ("experiment=hfl_convex_smoke", "max_rounds=3", "dataset.num_clients=20", "eval_every=3")
     summary = run_experiment(compose_run_config(*overrides), tmp_path / "hfl")

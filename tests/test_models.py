@@ -17,21 +17,19 @@ from torch.nn import functional as F
 
 from fl_bench.cli import CONFIG_DIR, one_line
 from fl_bench.client import flatten_parameters
-from fl_bench.config import (
+from fl_bench.config import register_configs
+from fl_bench.errors import ConfigError, DataMissingError
+from fl_bench.models import (
     BagOfWordsConfig,
+    BagOfWordsLinear,
     CharRNNConfig,
     CNN4Config,
     ConvPoolCNNConfig,
     LogRegConfig,
     ModelConfig,
+    Sent140LSTM,
     Sent140LSTMConfig,
     TutorialCNNConfig,
-    register_configs,
-)
-from fl_bench.errors import ConfigError, DataMissingError
-from fl_bench.models import (
-    BagOfWordsLinear,
-    Sent140LSTM,
     UnrollableGRU,
     UnrollableLSTM,
     build_model,

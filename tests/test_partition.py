@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from fl_bench.config import (
+from fl_bench.data.federated import Examples
+from fl_bench.data.partition import (
     DirichletPartitionConfig,
     IIDPartitionConfig,
     LabelGroupsPartitionConfig,
@@ -11,9 +12,8 @@ from fl_bench.config import (
     OneClassPartitionConfig,
     PachinkoPartitionConfig,
     TwoLabelsPartitionConfig,
+    partition,
 )
-from fl_bench.data.federated import Examples
-from fl_bench.data.partition import partition
 from fl_bench.errors import ConfigError
 
 LABELS = np.repeat(np.arange(10), 100)  # 10 classes x 100 examples

@@ -12,13 +12,12 @@ import torch
 from torch import nn
 
 from fl_bench.client import ClientTrainer, LocalTraining
-from fl_bench.config import PflCNNConfig
 from fl_bench.data import build_dataset
 from fl_bench.data.cache import save_prepared
 from fl_bench.data.federated import Examples
 from fl_bench.data.sources import cache_dir
 from fl_bench.engine.messages import Broadcast
-from fl_bench.models import PflCNN, build_model, count_parameters
+from fl_bench.models import PflCNN, PflCNNConfig, build_model, count_parameters
 from fl_bench.task import ClassificationTask
 
 YAML = Path(__file__).resolve().parents[1] / "conf" / "model" / "cnn_pfl.yaml"
@@ -88,7 +87,7 @@ def write_cifar_stand_in(root: Path, train: int = 100, test: int = 20) -> None:
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (train + test, 3, 32, 32), dtype=np.uint8)
     y = rng.integers(0, 10, train + test)
-    from fl_bench.config import RealDatasetConfig
+    from fl_bench.data.sources import RealDatasetConfig
 
     directory = cache_dir(RealDatasetConfig(name="cifar10", source="cifar10", root=str(root)))
     save_prepared(directory, Examples(x[:train], y[:train]), Examples(x[train:], y[train:]), {"source": "cifar10"})

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
 from fl_bench.algorithms.client_state import ClientTable
 from fl_bench.client import LocalTraining
 from fl_bench.engine.messages import Upload
+from fl_bench.engine.protocol import Rounds
+from fl_bench.schema import choice, require, schema
 
 
 class FedLaAvg(ServerAlgorithm):
@@ -22,6 +24,8 @@ class FedLaAvg(ServerAlgorithm):
     eta_t = client_lr * lr_decay^t decays per round as the paper tunes it. With full
     participation and fresh gradients this is FedAvg with weights p_i.
     """
+
+    step_policy = Rounds
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
@@ -49,3 +53,22 @@ class FedLaAvg(ServerAlgorithm):
 
     def _step(self) -> None:
         self.params.sub_(self.average, alpha=self.lr(self.version))  # w_t = w_{t-1} - eta_t gbar_t
+
+
+@schema("algorithm", "fedlaavg", FedLaAvg)
+class FedLaAvgConfig(SyncConfig):
+    """FedLaAvg (Yan et al. 2020, Alg. 1 / App. E): rounds of beta N clients (cohort), the available
+    ones absent longest (conf/algorithm/fedlaavg.yaml chooses selection=longest_absent); the server
+    steps with the average of every client's latest gradient. Its step is its own (eta_t = client_lr
+    * lr_decay^t): no server optimizer."""
+
+    # App. E's "gradient" of a trip of Q local steps: "accumulated", Delta / eta (the update over the
+    # lr); "mean_step", Delta / (eta Q), the mean local-step gradient, which makes the server's step Q
+    # times smaller at the same lr.
+    gradient: str = "accumulated"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choice("algorithm.gradient", self.gradient, ("accumulated", "mean_step"))
+        require(self.late_uploads == "drop", "algorithm.late_uploads", self.late_uploads,
+                 "FedLaAvg's latest gradients are computed at the round's model: must be drop")

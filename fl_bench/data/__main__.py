@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from fl_bench.cli import CONFIG_DIR, exit_with_error
-from fl_bench.config import RealDatasetConfig
+from fl_bench.data.sources import RealDatasetConfig
 from fl_bench.errors import ConfigError, FLBenchError
 
 

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from omegaconf import MISSING
+
+from fl_bench.schema import require
 
 if TYPE_CHECKING:
     from fl_bench.data.transforms import ImageTransform
@@ -120,3 +123,18 @@ def split_clients(
         num_classes=num_classes,
         val_offsets=np.concatenate([[0], np.cumsum(val_sizes)]),
     )
+
+
+@dataclass
+class DatasetConfig:
+    """A dataset option. Its ``_target_`` is the function ``(cfg, partition_cfg) -> FederatedData``
+    that builds the federated data (generated clients, or real examples split by the partition)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+    # Fraction of each client's examples held out; the union of held-out parts is the
+    # validation split (LEAF-style per-client split).
+    val_fraction: float = 0.2
+
+    def __post_init__(self) -> None:
+        require(0.0 < self.val_fraction < 1.0, "dataset.val_fraction", self.val_fraction, "must be in (0, 1)")

@@ -20,7 +20,6 @@ import json
 import os
 import random
 import re
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat

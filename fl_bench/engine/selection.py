@@ -8,11 +8,14 @@ and returns them in the order their trips start. Draws use the run's seeded Gene
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
+from omegaconf import MISSING
 
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.errors import ConfigError
+from fl_bench.schema import choice, schema
 
 
 class Selection(ABC):
@@ -78,3 +81,37 @@ class WeightedSelection(Selection):
         p = self.weight[candidates]
         picked = rng.choice(len(candidates), size=min(count, len(candidates)), replace=False, p=p / p.sum())
         return self._take(population, candidates[picked])
+
+
+SELECTION_WEIGHTS = ("examples", "mean_delay")
+
+
+@dataclass
+class SelectionConfig:
+    """Which available idle clients start trips (fl_bench.engine.selection)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@schema("selection", "uniform", UniformSelection)
+class UniformSelectionConfig(SelectionConfig):
+    pass
+
+
+@schema("selection", "longest_absent", LongestAbsentSelection)
+class LongestAbsentSelectionConfig(SelectionConfig):
+    pass
+
+
+@schema("selection", "all_available", AllAvailableSelection)
+class AllAvailableSelectionConfig(SelectionConfig):
+    pass
+
+
+@schema("selection", "weighted", WeightedSelection)
+class WeightedSelectionConfig(SelectionConfig):
+    by: str = "examples"
+
+    def __post_init__(self) -> None:
+        choice("selection.by", self.by, SELECTION_WEIGHTS)

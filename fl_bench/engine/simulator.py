@@ -323,7 +323,7 @@ class Simulator:
             uploads.append(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector,
                                   dict(zip(self._upload_keys, extras))))
         if self.privacy is not None:  # the server sees only the clipped, noised mean (SecAgg semantics)
-            uploads = [self.privacy.aggregate(uploads, server.version)]
+            uploads = [self.privacy.aggregate(uploads, server.version, server.private_weight)]
         for upload in uploads:
             server.add(upload)
         for trip in trips:
