@@ -1,4 +1,4 @@
-"""Model architectures (plain nn.Modules); fl_bench.task wraps them with loss and metrics.
+"""Model architectures (plain nn.Modules); fl_bench.clients.task wraps them with loss and metrics.
 
 ``build_model`` turns a model config into an ``nn.Module`` that maps a batch to logits
 ``[B, num_classes]``: it calls the class or function the config's ``_target_`` names with
@@ -12,7 +12,7 @@ other models. Input conventions (guaranteed by fl_bench.data):
 - Shakespeare: int64 ``[B, 80]`` indices into LEAF's 80-character alphabet.
 
 Parameters with ``requires_grad=False`` (the frozen GloVe embedding) and buffers are not trained
-and not federated: fl_bench.client flattens only trainable parameters.
+and not federated: fl_bench.clients.trainer flattens only trainable parameters.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class PflCNN(nn.Module):
 class _UnrollableRNN:
     """An nn.LSTM / nn.GRU that can also run as explicit per-time-step cell math, a loop of
     linear ops that ``torch.func.vmap`` can batch (aten::lstm / aten::gru have no batching rule).
-    The fused kernel stays the default; ``unrolled_rnns`` switches to the loop while fl_bench.client
+    The fused kernel stays the default; ``unrolled_rnns`` switches to the loop while fl_bench.clients.trainer
     trains a batch of clients with vmap. Same parameters, same gate equations (torch.nn docs)."""
 
     unrolled = False
@@ -447,7 +447,7 @@ class ModelConfig:
     _target_: str = MISSING
     # L2 regularisation (weight_decay / 2) * ||w||^2 added to the loss (HFL: eps ||w||^2, eps = 1e-4).
     weight_decay: float = 0.0
-    # What the model's output is scored by (fl_bench.task.TASKS): classification (cross-entropy,
+    # What the model's output is scored by (fl_bench.clients.task.TASKS): classification (cross-entropy,
     # accuracy) or mean_squared_error (no accuracy: val_accuracy is NaN).
     task: str = "classification"
     zero_init: bool = False  # every parameter 0 at the start (HFL: w_0 = 0)

@@ -34,7 +34,7 @@ from fl_bench.engine.selection import (
     WeightedSelectionConfig,
 )
 from fl_bench.errors import ConfigError
-from fl_bench.experiment import build_experiment
+from fl_bench.runs.experiment import build_experiment
 from fl_bench.schema import build
 from tests.conftest import compose_run_config
 

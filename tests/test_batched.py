@@ -1,14 +1,15 @@
-"""The batched step's kernels (fl_bench.batched): the bmm chain forward and the fixed-buffer step
+"""The batched step's kernels (fl_bench.clients.batched): the bmm chain forward and the fixed-buffer step
 that CUDA graphs capture give the sequential loop's Deltas; bf16 autocast is an option."""
 
 import pytest
 import torch
 
-from fl_bench.batched import LinearChain, batched_forward, linear_chain
-from fl_bench.client import ClientTrainer, LocalTraining
+from fl_bench.clients.batched import LinearChain, batched_forward, linear_chain
+from fl_bench.clients.local_update import LocalTraining
+from fl_bench.clients.task import ClassificationTask
+from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data.transforms import ImageTransform
 from fl_bench.engine.messages import Broadcast
-from fl_bench.task import ClassificationTask
 from tests.test_client import Preconditioned, many_clients_data
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]  # the CUDA case runs where a GPU is

@@ -12,10 +12,10 @@ import zipfile
 import pytest
 import torch
 
-from fl_bench.checkpoint import CHECKPOINT, load_verified, save_verified, sha256
 from fl_bench.errors import ConfigError, DivergenceError
-from fl_bench.experiment import Run, run_experiment
-from fl_bench.run_dir import RunDirectory
+from fl_bench.runs.checkpoint import CHECKPOINT, load_verified, save_verified, sha256
+from fl_bench.runs.experiment import Run, run_experiment
+from fl_bench.runs.run_dir import RunDirectory
 from tests.conftest import compose_run_config
 from tests.test_cli import fl_bench
 
@@ -109,8 +109,8 @@ def test_every_algorithm_resumes_bit_for_bit_from_any_checkpoint(tmp_path, monke
 def test_a_checkpoint_of_another_config_is_refused_and_resume_false_starts_over(tmp_path, monkeypatch):
     monkeypatch.setattr(Run, "execute", lambda self, checkpoint: checkpoint)  # stop before running
     cfg = compose_run_config(*WORKLOAD)
-    from fl_bench.checkpoint import save_checkpoint
-    from fl_bench.experiment import result_config
+    from fl_bench.runs.checkpoint import save_checkpoint
+    from fl_bench.runs.experiment import result_config
 
     save_checkpoint(tmp_path / CHECKPOINT, result_config(cfg), {}, {})
     other = compose_run_config(*WORKLOAD, "algorithm.client_lr=0.5")

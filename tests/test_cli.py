@@ -26,7 +26,7 @@ def test_default_run_reaches_its_target_and_writes_the_run_directory(tmp_path):
     assert result.returncode == 0, result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["algorithm"] == "fedbuff" and summary["trips_to_target"] is not None
-    assert summary["eval_every"] == 500  # what fl_bench.guards' saturated test reads
+    assert summary["eval_every"] == 500  # what fl_bench.analysis.guards' saturated test reads
     assert f"trips to {summary['target_accuracy']:.0%}: {summary['trips_to_target']}" in result.stdout
     metrics = pd.read_csv(run_dir / "metrics.csv")
     assert list(metrics.columns) == ["trips", "server_step", "sim_time", "val_accuracy", "val_loss", "bytes_down",

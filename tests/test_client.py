@@ -6,12 +6,13 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from fl_bench.client import ClientTrainer, LocalTraining, LocalUpdate, minibatch_plan
+from fl_bench.clients.local_update import LocalTraining, LocalUpdate
+from fl_bench.clients.task import ClassificationTask
+from fl_bench.clients.trainer import ClientTrainer, minibatch_plan
 from fl_bench.data.federated import FederatedData
 from fl_bench.engine.messages import Broadcast
 from fl_bench.errors import ConfigError
 from fl_bench.models import CharRNN, CharRNNConfig
-from fl_bench.task import ClassificationTask
 
 
 def one_client_data(n=40, dim=3, classes=2, seed=0):

@@ -127,7 +127,7 @@ def test_digits_ship_offline_with_every_partitioner():
 
 # ----------------------------------------------------------------------------- runs on real data
 def run(tmp_path, *overrides):
-    from fl_bench.experiment import run_experiment
+    from fl_bench.runs.experiment import run_experiment
 
     cfg = config("progress=false", "eval_every=250", *overrides)
     return run_experiment(cfg, tmp_path / "run")

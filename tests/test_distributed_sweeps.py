@@ -47,7 +47,7 @@ def test_slurm_launcher_config_extends_the_submitit_schema():
     from hydra import compose, initialize_config_dir
     from hydra.errors import ConfigCompositionException
 
-    from fl_bench.cli import CONFIG_DIR
+    from fl_bench.runs.cli import CONFIG_DIR
 
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         cfg = compose("config", return_hydra_config=True, overrides=[

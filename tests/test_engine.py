@@ -20,7 +20,7 @@ from fl_bench.engine.protocol import BufferedAsync, Rounds, build_protocol
 from fl_bench.engine.selection import AllAvailableSelection, UniformSelection
 from fl_bench.engine.simulator import Simulator
 from fl_bench.errors import ConfigError, DivergenceError
-from fl_bench.experiment import run_experiment
+from fl_bench.runs.experiment import run_experiment
 
 
 class ScriptedDelay(Delay):

@@ -9,11 +9,12 @@ import torch.nn.functional as F
 
 from fl_bench.algorithms.fedgbo import MFL, FedGBO, FedGBOConfig, MFLConfig, Mimelite, MimeliteConfig
 from fl_bench.algorithms.global_optimizer import FixedStatistics, GlobalOptimizer, MovingStatistics
-from fl_bench.client import ClientTrainer, LocalTraining, LocalUpdate, minibatch_plan
-from fl_bench.costs import example_flops, trip_flops
+from fl_bench.clients.costs import example_flops, trip_flops
+from fl_bench.clients.local_update import LocalTraining, LocalUpdate
+from fl_bench.clients.task import ClassificationTask, max_entropy_gap
+from fl_bench.clients.trainer import ClientTrainer, minibatch_plan
 from fl_bench.engine.messages import Broadcast, Upload
 from fl_bench.errors import ConfigError
-from fl_bench.task import ClassificationTask, max_entropy_gap
 from tests.test_client import many_clients_data
 
 OPTIMIZERS = [GlobalOptimizer("sgdm", 0.9), GlobalOptimizer("rmsprop", 0.9), GlobalOptimizer("adam", 0.9, 0.99)]
@@ -298,7 +299,7 @@ def test_server_rmsprop_step_by_hand():
 
 
 def test_fedmax_on_a_model_without_a_hidden_layer_is_one_line(compose_config):
-    from fl_bench.experiment import build_experiment
+    from fl_bench.runs.experiment import build_experiment
 
     cfg = compose_config("algorithm=fedmax", "model=logreg")
     with pytest.raises(ConfigError, match="algorithm.entropy_weight=0.1 .FedMAX. needs a model with a hidden layer"):

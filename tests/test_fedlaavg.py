@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from fl_bench.algorithms.fedlaavg import FedLaAvg, FedLaAvgConfig
+from fl_bench.analysis.example1 import fedavg_limit, fedavg_trajectory, fedlaavg_trajectory, simulate
 from fl_bench.engine.messages import Upload
 from fl_bench.errors import ConfigError
-from fl_bench.example1 import fedavg_limit, fedavg_trajectory, fedlaavg_trajectory, simulate
-from fl_bench.experiment import build_experiment, run_experiment
+from fl_bench.runs.experiment import build_experiment, run_experiment
 from tests.conftest import compose_run_config
 
 

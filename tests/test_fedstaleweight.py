@@ -46,7 +46,7 @@ def test_the_group_weight_share_of_a_scripted_trip_log_equals_the_hand_count():
     import numpy as np
     import pandas as pd
 
-    from fl_bench.fairness import client_groups, jain_index, share_over_steps, weight_shares
+    from fl_bench.runs.fairness import client_groups, jain_index, share_over_steps, weight_shares
 
     groups = client_groups([2, 1])  # clients 0, 1 fast (group 0), client 2 slow (group 1)
     trips = pd.DataFrame({
@@ -68,7 +68,7 @@ def test_the_slow_group_gets_more_than_its_upload_share_end_to_end(tmp_path):
 
     import pandas as pd
 
-    from fl_bench.experiment import run_experiment
+    from fl_bench.runs.experiment import run_experiment
     from tests.conftest import compose_run_config
 
     for algorithm in ("fedstaleweight", "buffered_fedavg"):
@@ -87,8 +87,8 @@ def test_the_slow_group_gets_more_than_its_upload_share_end_to_end(tmp_path):
 
 
 def test_the_weight_share_per_group_goes_to_wandb_at_every_evaluation(tmp_path, monkeypatch):
-    from fl_bench.experiment import run_experiment
-    from fl_bench.run_log import RunLog
+    from fl_bench.runs.experiment import run_experiment
+    from fl_bench.runs.run_log import RunLog
     from tests.conftest import compose_run_config
 
     monkeypatch.setenv("WANDB_MODE", "offline")

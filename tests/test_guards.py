@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.guards import (
+from fl_bench.analysis.guards import (
     edge_side,
     evidence_markdown,
     evidence_table,
@@ -13,7 +13,7 @@ from fl_bench.guards import (
     search_space_text,
     tuned_edges,
 )
-from fl_bench.reproduce import Arm, Reproduction
+from fl_bench.analysis.reproduce import Arm, Reproduction
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
-"""device / vmap_clients / cuda_graphs = auto (fl_bench.hardware): the choices and their refusals."""
+"""device / vmap_clients / cuda_graphs = auto (fl_bench.clients.hardware): the choices and their refusals."""
 
 import pytest
 import torch
 from torch import nn
 
-from fl_bench import hardware
+from fl_bench.clients import hardware
+from fl_bench.clients.hardware import CUDA_MIN_FLOPS, dense_only, place
 from fl_bench.errors import ConfigError
-from fl_bench.hardware import CUDA_MIN_FLOPS, dense_only, place
 from fl_bench.models import CharRNN, CharRNNConfig
 
 MLP = nn.Sequential(nn.Flatten(), nn.Linear(60, 64), nn.ReLU(), nn.Linear(64, 10))

@@ -12,7 +12,7 @@ import torch
 from fl_bench.algorithms.hfl import HFL, HFLConfig, corrected_gradient
 from fl_bench.engine.messages import Upload
 from fl_bench.errors import ConfigError
-from fl_bench.experiment import build_experiment
+from fl_bench.runs.experiment import build_experiment
 from tests.conftest import compose_run_config
 
 
@@ -132,7 +132,7 @@ def test_without_stragglers_hfl_is_fedavg_over_every_device():
 
 
 def test_group_accuracy_on_own_rows_and_by_label_mix_against_hand_values():
-    from fl_bench.fairness import accuracy_by_group
+    from fl_bench.runs.fairness import accuracy_by_group
 
     members = {"normal": np.array([True, False, True, False]), "straggler": np.array([False, True, False, True]),
                "nobody": np.zeros(4, bool)}
@@ -152,7 +152,7 @@ def test_group_accuracy_on_own_rows_and_by_label_mix_against_hand_values():
 
 def test_the_summary_gives_the_normal_and_straggler_accuracy_of_the_final_model(tmp_path):
     from fl_bench.data import build_dataset
-    from fl_bench.experiment import run_experiment
+    from fl_bench.runs.experiment import run_experiment
     from fl_bench.schema import build
 
     overrides = ("experiment=hfl_convex_smoke", "max_rounds=3", "dataset.num_clients=20", "eval_every=3")

@@ -15,9 +15,8 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch.nn import functional as F
 
-from fl_bench.cli import CONFIG_DIR, one_line
-from fl_bench.client import flatten_parameters
-from fl_bench.config import register_configs
+from fl_bench.clients.task import ClassificationTask
+from fl_bench.clients.trainer import flatten_parameters
 from fl_bench.errors import ConfigError, DataMissingError
 from fl_bench.models import (
     BagOfWordsConfig,
@@ -36,7 +35,8 @@ from fl_bench.models import (
     count_parameters,
     unrolled_rnns,
 )
-from fl_bench.task import ClassificationTask
+from fl_bench.runs.cli import CONFIG_DIR, one_line
+from fl_bench.runs.config import register_configs
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "conf" / "model"
 PAPER_MODELS = ["cnn4", "tutorial_cnn", "cnn_fedgbo", "char_gru", "char_lstm", "sent140_lstm", "bow_linear", "logreg_l2"]

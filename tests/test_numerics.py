@@ -10,7 +10,7 @@ import torch
 
 from fl_bench import numerics
 from fl_bench.errors import ConfigError
-from fl_bench.experiment import run_experiment
+from fl_bench.runs.experiment import run_experiment
 from tests.conftest import compose_run_config
 from tests.test_cli import fl_bench
 from tests.test_determinism import GOLDEN

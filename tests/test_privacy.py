@@ -144,7 +144,7 @@ def test_staleness_weighting_changes_a_private_run(run_config):
     (("algorithm=fedlaavg",), "dp=ftrl is not allowed with algorithm=fedlaavg: its aggregation has no private"),
 ])
 def test_dp_refuses_weights_it_cannot_bound(compose_config, overrides, message):
-    from fl_bench.experiment import build_experiment
+    from fl_bench.runs.experiment import build_experiment
 
     with pytest.raises(ConfigError, match=message):
         build_experiment(compose_config(*overrides, "dp=ftrl", "max_trips=200", "concurrency=20"), lambda p: False)
@@ -154,7 +154,7 @@ def test_the_server_only_ever_sees_the_clipped_noised_aggregate(compose_config, 
     """Secure-aggregation semantics: with DP on, ServerAlgorithm.add gets one upload per step, not a
     client's, and (sigma = 0) its norm is at most L: no unclipped Delta reaches add or step."""
     from fl_bench.algorithms.buffered import FedBuff
-    from fl_bench.experiment import build_experiment
+    from fl_bench.runs.experiment import build_experiment
 
     seen = []
     add = FedBuff.add
@@ -169,7 +169,7 @@ def test_the_server_only_ever_sees_the_clipped_noised_aggregate(compose_config, 
 
 @pytest.mark.parametrize("override", ["selection=longest_absent", "availability=diurnal"])
 def test_dpsgd_refuses_cohorts_its_amplification_does_not_cover(compose_config, override):
-    from fl_bench.experiment import build_experiment
+    from fl_bench.runs.experiment import build_experiment
 
     cfg = compose_config("algorithm=fedavgm", "algorithm.weighting=uniform", "dp=dpsgd", override, "max_trips=200",
                          "concurrency=20")
@@ -190,7 +190,7 @@ def test_the_privacy_table_finds_the_best_method_per_epsilon_and_compares_with_t
     import numpy as np
     import pandas as pd
 
-    from fl_bench.report import privacy_markdown, privacy_table
+    from fl_bench.analysis.report import privacy_markdown, privacy_table
 
     runs = pd.DataFrame({
         "algorithm": ["fedbuff", "fedbuff", "fedavgm", "fedavgm", "fedbuff"],

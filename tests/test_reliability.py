@@ -10,11 +10,11 @@ import sys
 import pandas as pd
 import pytest
 
-from fl_bench.checkpoint import CHECKPOINT
 from fl_bench.engine.simulator import Simulator
 from fl_bench.errors import DivergenceError
-from fl_bench.experiment import run_experiment
-from fl_bench.interrupt import stop_signals_handled
+from fl_bench.runs.checkpoint import CHECKPOINT
+from fl_bench.runs.experiment import run_experiment
+from fl_bench.runs.interrupt import stop_signals_handled
 from tests.conftest import compose_run_config
 from tests.test_cli import fl_bench
 
@@ -92,7 +92,7 @@ def test_a_gpu_device_without_a_gpu_fails_in_one_line(monkeypatch):
     import torch
 
     from fl_bench.errors import ConfigError
-    from fl_bench.experiment import resolve_device
+    from fl_bench.runs.experiment import resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match="device=cuda:1 is not available: torch sees no CUDA GPU"):

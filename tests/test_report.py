@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.report import load_runs, load_wandb_runs, trips_to_target_table, write_report
-from fl_bench.report import main as report_main
+from fl_bench.analysis.report import load_runs, load_wandb_runs, trips_to_target_table, write_report
+from fl_bench.analysis.report import main as report_main
 from tests.test_cli import fl_bench
 
 
@@ -48,10 +48,10 @@ def test_trips_to_target_table_matches_the_metrics_csvs(multirun, tmp_path):
 
 
 def test_unknown_reference_and_empty_directory_fail_in_one_line(multirun, tmp_path):
-    bad = subprocess.run([sys.executable, "-m", "fl_bench.report", str(multirun), "--reference", "fedx",
+    bad = subprocess.run([sys.executable, "-m", "fl_bench.analysis.report", str(multirun), "--reference", "fedx",
                           "--out", str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode == 2 and "reference method 'fedx' is not among the runs: fedbuff, fedavgm" in bad.stderr
-    empty = subprocess.run([sys.executable, "-m", "fl_bench.report", str(tmp_path)], capture_output=True, text=True)
+    empty = subprocess.run([sys.executable, "-m", "fl_bench.analysis.report", str(tmp_path)], capture_output=True, text=True)
     assert empty.returncode == 2 and "no finished runs" in empty.stderr and "Traceback" not in empty.stderr
 
 
@@ -168,7 +168,7 @@ def _runs(rows):
 def test_best_accuracy_table_compares_differences_in_points_with_the_paper():
     runs = _runs([("fedavg ICA", 1, 0.80, 50), ("fedavg ICA", 2, 0.82, 60),
                   ("fedlaavg ICA", 1, 0.85, 40), ("fedlaavg ICA", 2, 0.87, 44)])
-    from fl_bench.report import best_accuracy_table, compare_accuracy_with_paper
+    from fl_bench.analysis.report import best_accuracy_table, compare_accuracy_with_paper
 
     table = best_accuracy_table(runs, "fedavg ICA").set_index("method")
     assert table.loc["fedlaavg ICA", "best_accuracy"] == pytest.approx(86.0)
@@ -185,7 +185,7 @@ def test_best_accuracy_table_compares_differences_in_points_with_the_paper():
 
 
 def test_rounds_to_target_come_from_the_server_steps(tmp_path):
-    from fl_bench.report import rounds_view
+    from fl_bench.analysis.report import rounds_view
 
     runs = _runs([("base", 1, 0.9, 100), ("base", 2, 0.9, 120), ("small N", 1, 0.9, 330), ("small N", 2, 0.9, None)])
     table = trips_to_target_table(rounds_view(runs), "base").set_index("method")
@@ -195,7 +195,7 @@ def test_rounds_to_target_come_from_the_server_steps(tmp_path):
 
 
 def test_the_accuracy_table_gives_the_median_normal_and_straggler_accuracy_where_runs_recorded_them():
-    from fl_bench.report import accuracy_markdown, best_accuracy_table
+    from fl_bench.analysis.report import accuracy_markdown, best_accuracy_table
 
     runs = _runs([("hfl", 1, 0.6, None), ("hfl", 2, 0.6, None), ("hfl", 3, 0.6, None), ("ssgd", 1, 0.8, None)])
     plain = best_accuracy_table(runs, None)

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.report import compare_with_paper
-from fl_bench.reproduce import Arm, Reproduction
+from fl_bench.analysis.report import compare_with_paper
+from fl_bench.analysis.reproduce import Arm, Reproduction
 
 SPEC = Path(__file__).parents[1] / "sweeps" / "fedbuff_smoke.yaml"
 
@@ -21,7 +21,7 @@ SPEC = Path(__file__).parents[1] / "sweeps" / "fedbuff_smoke.yaml"
 def test_one_point_of_every_table_runs_from_the_sweep_file(tmp_path):
     out, runs = tmp_path / "results", tmp_path / "runs"
     # logged to W&B offline, and every table published as a W&B Report specification (--dry-run)
-    done = subprocess.run([sys.executable, "-m", "fl_bench.reproduce", str(SPEC), "--smoke", "--jobs", "2",
+    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(SPEC), "--smoke", "--jobs", "2",
                            "--out", str(out), "--runs-dir", str(runs), "--publish", "my-team/fl_bench", "--dry-run",
                            "--override", f"data_root={tmp_path / 'data'}", "logger=wandb"],
                           capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "offline"})
@@ -181,23 +181,23 @@ def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s
     changed.tuned("fedavgm")
     assert len(commands) == 4 and "hydra.sweeper.n_trials=40" in commands[3]  # another protocol: tuned again
     widened = {"algorithm.client_lr": "tag(log, interval(1e-3, 1000.0))", "algorithm.server_optimizer.lr": "x"}
-    monkeypatch.setattr("fl_bench.reproduce.search_space_text", lambda space: widened)
+    monkeypatch.setattr("fl_bench.analysis.reproduce.search_space_text", lambda space: widened)
     changed.tuned("fedavg")
     assert len(commands) == 5  # a space with other ranges: tuned again
 
 
 def test_a_bad_protocol_stops_the_command_with_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "fl_bench.reproduce", str(_spec(tmp_path, {"trials": 8}))],
+    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(_spec(tmp_path, {"trials": 8}))],
                           capture_output=True, text=True)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == ("fl_bench.reproduce: error: protocol.tuner.trials=8: at least 32 "
+    assert done.stderr.strip().splitlines()[-1] == ("fl_bench.analysis.reproduce: error: protocol.tuner.trials=8: at least 32 "
                                                     "for every study")
 
 
 @pytest.mark.slow
 def test_fedstaleweight_s_fairness_table_runs_from_its_sweep_file_with_its_evidence(tmp_path):
     out = tmp_path / "results"
-    done = subprocess.run([sys.executable, "-m", "fl_bench.reproduce", str(SPEC.parent / "fedstaleweight_smoke.yaml"), "--smoke",
+    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(SPEC.parent / "fedstaleweight_smoke.yaml"), "--smoke",
                            "--out", str(out), "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     text = (out / "fedstaleweight_fig2_smoke.md").read_text()

@@ -48,7 +48,7 @@ def test_search_space_syntax_maps_to_optuna_distributions():
 def test_every_search_space_composes_and_parses():
     from hydra import compose, initialize_config_dir
 
-    from fl_bench.cli import CONFIG_DIR
+    from fl_bench.runs.cli import CONFIG_DIR
 
     spaces = {}
     for name, algorithm in [("fedbuff_synthetic", None), ("fedbuff_sent140", None), ("fedgbo_grid_femnist", None),

@@ -1,4 +1,4 @@
-"""A report table as a W&B Report (fl_bench.wandb_report): its specification, checked offline on
+"""A report table as a W&B Report (fl_bench.analysis.wandb_report): its specification, checked offline on
 runs logged with logger=wandb in offline mode."""
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fl_bench.report import main as report_main
+from fl_bench.analysis.report import main as report_main
 from tests.test_cli import fl_bench
 
 
@@ -51,7 +51,7 @@ def test_the_dry_run_specification_of_the_table_1_smoke_table(smoke_runs, tmp_pa
     blocks = spec["spec"]["blocks"]
     text = next(b["content"] for b in blocks if b["type"] == "markdown-block")
     assert text.startswith("# fedbuff_table1_smoke") and "![" not in text
-    table, evidence = text.split("## Evidence")  # the table, then its evidence (fl_bench.guards)
+    table, evidence = text.split("## Evidence")  # the table, then its evidence (fl_bench.analysis.guards)
     for section in (table, evidence):
         rows = [line for line in section.splitlines() if line.startswith("| fed")]
         assert sorted(row.split("|")[1].strip() for row in rows) == ["fedavgm", "fedbuff"]
@@ -79,7 +79,7 @@ def test_publish_without_credentials_or_wandb_runs_stops_in_one_line(smoke_runs,
     with pytest.raises(SystemExit):
         report_main([some_run, "--name", "t", "--out", str(tmp_path), "--publish", "my-team/fl_bench"])
     assert capsys.readouterr().err.strip().splitlines() == [
-        "fl_bench.report: error: --publish needs a W&B API key (WANDB_API_KEY or `wandb login`) and network access; "
+        "fl_bench.analysis.report: error: --publish needs a W&B API key (WANDB_API_KEY or `wandb login`) and network access; "
         "--dry-run writes the Report's specification offline"]
     csv_run = Path(tmp_path / "csv_run")
     result = fl_bench("max_trips=50", "eval_every=50", "progress=false", f"hydra.run.dir={csv_run}", cwd=tmp_path)
@@ -87,7 +87,7 @@ def test_publish_without_credentials_or_wandb_runs_stops_in_one_line(smoke_runs,
     with pytest.raises(SystemExit):
         report_main([str(csv_run), "--name", "t", "--out", str(tmp_path), "--publish", "my-team/fl_bench", "--dry-run"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("fl_bench.report: error: --publish needs runs logged to W&B (logger=wandb)")
+    assert len(err) == 1 and err[0].startswith("fl_bench.analysis.report: error: --publish needs runs logged to W&B (logger=wandb)")
     with pytest.raises(SystemExit):
         report_main([some_run, "--name", "t", "--out", str(tmp_path), "--publish", "no-project", "--dry-run"])
     assert "give ENTITY/PROJECT" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import torch
 from omegaconf import MISSING
 
 from fl_bench.algorithms.client_state import ClientState
-from fl_bench.client import ClientConfig, LocalUpdate
+from fl_bench.clients.local_update import ClientConfig, LocalUpdate
 from fl_bench.engine.messages import Broadcast, Upload, tensor_bytes
 from fl_bench.engine.protocol import StepPolicy
 from fl_bench.errors import ConfigError
@@ -63,7 +63,7 @@ class ServerAlgorithm(ABC):
         return Broadcast(self.version, self.params)
 
     def local_update(self) -> LocalUpdate:
-        """The clients' local step rule (fl_bench.client.LocalUpdate): SGD with FedProx's term by
+        """The clients' local step rule (fl_bench.clients.trainer.LocalUpdate): SGD with FedProx's term by
         default; FedGBO's family steps with its optimizer statistics."""
         return LocalUpdate(self.cfg.prox_mu)
 
@@ -116,7 +116,7 @@ class ServerAlgorithm(ABC):
 
 class ServerOptimizerStep:
     """A torch.optim optimizer stepping ``params`` in place with a pseudo-gradient, built from
-    ``cfg.server_optimizer`` (fl_bench.config.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
+    ``cfg.server_optimizer`` (fl_bench.runs.config.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
     momentum, m <- beta m + Dbar, w <- w - lr m (torch's convention; FedBuff Alg. 1 line 12), or
     Nesterov's variant; adam, Adam with the configured betas and eps; rmsprop, v <- beta v +
     (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps)."""

@@ -15,8 +15,8 @@ from fl_bench.algorithms.base import (
     staleness_scale,
 )
 from fl_bench.engine.messages import Upload
-from fl_bench.errors import ConfigError
 from fl_bench.engine.protocol import BufferedAsync
+from fl_bench.errors import ConfigError
 from fl_bench.schema import require, schema
 
 

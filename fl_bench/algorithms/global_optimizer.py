@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fl_bench.client import LocalUpdate
+from fl_bench.clients.local_update import LocalUpdate
 
 # Table VI: operations per parameter per local step with fixed (FedGBO, Mimelite) or moving (MFL)
 # statistics; plain SGD is 2 (+, x -eta) and FedProx 5 (App. B, eq. 22).

@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 
 from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
-from fl_bench.client import LocalTraining
+from fl_bench.clients.local_update import LocalTraining
 from fl_bench.engine.messages import Upload
 from fl_bench.engine.protocol import Rounds
 from fl_bench.errors import ConfigError

@@ -25,7 +25,7 @@ class FedAvgM(FedAvg):
 
 class FedProx(FedAvg):
     """FedProx (Li et al. 2020): FedAvg whose clients minimise F_i(y) + (mu/2)||y - w||^2
-    (the proximal gradient is added in fl_bench.client)."""
+    (the proximal gradient is added in fl_bench.clients.trainer)."""
 
 
 class Centralized(FedAvg):
@@ -41,7 +41,7 @@ class AdaptiveFedOpt(FedAvg):
 
 class FedMAX(FedAvg):
     """FedMAX (Chen et al. 2020): FedAvg whose clients add alpha KL(U || softmax(a)) over the
-    penultimate activations a to the local loss (``entropy_weight``; fl_bench.task)."""
+    penultimate activations a to the local loss (``entropy_weight``; fl_bench.clients.task)."""
 
 
 @schema("algorithm", "fedavg", FedAvg)

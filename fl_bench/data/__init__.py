@@ -1,4 +1,11 @@
-"""Datasets: build the federated data a run trains on."""
+"""Datasets and partitions: the federated data a run trains on.
+
+A dataset option's ``_target_`` builds it: ``synthetic`` and ``two_means`` generate their clients;
+``sources`` loads the real datasets (from a prepared cache, ``python -m fl_bench.data prepare``) and
+``partition`` splits their examples into clients. ``federated`` holds the data types, ``formats``,
+``leaf`` and ``plays`` read the raw files, ``cache`` stores prepared arrays, ``transforms`` augments
+images, ``label_groups`` groups clients by their main label.
+"""
 
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from fl_bench.cli import CONFIG_DIR, exit_with_error
 from fl_bench.data.sources import RealDatasetConfig
 from fl_bench.errors import ConfigError, FLBenchError
+from fl_bench.runs.cli import CONFIG_DIR, exit_with_error
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,6 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm
 from fl_bench.engine.delays import ClientDelays
 from fl_bench.engine.messages import Broadcast, Upload
 from fl_bench.engine.population import ClientPopulation
@@ -35,8 +34,25 @@ from fl_bench.engine.trip_log import TripLog
 from fl_bench.errors import ConfigError, DivergenceError
 
 
+class Server(Protocol):
+    """What the loop uses of the server algorithm (fl_bench.algorithms.base.ServerAlgorithm, whose
+    docstrings are the contract)."""
+
+    params: torch.Tensor  # the flat global model
+    version: int  # server steps taken
+    upload: str  # "delta" or "model"
+    upload_keys: tuple[str, ...]
+    step_weights: list[float] | None
+
+    def broadcast(self) -> Broadcast: ...
+    def upload_nbytes(self) -> int: ...
+    def add(self, upload: Upload) -> None: ...
+    def step(self) -> None: ...
+    def private_weight(self, upload: Upload) -> float: ...
+
+
 class Trainer(Protocol):
-    """Local training of client trips (fl_bench.client.ClientTrainer)."""
+    """Local training of client trips (fl_bench.clients.trainer.ClientTrainer)."""
 
     vmap: bool  # a batching trainer: every pending trip is handed over at once
 
@@ -95,7 +111,7 @@ class Simulator:
     def __init__(
         self,
         *,
-        server: ServerAlgorithm,
+        server: Server,
         trainer: Trainer,
         population: ClientPopulation,
         selection: Selection,
@@ -146,7 +162,7 @@ class Simulator:
         self.weight_by_client = np.zeros(len(population))  # each client's total share of the steps so far
         self.bytes_down = server.broadcast().nbytes
         self.bytes_up = server.upload_nbytes()
-        # FLOPs of one trip's local training, per client (fl_bench.costs); 0 where not counted
+        # FLOPs of one trip's local training, per client (fl_bench.clients.costs); 0 where not counted
         self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client
         self.costs = {"bytes_down": 0, "bytes_up": 0, "flops": 0.0}  # totals over the trips over so far
         self.privacy = privacy  # fl_bench.privacy.PrivateAggregation: DP in the trusted aggregator, or None
@@ -173,7 +189,7 @@ class Simulator:
     _NOT_STATE = ("trainer", "on_eval", "between_events")  # the code around the state, rebuilt on resume
 
     def state_dict(self) -> dict:
-        """Everything the loop needs to go on (fl_bench.checkpoint pickles it in one piece)."""
+        """Everything the loop needs to go on (fl_bench.runs.checkpoint pickles it in one piece)."""
         return {name: value for name, value in vars(self).items() if name not in self._NOT_STATE}
 
     def load_state_dict(self, state: dict) -> None:

@@ -7,4 +7,4 @@ options live in ``../conf``, which a run puts on ``hydra.searchpath``:
         delay=lognormal speed=by_size availability=alternating selection=fastest
 """
 
-from my_fl_extensions import components  # noqa: F401  (registers the components)
+from my_fl_extensions import components  # noqa: F401  (importing it registers the components)

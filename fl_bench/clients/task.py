@@ -1,6 +1,6 @@
 """The learning task as a LightningModule: model + loss + metrics.
 
-Federated local training calls ``loss`` from a lean loop (fl_bench.client); ``training_step`` and
+Federated local training calls ``loss`` from a lean loop (fl_bench.clients.trainer); ``training_step`` and
 ``validation_step`` make the same module usable with a Lightning ``Trainer`` for centralized runs.
 """
 

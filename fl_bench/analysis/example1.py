@@ -14,7 +14,7 @@ client i's turn the other's g_j = c is fixed, so x - a shrinks by r = 1 - eta / 
 a = mu_i - c, and g_i becomes the gradient at the turn's last model, a + r^(P-1) (x_start - a) - mu_i.
 Its fixed point is (mu_1 + mu_2) / 2 with g_1 = -g_2 = (mu_2 - mu_1) / 2.
 
-``python -m fl_bench.example1`` runs both on the engine (experiment=fedlaavg_example1) and writes
+``python -m fl_bench.analysis.example1`` runs both on the engine (experiment=fedlaavg_example1) and writes
 results/fedlaavg_example1.png: the simulated models over the closed forms.
 """
 
@@ -69,8 +69,8 @@ def simulate(algorithm: str, rounds: int, overrides: tuple[str, ...] = ()) -> np
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from fl_bench.cli import CONFIG_DIR
-    from fl_bench.experiment import build_experiment
+    from fl_bench.runs.cli import CONFIG_DIR
+    from fl_bench.runs.experiment import build_experiment
 
     extra = ["selection=uniform"] if algorithm == "fedavg" else []  # FedAvg: uniform among the available
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):

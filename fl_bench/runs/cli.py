@@ -21,17 +21,17 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
-from fl_bench.config import register_configs
+from fl_bench.runs.config import register_configs
 from fl_bench.errors import ConfigError, FLBenchError
-from fl_bench.interrupt import stop_signals_handled
-from fl_bench.run_dir import RunDirectory
+from fl_bench.runs.interrupt import stop_signals_handled
+from fl_bench.runs.run_dir import RunDirectory
 
 register_configs()
 
 
 def one_line(error: BaseException) -> str:
     """Turn Hydra / OmegaConf / fl_bench errors into one line naming the bad value."""
-    # fl_bench.config raises ConfigError from __post_init__; OmegaConf may wrap it.
+    # fl_bench.runs.config raises ConfigError from __post_init__; OmegaConf may wrap it.
     cause = error
     while cause.__cause__ is not None and not isinstance(cause, FLBenchError):
         cause = cause.__cause__
@@ -52,12 +52,12 @@ def one_line(error: BaseException) -> str:
 
 
 # An absolute path: Hydra would read a relative one as a Python package next to this module.
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
 def _main(dict_cfg: DictConfig) -> float | None:
-    from fl_bench.experiment import run_experiment  # heavy imports after argument checking
+    from fl_bench.runs.experiment import run_experiment  # heavy imports after argument checking
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Callable
 import numpy as np
 import torch
 
-from fl_bench.config import NOT_RESULT_KEYS
+from fl_bench.runs.config import NOT_RESULT_KEYS
 from fl_bench.errors import ConfigError
 
 CHECKPOINT = "checkpoint.pt"

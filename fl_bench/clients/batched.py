@@ -114,7 +114,7 @@ def batched_forward(model: nn.Module, with_features: bool, features: Callable[[]
 
 
 class StepGraph:
-    """One batched local step of ``size`` trips on fixed buffers, for :class:`fl_bench.client.ClientTrainer`.
+    """One batched local step of ``size`` trips on fixed buffers, for :class:`fl_bench.clients.trainer.ClientTrainer`.
 
     Every trip steps at every step: one that has finished (or pads the batch to ``size``) gets lr 0
     and weight 0, which leaves its parameters exactly where they are with the update rules allowed

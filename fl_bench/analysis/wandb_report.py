@@ -7,7 +7,7 @@ against client trips and against simulated time, grouped by method, and a histog
 staleness from each run's ``trips_table``. ``--dry-run`` writes the Report's specification (its
 JSON model) instead of saving it, so it can be read and tested offline.
 
-Runs are labelled at ``wandb.init`` by :func:`fl_bench.run_log.run_labels`: group = the experiment preset
+Runs are labelled at ``wandb.init`` by :func:`fl_bench.runs.run_log.run_labels`: group = the experiment preset
 (``experiment_name``), tags = ``algorithm:...``, ``dataset:...``, ``seed:...``.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from fl_bench.errors import ConfigError
-from fl_bench.run_log import has_wandb_credentials
+from fl_bench.runs.run_log import has_wandb_credentials
 
 REPORT_METRICS = ("val_accuracy",)  # one line plot per metric and x axis
 X_AXES = (("trips", "client trips"), ("sim_time", "simulated time"))

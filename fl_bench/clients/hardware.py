@@ -7,11 +7,11 @@ so one config trains on the same hardware every time on one machine. The rules f
 - device: a GPU only pays off once a trip has real arithmetic. Logistic regression (2.4 kFLOP per
   training example) trains 2-4x faster batched on a 2-core CPU than batched on an H100, which is
   launch-bound; FEMNIST's CNN (19 MFLOP) 9-24x faster on the H100 than on the CPU. CUDA is chosen from
-  ``CUDA_MIN_FLOPS`` per example (forward + backward, fl_bench.costs) up.
+  ``CUDA_MIN_FLOPS`` per example (forward + backward, fl_bench.clients.costs) up.
 - batched trips: always on CUDA (one launch sequence per step for the whole batch); on a CPU only
   for models of Linear layers (a baddbmm chain: 1.7-4x the sequential loop), since batched
   convolutions and unrolled RNNs are 2-7x slower there than one trip at a time.
-- CUDA graphs: whenever trips are batched on CUDA (fl_bench.batched.StepGraph).
+- CUDA graphs: whenever trips are batched on CUDA (fl_bench.clients.batched.StepGraph).
 """
 
 from __future__ import annotations

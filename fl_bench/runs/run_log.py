@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from fl_bench.config import WANDB_MODES, WandbConfig
+from fl_bench.runs.config import WANDB_MODES, WandbConfig
 from fl_bench.errors import ConfigError
 
 # bytes_down, bytes_up, flops: totals over the trips over so far (FedGBO Table IV's cost axes)
@@ -95,7 +95,7 @@ def _wandb_run(run_dir: Path, config: dict[str, Any], wandb_cfg: WandbConfig, ru
         mode = "offline"
     # A resumed run continues its W&B run (same id); metric steps it logged after the checkpoint are
     # logged again and W&B keeps the first of each.
-    group, tags = run_labels(config)  # a report's run set selects its runs by them (fl_bench.wandb_report)
+    group, tags = run_labels(config)  # a report's run set selects its runs by them (fl_bench.analysis.wandb_report)
     return wandb.init(project=wandb_cfg.project, entity=wandb_cfg.entity, mode=mode, dir=str(run_dir),
                       config=config, name=run_dir.name, id=run_id, resume="allow" if run_id else None,
                       group=group, tags=tags)

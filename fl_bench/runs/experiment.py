@@ -1,7 +1,7 @@
 """One run, in three parts: ``build`` every object from the Config, ``simulate`` on the engine,
 ``summarise``. The run log is closed in a ``finally``: a diverged, failed or interrupted run still
 leaves its metrics.csv, trips.csv and summary.json (with its ``status``). Checkpoints
-(fl_bench.checkpoint) let a killed or interrupted run go on from where it was."""
+(fl_bench.runs.checkpoint) let a killed or interrupted run go on from where it was."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.algorithms.synchronous import CentralizedConfig
-from fl_bench.checkpoint import (
+from fl_bench.runs.checkpoint import (
     CHECKPOINT,
     CheckpointSchedule,
     load_checkpoint,
@@ -31,9 +31,10 @@ from fl_bench.checkpoint import (
     save_verified,
     set_rng_states,
 )
-from fl_bench.client import ClientTrainer, LocalTraining
-from fl_bench.config import NOT_RESULT_KEYS, Config
-from fl_bench.costs import example_flops, trip_flops
+from fl_bench.clients.local_update import LocalTraining
+from fl_bench.clients.trainer import ClientTrainer
+from fl_bench.runs.config import NOT_RESULT_KEYS, Config
+from fl_bench.clients.costs import example_flops, trip_flops
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.data.partition import LabelGroupsPartitionConfig
 from fl_bench.engine.delays import StragglerDelays
@@ -41,16 +42,16 @@ from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
 from fl_bench.errors import ConfigError, DivergenceError
-from fl_bench.fairness import accuracy_by_group, client_groups, jain_index
-from fl_bench.hardware import Placement, place, resolve_device
-from fl_bench.interrupt import STOP
+from fl_bench.runs.fairness import accuracy_by_group, client_groups, jain_index
+from fl_bench.clients.hardware import Placement, place, resolve_device
+from fl_bench.runs.interrupt import STOP
 from fl_bench.models import build_model
 from fl_bench.numerics import describe as describe_numerics
 from fl_bench.numerics import kernels, require_portable_process
-from fl_bench.run_dir import RunDirectory
-from fl_bench.run_log import RunLog
+from fl_bench.runs.run_dir import RunDirectory
+from fl_bench.runs.run_log import RunLog
 from fl_bench.schema import build
-from fl_bench.task import TASKS, ClassificationTask
+from fl_bench.clients.task import TASKS, ClassificationTask
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class Experiment:
     trainer: ClientTrainer
     server: ServerAlgorithm
     simulator: Simulator
-    example_flops: float = 0.0  # one example's forward + backward (fl_bench.costs)
+    example_flops: float = 0.0  # one example's forward + backward (fl_bench.clients.costs)
     placement: Placement | None = None  # device, batched trips, CUDA graphs (auto choices resolved)
 
 
@@ -485,7 +486,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "bytes_up": int(trips["bytes_up"].sum()),
         "flops": float(trips["flops"].sum()),  # local training of the uploaded trips (FedGBO App. B)
         "flops_per_example": exp.example_flops,  # one example's forward + backward, counted
-        # Where and how clients trained (the auto choices resolved: fl_bench.hardware).
+        # Where and how clients trained (the auto choices resolved: fl_bench.clients.hardware).
         "device": str(exp.placement.device),
         "vmap_clients": exp.placement.batched,
         "cuda_graphs": exp.placement.graphs,
@@ -501,6 +502,6 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         # Client trips at which the run went on from a checkpoint (empty: one uninterrupted run).
         "resumed_at_trips": run.resumed_at,
         "wandb_run_id": log.wandb_id,  # logger=wandb: the W&B run (a resumed run continues it)
-        "wandb_group": log.wandb_group,  # its group: the experiment preset (fl_bench.run_log.run_labels)
+        "wandb_group": log.wandb_group,  # its group: the experiment preset (fl_bench.runs.run_log.run_labels)
         "config_digest": config_digest(run.config),  # equal for runs of one config (seed included)
     }

@@ -1,9 +1,9 @@
 """Reproduce a paper's tables from one sweep file: tune every study with the same budget, rerun each
 table's arms on fresh seeds, write the tables beside the paper's numbers.
 
-    python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml [TABLE ...] [--jobs 2]
-    python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
-    python -m fl_bench.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml [TABLE ...] [--jobs 2]
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
 
 Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
 a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``), its best setting
@@ -45,10 +45,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from fl_bench.analysis.fairness import write_fairness
+from fl_bench.analysis.guards import contains, evidence_markdown, search_space, search_space_text, tuned_edges
+from fl_bench.analysis.report import load_runs, write_report
 from fl_bench.errors import ConfigError
-from fl_bench.fairness import write_fairness
-from fl_bench.guards import contains, evidence_markdown, search_space, search_space_text, tuned_edges
-from fl_bench.report import load_runs, write_report
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ class Reproduction:
         otherwise its first trial fails and the study starts from nowhere."""
         from hydra import compose, initialize_config_dir
 
-        from fl_bench.cli import CONFIG_DIR, one_line
+        from fl_bench.runs.cli import CONFIG_DIR, one_line
 
         for name, study in self.spec["studies"].items():
             special = study.get("special_case")
@@ -302,7 +302,7 @@ class Reproduction:
 
     # ------------------------------------------------------------------ tables
     def guards(self, arms: list[Arm]) -> str:
-        """The guards' findings about these arms' tuning, for the table's notes (fl_bench.guards)."""
+        """The guards' findings about these arms' tuning, for the table's notes (fl_bench.analysis.guards)."""
         studies = sorted({self.spec["studies"][a.study].get("setting_of", a.study) for a in arms})
         edges = [edge for study in studies for edge in tuned_edges({"study": study, **self.tuned(study)})]
         if not edges:
@@ -355,7 +355,7 @@ class Reproduction:
 
     def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
         """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
-        Report (fl_bench.wandb_report; its runs need ``--override logger=wandb``)."""
+        Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
         tables = self.tables(names)
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
         studies = {arm.study for arm in arms.values()}
@@ -386,13 +386,13 @@ class Reproduction:
                              notes, table.get("measure", "trips"))
             print(f"{name}: {out / name}.md")
             if publish:
-                from fl_bench.wandb_report import publish as publish_report
+                from fl_bench.analysis.wandb_report import publish as publish_report
 
                 print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m fl_bench.reproduce", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")
     parser.add_argument("--out", type=Path, default=Path("results"))
@@ -402,14 +402,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--override", nargs="+", default=[], metavar="KEY=VALUE",
                         help="Hydra overrides for every run, e.g. device=cuda data_root=/data (tuning included)")
     parser.add_argument("--publish", metavar="ENTITY/PROJECT", help="also publish each table as a W&B Report "
-                        "(needs --override logger=wandb; see python -m fl_bench.report --publish)")
+                        "(needs --override logger=wandb; see python -m fl_bench.analysis.report --publish)")
     parser.add_argument("--dry-run", action="store_true", help="with --publish: write each Report's specification instead")
     args = parser.parse_args(argv)
     try:
         Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override).run(
             args.tables, args.out, args.publish, args.dry_run)
     except (ValueError, RuntimeError, FileNotFoundError, ConfigError) as error:
-        parser.exit(2, f"fl_bench.reproduce: error: {error}\n")
+        parser.exit(2, f"fl_bench.analysis.reproduce: error: {error}\n")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Tables and plots from finished runs, in the layout of FedBuff Table 1.
 
-    python -m fl_bench.report multirun/2026-11-22/10-00-00 [more dirs] --name fedbuff_table1_smoke \
+    python -m fl_bench.analysis.report multirun/2026-11-22/10-00-00 [more dirs] --name fedbuff_table1_smoke \
         [--reference fedbuff] [--by algorithm.name] [--out results]
-    python -m fl_bench.report --wandb entity/project --name ...      # runs logged with logger=wandb
+    python -m fl_bench.analysis.report --wandb entity/project --name ...      # runs logged with logger=wandb
 
 Reads every run directory below the given paths (``summary.json``, ``metrics.csv``,
 ``trips.csv``, ``.hydra/config.yaml``), or the same from the W&B API, and writes into ``--out``:
@@ -35,9 +35,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from fl_bench.config import NOT_RESULT_KEYS
-from fl_bench.guards import evidence_markdown, paper_side, side  # noqa: E402
-from fl_bench.run_log import METRIC_COLUMNS  # noqa: E402
+from fl_bench.analysis.guards import evidence_markdown, paper_side, side  # noqa: E402
+from fl_bench.runs.config import NOT_RESULT_KEYS
+from fl_bench.runs.run_log import METRIC_COLUMNS  # noqa: E402
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 
@@ -81,7 +81,7 @@ def _methods(configs: list[Any], by: list[str]) -> list[str]:
         differing = runs[[key for key in runs if runs[key].nunique(dropna=False) > 1]]
         if differing.empty:
             continue
-        print(f"fl_bench.report: runs of {label} differ in {', '.join(differing)} besides the seed: "
+        print(f"fl_bench.analysis.report: runs of {label} differ in {', '.join(differing)} besides the seed: "
               "one row per setting", file=sys.stderr)
         for run, values in differing[_telling_keys(differing)].iterrows():
             labels[run] = f"{label} [{', '.join(f'{k}={v}' for k, v in values.items() if pd.notna(v))}]"
@@ -621,7 +621,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m fl_bench.report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.report", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="run or multirun directories")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B instead")
     parser.add_argument("--name", default="report", help="file name stem of the outputs")
@@ -639,7 +639,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --publish: write the Report's specification (NAME_wandb_report.json) instead")
     args = parser.parse_args(argv)
     if args.dry_run and not args.publish:
-        parser.exit(2, "fl_bench.report: error: --dry-run goes with --publish ENTITY/PROJECT\n")
+        parser.exit(2, "fl_bench.analysis.report: error: --dry-run goes with --publish ENTITY/PROJECT\n")
     try:
         if bool(args.paths) == bool(args.wandb):
             raise ValueError("give run directories or --wandb ENTITY/PROJECT (one of the two)")
@@ -647,20 +647,20 @@ def main(argv: list[str] | None = None) -> None:
         table = write_report(frames, args.name, args.out, args.reference, title=args.title, notes=args.notes,
                              measure=args.measure)
     except (FileNotFoundError, ValueError) as error:
-        parser.exit(2, f"fl_bench.report: error: {error}\n")
+        parser.exit(2, f"fl_bench.analysis.report: error: {error}\n")
     if args.measure == "privacy":
         print(privacy_markdown(table, args.reference or "fedbuff + ftrl"))
     else:
         print({"best_accuracy": accuracy_markdown, "costs": costs_markdown}.get(args.measure, markdown)(table))
     print(f"written to {args.out}/{args.name}.md, .csv, _curves.png, _staleness.png")
     if args.publish:
+        from fl_bench.analysis.wandb_report import publish
         from fl_bench.errors import ConfigError
-        from fl_bench.wandb_report import publish
 
         try:
             where = publish(args.publish, args.name, args.out / f"{args.name}.md", frames[0], args.by, args.dry_run)
         except ConfigError as error:
-            parser.exit(2, f"fl_bench.report: error: {error}\n")
+            parser.exit(2, f"fl_bench.analysis.report: error: {error}\n")
         print(f"W&B Report specification written to {where}" if args.dry_run else f"W&B Report: {where}")
 
 

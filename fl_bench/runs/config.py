@@ -74,11 +74,11 @@ class Config:
     target_accuracy: float = 0.7
     stop_at_target: bool = False
     # auto | cpu | cuda | cuda:N. auto: CUDA when there is a GPU and a training example costs at least
-    # 1 MFLOP (below, a GPU is launch-bound and the CPU is faster: fl_bench.hardware)
+    # 1 MFLOP (below, a GPU is launch-bound and the CPU is faster: fl_bench.clients.hardware)
     device: str = "auto"
     # Train a batch of client trips together, one pass per local step over stacked per-trip
     # parameters (same deltas as the sequential loop on the same seeds; augmentation draws differ).
-    # null (auto): on CUDA, and on a CPU for models of Linear layers, where it is faster (fl_bench.hardware).
+    # null (auto): on CUDA, and on a CPU for models of Linear layers, where it is faster (fl_bench.clients.hardware).
     vmap_clients: Optional[bool] = None
     # Batched steps captured as CUDA graphs (one replay per local step). null (auto): whenever trips
     # are batched on CUDA; true needs both.
@@ -94,7 +94,7 @@ class Config:
     logger: str = "csv"
     wandb: WandbConfig = field(default_factory=WandbConfig)
     progress: bool = True
-    # Checkpoints (fl_bench.checkpoint): every this many server steps, and/or every this many
+    # Checkpoints (fl_bench.runs.checkpoint): every this many server steps, and/or every this many
     # minutes of wall time; always when the run is interrupted (Ctrl-C, SIGTERM). null: never.
     checkpoint_every: Optional[int] = None
     checkpoint_minutes: Optional[float] = 10.0
@@ -135,7 +135,7 @@ class Config:
 
 # Run keys that change where a run writes, how visibly, or on which hardware, not what it computes:
 # a resumed run may change them (a checkpoint of any other difference is refused), and a run
-# directory's finished run counts as this config's whatever they are (fl_bench.experiment).
+# directory's finished run counts as this config's whatever they are (fl_bench.runs.experiment).
 NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
                    "device", "cuda_graphs", "data_root")
 

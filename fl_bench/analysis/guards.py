@@ -34,7 +34,7 @@ A bound of 0 is a natural limit, not an edge: momentum 0 or mu = 0 (the nested s
 decades or more counts as a log scale (a grid of learning rates, or FedProx's mu grid with 0 beside
 it), where 1 is no natural bound.
 
-    python -m fl_bench.guards results/tuned/*/*.yaml --markdown results/tuning_edges.md
+    python -m fl_bench.analysis.guards results/tuned/*/*.yaml --markdown results/tuning_edges.md
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-SPACES = Path(__file__).resolve().parent.parent / "conf" / "hparams_search"
+SPACES = Path(__file__).resolve().parents[2] / "conf" / "hparams_search"
 EDGE_FRACTION = 0.05  # of an interval's width (log width for log intervals)
 
 
@@ -313,7 +313,7 @@ def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str,
               else "difference of medians in points (higher is better)")
     lines = [f"## Evidence\n\nMedian {unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "
              "the arm in `vs`, with its interval; verdict by where that interval lies against the paper's side "
-             "(fl_bench/guards.py states the rules).\n", table.to_markdown(index=False), ""]
+             "(fl_bench/analysis/guards.py states the rules).\n", table.to_markdown(index=False), ""]
     why = saturated(runs, measure)
     if why:
         lines.append(f"Guard, saturated: {why}: this workload cannot show the effect, whatever the verdicts say.\n")
@@ -331,7 +331,7 @@ def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m fl_bench.guards", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.guards", description=__doc__.splitlines()[0])
     parser.add_argument("tuned", nargs="+", type=Path, help="tuned settings, e.g. results/tuned/fedbuff_smoke/*.yaml")
     parser.add_argument("--markdown", type=Path, help="also write the edges as a table to this file")
     args = parser.parse_args(argv)
@@ -342,13 +342,13 @@ def main(argv: list[str] | None = None) -> None:
         try:
             edges = tuned_edges(tuned)
         except FileNotFoundError as error:
-            parser.exit(2, f"fl_bench.guards: error: {path}: {error}\n")
+            parser.exit(2, f"fl_bench.analysis.guards: error: {path}: {error}\n")
         for edge in edges:
             print(f"{path}: edge: {edge}")
             rows.append(f"| {path} | {tuned['space']} | {edge.key} | {edge.value:.4g} | [{edge.low:g}, {edge.high:g}] | {edge.side} |")
     if args.markdown:
-        header = ("# Tuned values at the edge of their search space\n\nMade by `python -m fl_bench.guards "
-                  f"<tuned settings> --markdown {args.markdown}` (fl_bench/guards.py says what an edge is): "
+        header = ("# Tuned values at the edge of their search space\n\nMade by `python -m fl_bench.analysis.guards "
+                  f"<tuned settings> --markdown {args.markdown}` (fl_bench/analysis/guards.py says what an edge is): "
                   f"{len(rows)} edges in {len(args.tuned)} tuned settings. Each says the optimum may lie beyond "
                   "what was searched: widen the space and tune again before reading the arms that use it.\n\n"
                   "| tuned setting | space | key | value | searched | edge |\n|:--|:--|:--|--:|:--|:--|\n")

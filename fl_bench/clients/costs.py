@@ -10,10 +10,10 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from fl_bench.client import LocalTraining, LocalUpdate
+from fl_bench.clients.local_update import LocalTraining, LocalUpdate
+from fl_bench.clients.task import ClassificationTask
 from fl_bench.data import FederatedData
 from fl_bench.models import unrolled_rnns
-from fl_bench.task import ClassificationTask
 
 
 def example_flops(task: ClassificationTask, data: FederatedData, batch_size: int) -> float:

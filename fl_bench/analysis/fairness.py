@@ -1,15 +1,10 @@
-"""Fairness of aggregation (FedStaleWeight Sec. 6): how much of the aggregate each client and each
-group of clients got, and how well the final model serves each group's labels.
+"""Fairness tables and plots across runs (FedStaleWeight Fig. 2):
 
-    python -m fl_bench.fairness <multirun dir per method...> --name fedstaleweight_fig2_smoke
+    python -m fl_bench.analysis.fairness <multirun dir per method...> --name fedstaleweight_fig2_smoke
 
-From trips.csv's ``weight`` (each upload's normalised share of its server step; every algorithm of
-the FedBuff family and FedStaleWeight logs it): each group's share of the total weight, Jain's index
-(sum x)^2 / (n sum x^2) of the clients' shares (1: equal influence), updates received per group, and
-the share per group against server steps (a plot); from summary.json, each label group's accuracy.
-Groups are the ``label_groups`` partition's (clients numbered group by group, fast then slow).
-``accuracy_by_group``: the final model's accuracy on any grouping of the clients' data (HFL's normal
-devices and stragglers, in the summary).
+Each method's group weight shares, update shares, Jain's index, per-group accuracy, accuracy at fixed
+aggregation counts, and a plot of the share per group against server steps, from the metrics of
+``fl_bench.runs.fairness``.
 """
 
 from __future__ import annotations
@@ -22,58 +17,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-
-def client_groups(clients_per_group: list[int]) -> np.ndarray:
-    """Group of every client of a label_groups partition (clients numbered group by group)."""
-    return np.repeat(np.arange(len(clients_per_group)), clients_per_group)
-
-
-def accuracy_by_group(correct: np.ndarray, y_val: np.ndarray, val_offsets: np.ndarray | None, y: np.ndarray,
-                      offsets: np.ndarray, members: dict[str, np.ndarray]) -> tuple[dict[str, float], str]:
-    """The final model's accuracy on each group's data (``members[name]``: one bool per client) and
-    its basis, from ``correct`` (one 0/1 per validation row). Where each client holds out its own
-    rows (``val_offsets``), the group's rows; where the validation set is pooled, each label's
-    accuracy weighted by the group's training label counts, so the mean sees the labels the group
-    holds. NaN for a group without rows."""
-    if val_offsets is not None:
-        basis, owner = "own validation examples", np.repeat(np.arange(len(val_offsets) - 1), np.diff(val_offsets))
-        weights = {name: member[owner].astype(float) for name, member in members.items()}
-    else:
-        basis, owner = "label mix", np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-        labels = int(max(y.max(), y_val.max())) + 1
-        per_row = 1.0 / np.bincount(y_val, minlength=labels)[y_val]  # a label's rows share its weight
-        weights = {name: np.bincount(y[member[owner]], minlength=labels)[y_val] * per_row
-                   for name, member in members.items()}
-    return {name: float(correct @ w / w.sum()) if w.sum() else float("nan") for name, w in weights.items()}, basis
-
-
-def weight_shares(trips: pd.DataFrame, groups: np.ndarray) -> pd.Series:
-    """Each group's share of the total aggregation weight over the uploads that were used."""
-    used = trips[(trips["used"] == 1) & trips["weight"].notna()]
-    per_group = used.groupby(groups[used["client"].to_numpy()])["weight"].sum()
-    return (per_group / per_group.sum()).reindex(range(groups.max() + 1), fill_value=0.0)
-
-
-def jain_index(values: np.ndarray) -> float:
-    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n when one takes all."""
-    values = np.asarray(values, dtype=float)
-    return float(values.sum() ** 2 / (len(values) * (values**2).sum()))
-
-
-def client_shares(trips: pd.DataFrame, num_clients: int) -> np.ndarray:
-    used = trips[(trips["used"] == 1) & trips["weight"].notna()]
-    shares = used.groupby("client")["weight"].sum().reindex(range(num_clients), fill_value=0.0).to_numpy()
-    return shares / shares.sum()
-
-
-def share_over_steps(trips: pd.DataFrame, groups: np.ndarray, window: int) -> pd.DataFrame:
-    """Each group's share of the weight aggregated in consecutive windows of ``window`` server steps."""
-    used = trips[(trips["used"] == 1) & trips["weight"].notna()].copy()
-    used["step"] = used["download_version"] + used["staleness"] + 1  # the step that consumed it
-    used["group"] = groups[used["client"].to_numpy()]
-    used["bucket"] = (used["step"] - 1) // window * window + window
-    table = used.pivot_table(index="bucket", columns="group", values="weight", aggfunc="sum", fill_value=0.0)
-    return table.div(table.sum(axis=1), axis=0)
+from fl_bench.analysis.report import machine
+from fl_bench.runs.fairness import client_groups, client_shares, jain_index, share_over_steps, weight_shares
 
 
 def run_rows(run_dir: Path, checkpoints: list[int]) -> tuple[dict, pd.DataFrame, np.ndarray]:
@@ -101,9 +46,7 @@ def run_rows(run_dir: Path, checkpoints: list[int]) -> tuple[dict, pd.DataFrame,
 def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[int], notes: str = "",
                    title: str = "") -> pd.DataFrame:
     """``name``.md/.csv and the weight-share plot from each method's runs (label -> run directories)."""
-    import matplotlib.pyplot as plt  # here: the run imports this module's metrics, not its plots
-
-    from fl_bench.report import machine  # sets the Agg backend
+    import matplotlib.pyplot as plt  # after report's machine(): its import sets the Agg backend
 
     rows, curves = [], {}
     for method, run_dirs in runs.items():
@@ -143,7 +86,7 @@ def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[i
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m fl_bench.fairness", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.fairness", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
     parser.add_argument("--name", default="fairness")
     parser.add_argument("--out", type=Path, default=Path("results"))
@@ -152,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     found = sorted({s.parent for p in args.paths for s in p.rglob("summary.json")})
     if not found:
-        parser.exit(2, f"fl_bench.fairness: error: no finished runs under {', '.join(map(str, args.paths))}\n")
+        parser.exit(2, f"fl_bench.analysis.fairness: error: no finished runs under {', '.join(map(str, args.paths))}\n")
     runs: dict[str, list[Path]] = {}
     for run in found:  # one method per algorithm
         runs.setdefault(json.loads((run / "summary.json").read_text())["algorithm"], []).append(run)
