@@ -224,8 +224,8 @@ class LatestAveraging(ServerAlgorithm):
 
     step_policy = Rounds
 
-    def __init__(self, cfg, params, num_clients):
-        super().__init__(cfg, params, num_clients)
+    def __init__(self, cfg, params, num_clients, client_sizes=None):
+        super().__init__(cfg, params, num_clients, client_sizes)
         self.latest = ClientDict()
 
     def add(self, upload):

@@ -50,11 +50,12 @@ class ServerAlgorithm(ABC):
     step_weights: list[float] | None = None
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes: np.ndarray | None = None):
+        """``cfg``: the algorithm's config; ``params``: the initial flat model, which the algorithm
+        owns and steps in place; ``client_sizes``: every client's training examples n_i (for weights
+        p_i = n_i / n over all clients: FedLaAvg, HFL), equal if not given. A run passes all four."""
         self.cfg = cfg
         self.params = params
         self.num_clients = num_clients
-        # Every client's training examples n_i (for weights p_i = n_i / n over all clients); equal if
-        # unknown. The engine sets it after construction, so a subclass's __init__ need not take it.
         self.client_sizes = np.ones(num_clients, dtype=np.int64) if client_sizes is None else np.asarray(client_sizes)
         self.version = 0  # server steps taken so far
 

@@ -32,17 +32,14 @@ class FedLaAvg(ServerAlgorithm):
         self.latest = ClientTable(num_clients, params.numel(), dtype=params.dtype, device=params.device)  # g_i
         self.average = torch.zeros_like(params)  # gbar
         self._local = LocalTraining.from_config(cfg)
-        self._total: float | None = None
-        self._steps: np.ndarray | None = None  # Q_i per client (gradient=mean_step)
+        self._total = float(self.client_sizes.sum())  # n
+        self._steps = self._local.num_steps(np.asarray(self.client_sizes))  # Q_i per client (gradient=mean_step)
 
     def lr(self, version: int) -> float:
         """eta_t, the lr of rounds that start from model version t (clients and server alike)."""
         return self._local.lr_at(version)
 
     def add(self, upload: Upload) -> None:
-        if self._total is None:  # n and each client's local steps Q_i, once the engine has set client_sizes
-            self._total = float(self.client_sizes.sum())
-            self._steps = self._local.num_steps(np.asarray(self.client_sizes))
         gradient = upload.vector / self.lr(upload.version)  # App. E: accumulated update / lr
         if self.cfg.gradient == "mean_step":
             gradient /= float(self._steps[upload.client])

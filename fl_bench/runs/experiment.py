@@ -87,11 +87,12 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     placement = place(device, cfg.vmap_clients, cfg.cuda_graphs, model, per_example)
     device = placement.device
     data, task = data.to(device), task.to(device)
-    trainer = ClientTrainer(task, data, local, vmap=placement.batched, chunk=cfg.vmap_chunk, graphs=placement.graphs,
-                            precision=cfg.precision)
-    server = build(cfg.algorithm, trainer.flat.clone(), data.num_clients)
-    server.client_sizes = data.sizes  # n_i of every client (p_i = n_i / n: FedLaAvg, HFL)
-    trainer.update = server.local_update()  # the algorithm's client step rule (FedGBO's U, MFL's moving state)
+    # The initial model, flat in the trainer's layout (every trainable parameter, in module order).
+    initial = torch.cat([p.detach().reshape(-1) for p in task.parameters() if p.requires_grad])
+    server = build(cfg.algorithm, initial, data.num_clients, client_sizes=data.sizes)
+    # The clients step with the algorithm's rule (FedGBO's U, MFL's moving state).
+    trainer = ClientTrainer(task, data, local, vmap=placement.batched, chunk=cfg.vmap_chunk, update=server.local_update(),
+                            graphs=placement.graphs, precision=cfg.precision)
     population = ClientPopulation(data.sizes, build(cfg.availability, data))
     delays = build(cfg.speed, cfg.delay, data)
     selection = build(cfg.selection, population, delays.client_means())

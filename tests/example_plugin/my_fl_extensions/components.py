@@ -27,8 +27,8 @@ class TrimmedFedAvg(ServerAlgorithm):
 
     step_policy = Rounds
 
-    def __init__(self, cfg, params, num_clients):
-        super().__init__(cfg, params, num_clients)
+    def __init__(self, cfg, params, num_clients, client_sizes=None):
+        super().__init__(cfg, params, num_clients, client_sizes)
         self.deltas: list[torch.Tensor] = []
 
     def add(self, upload):
