@@ -17,13 +17,35 @@ from typing import Any
 import numpy as np
 import torch
 from omegaconf import OmegaConf
-from tqdm.auto import tqdm
 
 from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.algorithms.synchronous import CentralizedConfig
+from fl_bench.clients.costs import example_flops, trip_flops
+from fl_bench.clients.hardware import Placement, place, resolve_device
+from fl_bench.clients.local_update import LocalTraining
+from fl_bench.clients.task import TASKS, ClassificationTask
+from fl_bench.clients.trainer import ClientTrainer
+from fl_bench.data import FederatedData, build_dataset
+from fl_bench.data.partition import LabelGroupsPartitionConfig
+from fl_bench.engine.population import ClientPopulation
+from fl_bench.engine.protocol import Rounds, build_protocol
+from fl_bench.engine.simulator import Progress, Simulator
+from fl_bench.errors import ConfigError, DivergenceError
+from fl_bench.models import build_model
+from fl_bench.numerics import describe as describe_numerics
+from fl_bench.numerics import kernels, require_portable_process
+from fl_bench.runs.callbacks import (
+    Callback,
+    Checkpointing,
+    CsvLog,
+    PrivacyAccounting,
+    ProgressBar,
+    StragglerAccuracy,
+    Target,
+    WeightShares,
+)
 from fl_bench.runs.checkpoint import (
     CHECKPOINT,
-    CheckpointSchedule,
     load_checkpoint,
     remove_checkpoint,
     remove_partial_checkpoints,
@@ -31,27 +53,11 @@ from fl_bench.runs.checkpoint import (
     save_verified,
     set_rng_states,
 )
-from fl_bench.clients.local_update import LocalTraining
-from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.runs.config import NOT_RESULT_KEYS, Config
-from fl_bench.clients.costs import example_flops, trip_flops
-from fl_bench.data import FederatedData, build_dataset
-from fl_bench.data.partition import LabelGroupsPartitionConfig
-from fl_bench.engine.delays import StragglerDelays
-from fl_bench.engine.population import ClientPopulation
-from fl_bench.engine.protocol import Rounds, build_protocol
-from fl_bench.engine.simulator import Progress, Simulator
-from fl_bench.errors import ConfigError, DivergenceError
-from fl_bench.runs.fairness import accuracy_by_group, client_groups, jain_index
-from fl_bench.clients.hardware import Placement, place, resolve_device
 from fl_bench.runs.interrupt import STOP
-from fl_bench.models import build_model
-from fl_bench.numerics import describe as describe_numerics
-from fl_bench.numerics import kernels, require_portable_process
 from fl_bench.runs.run_dir import RunDirectory
 from fl_bench.runs.run_log import RunLog
 from fl_bench.schema import build
-from fl_bench.clients.task import TASKS, ClassificationTask
 
 logger = logging.getLogger(__name__)
 
@@ -152,27 +158,6 @@ def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device
     return PrivateAggregation(cfg.dp, server.params.numel(), plan["per_step"], sigma, cfg.seed, device)
 
 
-def _privacy_summary(cfg: Config, sim: Simulator, trips: dict[str, np.ndarray]) -> dict[str, Any]:
-    """epsilon spent by the steps taken (dp-accounting), and whether each client contributed at most
-    once per tree, which tree aggregation's single-epoch accounting assumes."""
-    privacy = sim.privacy
-    if privacy is None:
-        return {}
-    from fl_bench.privacy import epsilon
-
-    plan = dp_plan(cfg, len(sim.population))
-    spent = epsilon(privacy.mechanism, privacy.noise_multiplier, privacy.steps, cfg.dp.delta, plan["restart_every"],
-                    plan["num_clients"], plan["per_step"])
-    used = trips["client"][trips["used"] == 1]
-    most = int(np.bincount(used).max()) if len(used) else 0
-    if privacy.mechanism == "ftrl" and most > 1:
-        logger.warning("dp: a client uploaded %d times; the epsilon of single-epoch tree aggregation assumes at most "
-                       "once per tree (FedBuff: one pass over the clients): this run's dp_epsilon understates", most)
-    return {"dp_mechanism": privacy.mechanism, "dp_epsilon": spent, "dp_delta": cfg.dp.delta,
-            "dp_noise_multiplier": privacy.noise_multiplier, "dp_clip": privacy.clip,
-            "dp_max_participations": most}
-
-
 def _check_centralized(cfg: Config) -> None:
     """The pooled data is one client, always there: a schedule or selection of clients means nothing."""
     for group, allowed in (("availability", "always"), ("selection", "uniform"), ("speed", "none")):
@@ -182,55 +167,12 @@ def _check_centralized(cfg: Config) -> None:
                               f"pooled data (one client, always available); use {group}={allowed}")
 
 
-def group_weight_shares(cfg: Config, weight_by_client: np.ndarray) -> np.ndarray | None:
-    """Each label group's share of the aggregation weight so far (FedStaleWeight Sec. 6.2), from the
-    engine's per-client totals; None without label groups or logged weights."""
-    if not isinstance(cfg.partition, LabelGroupsPartitionConfig) or not weight_by_client.any():
-        return None
-    groups = client_groups(cfg.partition.clients_per_group)
-    return np.bincount(groups, weights=weight_by_client) / weight_by_client.sum()
-
-
-def _fairness(cfg: Config, weight_by_client: np.ndarray) -> dict[str, Any]:
-    """The summary's (and so W&B's) fairness: group weight shares and Jain's index of the clients' shares."""
-    shares = group_weight_shares(cfg, weight_by_client)
-    if shares is None:
-        return {}
-    return {"weight_share_by_group": shares.tolist(), "jain_index": jain_index(weight_by_client / weight_by_client.sum())}
-
-
-def _final_predictions(exp: Experiment) -> torch.Tensor | None:
-    """The final model's class for every validation example (None: a task without classes)."""
-    if exp.cfg.model.task != "classification":
-        return None
-    exp.trainer.load(exp.server.params)
-    with torch.no_grad():
-        exp.task.eval()
-        predicted = torch.cat([exp.task(x).argmax(-1) for x in exp.data.x_val.split(8192)])
-        exp.task.train()
-    return predicted
-
-
 def _accuracy_by_class(exp: Experiment, predicted: torch.Tensor | None) -> list[float]:
     if predicted is None:
         return []
     y = exp.data.y_val
     return [float((predicted[y == c] == c).float().mean()) if (y == c).any() else float("nan")
             for c in range(exp.data.num_classes)]
-
-
-def _accuracy_by_straggling(exp: Experiment, predicted: torch.Tensor | None) -> dict[str, Any]:
-    """With persistent stragglers (speed=stragglers), the final model's accuracy on the normal devices'
-    data and on the stragglers': whose data the model learned, where stragglers' updates come late or
-    are dropped. Absent under other speeds."""
-    delays = exp.simulator.delays
-    if predicted is None or not isinstance(delays, StragglerDelays):
-        return {}
-    data = exp.data
-    correct = (predicted == data.y_val).cpu().numpy().astype(float)
-    accuracy, basis = accuracy_by_group(correct, data.y_val.cpu().numpy(), data.val_offsets, data.y.cpu().numpy(),
-                                        data.offsets, {"normal": ~delays.straggler, "straggler": delays.straggler})
-    return {"final_val_accuracy_by_group": accuracy, "val_accuracy_by_group_basis": basis}
 
 
 def _server_step_knob(algorithm: Any) -> str:
@@ -242,90 +184,102 @@ def _server_step_knob(algorithm: Any) -> str:
     return ""
 
 
-def _shortfall_score(cfg: Config, best_accuracy: float | None) -> float:
-    shortfall = max(cfg.target_accuracy - (best_accuracy or 0.0), 0.0)
-    return cfg.max_trips * (1 + shortfall / cfg.target_accuracy)
-
-
-def _resolution(previous: list[Progress], crossing: Progress) -> int:
-    """How many trips the first evaluation at the target may lie after the true crossing: 0 when at
-    most one new model was made since the last evaluation (synchronous rounds evaluated at every
-    round: that model was evaluated), else the trips since that evaluation."""
-    if not previous or crossing.server_step - previous[0].server_step <= 1:
-        return 0
-    return crossing.trips - previous[0].trips
+def default_callbacks(cfg: Config, num_clients: int) -> list[Callback]:
+    """The callbacks every run of ``cfg`` has: the logs, fairness where clients form label groups,
+    the target, the progress bar, checkpoints, privacy accounting under DP, and accuracy per group
+    of devices where there are stragglers."""
+    callbacks: list[Callback] = [CsvLog()]
+    if isinstance(cfg.partition, LabelGroupsPartitionConfig):
+        callbacks.append(WeightShares(cfg.partition.clients_per_group))
+    callbacks += [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), ProgressBar(cfg.max_trips, cfg.progress),
+                  Checkpointing(cfg.checkpoint_every, cfg.checkpoint_minutes), StragglerAccuracy()]
+    if cfg.dp.name != "none":
+        plan = dp_plan(cfg, num_clients)
+        callbacks.append(PrivacyAccounting(cfg.dp.delta, plan["restart_every"], plan["per_step"]))
+    return callbacks
 
 
 class Run:
-    """One run's progress around the simulator: evaluations and the target, the logs, checkpoints."""
+    """One run around the simulator: it evaluates the global model when the loop asks, writes
+    checkpoints and restores them, and makes the summary; logs, the target, checkpoint scheduling,
+    the progress bar, fairness and privacy accounting hang on it as callbacks
+    (fl_bench.runs.callbacks), called in list order."""
 
-    def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any]):
+    def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback] = ()):
         self.cfg, self.run_dir, self.config = cfg, run_dir, config
-        self.reached: dict[str, float] = {}  # the first evaluation at the target
-        self.previous: list[Progress] = []  # the evaluation before the current one
+        self.extra_callbacks = list(callbacks)
+        self.callbacks: list[Callback] = []  # the defaults and the extra ones, once the objects are built
         self.resumed_at: list[int] = []  # client trips at which this run was resumed
         self.seconds_before = 0.0  # wall seconds of the run's earlier (interrupted) parts
         self.evaluated_since_resume = False  # a divergence before it names the checkpoint as a suspect
-        self.schedule = CheckpointSchedule(cfg.checkpoint_every, cfg.checkpoint_minutes)
+        self._predictions: tuple[torch.Tensor | None] | None = None
         self.exp: Experiment
         self.log: RunLog
-        self.bar: tqdm
+
+    def build(self) -> None:
+        """Every object of the run (bad input fails here) and its callbacks."""
+        self.exp = build_experiment(self.cfg, self.on_eval, self.between_events)
+        self.callbacks = default_callbacks(self.cfg, self.exp.data.num_clients) + self.extra_callbacks
 
     def on_eval(self, p: Progress) -> bool:
-        exp, cfg = self.exp, self.cfg
+        """The loop's evaluation hook: evaluate the global model, call the callbacks; True: stop."""
+        exp = self.exp
         exp.trainer.load(exp.server.params)
         loss, acc = exp.task.evaluate(exp.data.x_val, exp.data.y_val)
         if not math.isfinite(loss) or math.isinf(acc):  # NaN accuracy: a task without one
             raise DivergenceError(f"validation loss {loss}", trips=p.trips, server_step=p.server_step)
-        self.log.metrics(dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss,
-                              **exp.simulator.costs))
-        self.log.trips(exp.simulator.log.columns(), settled=exp.simulator.settled_trips())
-        self._log_weight_shares(p)
-        if acc >= cfg.target_accuracy and not self.reached:
-            self.reached.update(trips=p.trips, sim_time=p.sim_time, server_step=p.server_step,
-                                resolution=_resolution(self.previous, p))
-        self.previous[:] = [p]
+        row = dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss,
+                   **exp.simulator.costs)
+        stop = False
+        for callback in self.callbacks:
+            stop = bool(callback.on_evaluation(self, p, row)) or stop
         self.evaluated_since_resume = True
-        self.bar.update(min(p.trips, cfg.max_trips) - self.bar.n)
-        self.bar.set_postfix(acc=f"{acc:.3f}", step=p.server_step)
         logger.info("trips %d, server step %d, sim time %.2f: val accuracy %.4f, loss %.4f",
                     p.trips, p.server_step, p.sim_time, acc, loss)
-        return bool(self.reached) and cfg.stop_at_target
-
-    def _log_weight_shares(self, p: Progress) -> None:
-        """W&B: each label group's share of the aggregation weight so far, against trips (FedStaleWeight)."""
-        shares = group_weight_shares(self.cfg, self.exp.simulator.weight_by_client) if self.cfg.logger == "wandb" else None
-        if shares is None:
-            return
-        self.log.wandb_only({f"weight_share/group_{g}": float(share) for g, share in enumerate(shares)}, p.trips)
+        return stop
 
     def between_events(self) -> None:
-        version = self.exp.server.version
-        if self.schedule.due(version):
-            self.checkpoint()
-        if STOP.signal is not None:  # Ctrl-C / SIGTERM arrived during the last event
-            self.checkpoint()
-            STOP.raise_if_requested()
+        """The loop's hook after every event."""
+        for callback in self.callbacks:
+            callback.between_events(self)
 
     def checkpoint(self) -> None:
+        """Write a checkpoint: the simulator's state, the RNGs, the run's and every callback's state."""
         sim = self.exp.simulator
-        run = dict(reached=self.reached, previous=self.previous, rows=self.log.rows, resumed_at=self.resumed_at,
-                   seconds=self.seconds_before + time.perf_counter() - self.started, wandb_id=self.log.wandb_id)
+        run = dict(callbacks={callback.key: callback.state_dict() for callback in self.callbacks}, rows=self.log.rows,
+                   resumed_at=self.resumed_at, seconds=self.seconds_before + time.perf_counter() - self.started,
+                   wandb_id=self.log.wandb_id)
         save_checkpoint(self.run_dir / CHECKPOINT, self.config, sim.state_dict(), run)
-        self.log.trips(sim.log.columns())
-        self.schedule.done(sim.server.version)
+        for callback in self.callbacks:
+            callback.on_checkpoint(self)
         logger.info("checkpoint at trips %d, server step %d", sim.trips, sim.server.version)
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Go on from a checkpoint: the simulator's state, the RNGs, and this run's progress."""
+        """Go on from a checkpoint: the simulator's state, the RNGs, this run's and its callbacks'."""
         sim, run = self.exp.simulator, state["run"]
         sim.load_state_dict(state["simulator"])
         self.exp.server = sim.server
         set_rng_states(state["rng"])
-        self.reached, self.previous = run["reached"], run["previous"]
+        for callback in self.callbacks:
+            if callback.key in run["callbacks"]:
+                callback.load_state_dict(run["callbacks"][callback.key])
         self.resumed_at = [*run["resumed_at"], sim.trips]
         self.seconds_before = run["seconds"]
-        self.schedule.done(sim.server.version)
+
+    def final_predictions(self) -> torch.Tensor | None:
+        """The final model's class for every validation example (None: a task without classes),
+        computed once."""
+        if self._predictions is None:
+            exp = self.exp
+            predicted = None
+            if exp.cfg.model.task == "classification":
+                exp.trainer.load(exp.server.params)
+                with torch.no_grad():
+                    exp.task.eval()
+                    predicted = torch.cat([exp.task(x).argmax(-1) for x in exp.data.x_val.split(8192)])
+                    exp.task.train()
+            self._predictions = (predicted,)
+        return self._predictions[0]
 
     def execute(self, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
         cfg, exp, run_dir = self.cfg, self.exp, self.run_dir
@@ -337,10 +291,9 @@ class Run:
         logger.info("%s", exp.placement.describe())
         if cfg.progress:
             print(f"fl_bench: {exp.placement.describe()}", flush=True)
-        self.bar = tqdm(total=cfg.max_trips, unit="trip", disable=not cfg.progress, dynamic_ncols=True)
+        for callback in self.callbacks:
+            callback.on_start(self, checkpoint is not None)
         if checkpoint is not None:
-            self.log.trips(exp.simulator.log.columns(), settled=exp.simulator.settled_trips())
-            self.bar.update(min(exp.simulator.trips, cfg.max_trips))
             logger.info("resumed from the checkpoint at trips %d, server step %d", exp.simulator.trips, exp.server.version)
         status, diverged, simulate_start = "failed", {}, time.perf_counter()
         try:
@@ -363,10 +316,11 @@ class Run:
             status = "interrupted"
             raise
         finally:
-            self.bar.close()
             now = time.perf_counter()
             timing = dict(wall_seconds=self.seconds_before + now - self.started, simulate_seconds=now - simulate_start)
             summary = summarise(self, status, timing, diverged)
+            for callback in self.callbacks:
+                callback.on_end(self, status, summary)
             self.log.finish(exp.simulator.log.columns(), summary)
             if status in ("completed", "diverged"):  # final: nothing to resume
                 remove_checkpoint(run_dir / CHECKPOINT)
@@ -390,20 +344,22 @@ def config_digest(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | None = None,
+                   callbacks: list[Callback] = ()) -> dict[str, Any]:
     """Run ``cfg`` in ``run_dir``, or go on from the checkpoint there (``cfg.resume``). A run
     directory already holding this config's finished run is left as it is (its summary returned);
-    another config's finished run is replaced, another config's checkpoint refused."""
+    another config's finished run is replaced, another config's checkpoint refused. ``callbacks``
+    hang on the run after the default ones (fl_bench.runs.callbacks)."""
     run_dir = Path(run_dir)
     config = result_config(cfg)
-    run = Run(cfg, run_dir, config)
+    run = Run(cfg, run_dir, config, callbacks)
     directory = RunDirectory(run_dir)
     with directory.locked(), kernels(cfg.numerics, cfg.threads):
         try:
             finished = _finished_summary(directory, cfg, config)
             if finished is not None:
                 return finished
-            run.exp = build_experiment(cfg, run.on_eval, run.between_events)
+            run.build()
             checkpoint = _checkpoint_to_resume(directory, cfg, config, run.exp.trainer.device)
         except BaseException:
             directory.remove_if_fresh()  # bad input leaves no orphan run directory
@@ -435,12 +391,11 @@ def _checkpoint_to_resume(directory: RunDirectory, cfg: Config, config: dict[str
 
 
 def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[str, int]) -> dict[str, Any]:
-    cfg, exp, log, reached = run.cfg, run.exp, run.log, run.reached
+    """summary.json: the run's own keys, then each callback's."""
+    cfg, exp, log = run.cfg, run.exp, run.log
     sim, trips = exp.simulator, exp.simulator.log.columns()
     final = log.rows[-1] if log.rows else {}
-    best = max((row["val_accuracy"] for row in log.rows), default=None)
-    predicted = _final_predictions(exp)
-    return {
+    summary = {
         "status": status,  # completed | diverged | interrupted | failed
         # Where a NaN/Inf model (checked after every server step) or loss stopped the run.
         "diverged_at_trips": diverged.get("trips"),
@@ -451,13 +406,8 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "concurrency": cfg.concurrency,
         "final_val_accuracy": final.get("val_accuracy"),
         "final_val_loss": final.get("val_loss"),
-        "best_val_accuracy": best,  # FedGBO Table IV
         # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
-        "final_val_accuracy_by_class": _accuracy_by_class(exp, predicted),
-        # With stragglers: per group of devices ({"normal", "straggler"}), on their own rows or label mix.
-        **_accuracy_by_straggling(exp, predicted),
-        **_fairness(cfg, sim.weight_by_client),
-        **_privacy_summary(cfg, sim, trips),
+        "final_val_accuracy_by_class": _accuracy_by_class(exp, run.final_predictions()),
         "client_trips": sim.trips,
         "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": exp.server.version,
@@ -468,17 +418,6 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         # exact: the run stops at max_trips; whole rounds: a synchronous run ends on a whole round, so
         # client_trips may pass max_trips by up to one round's trips (over-selected ones included).
         "trip_budget": "whole rounds" if isinstance(exp.simulator.policy, Rounds) else "exact",
-        # Search objective (Optuna, W&B sweeps): trips to target, or the whole budget when missed.
-        "trips_to_target_or_budget": reached.get("trips", cfg.max_trips),
-        # The same, ranking the misses by how far they stayed from the target: budget * (1 + shortfall
-        # / target), in [budget, 2 budget]; a search of a dozen trials where most miss then still learns.
-        "trips_to_target_or_shortfall": reached.get("trips", _shortfall_score(cfg, best)),
-        "trips_to_target": reached.get("trips"),
-        "steps_to_target": reached.get("server_step"),  # rounds to target, for round-based papers (FedLaAvg Table 3)
-        # The true crossing lies in (trips_to_target - resolution, trips_to_target]: eval_every for
-        # asynchronous runs, 0 for rounds evaluated at every round (the grid is the rounds).
-        "trips_to_target_resolution": reached.get("resolution"),
-        "sim_time_to_target": reached.get("sim_time"),
         "sim_time": sim.now,
         "mean_client_time": sim.delays.mean(),  # FedBuff Table 6's unit of wall-clock time
         "mean_staleness": float(np.mean(trips["staleness"])) if len(sim.log) else 0.0,
@@ -506,3 +445,6 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "wandb_group": log.wandb_group,  # its group: the experiment preset (fl_bench.runs.run_log.run_labels)
         "config_digest": config_digest(run.config),  # equal for runs of one config (seed included)
     }
+    for callback in run.callbacks:
+        summary.update(callback.summary(run))
+    return summary
