@@ -58,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Experiment:
+    """Every object of one run, as :func:`build_experiment` builds them."""
+
     cfg: Config
     data: FederatedData
     task: ClassificationTask
@@ -272,6 +274,9 @@ class Run:
         self.bar: tqdm
 
     def on_eval(self, p: Progress) -> bool:
+        """The simulator's evaluation: score the global model on the validation split, log the metric
+        row and the settled trips, note the first crossing of the target. True means stop (target
+        reached with ``stop_at_target``); DivergenceError on a non-finite loss."""
         exp, cfg = self.exp, self.cfg
         exp.trainer.load(exp.server.params)
         loss, acc = exp.task.evaluate(exp.data.x_val, exp.data.y_val)
@@ -300,6 +305,8 @@ class Run:
         self.log.wandb_only({f"weight_share/group_{g}": float(share) for g, share in enumerate(shares)}, p.trips)
 
     def between_events(self) -> None:
+        """The simulator's hook between events, where its state is complete: checkpoint when due,
+        and after a stop signal checkpoint and raise KeyboardInterrupt."""
         version = self.exp.server.version
         if self.schedule.due(version):
             self.checkpoint()
@@ -308,6 +315,7 @@ class Run:
             STOP.raise_if_requested()
 
     def checkpoint(self) -> None:
+        """Save the simulator, the RNGs and this run's progress to ``checkpoint.pt``; flush trips.csv."""
         sim = self.exp.simulator
         run = dict(reached=self.reached, previous=self.previous, rows=self.log.rows, resumed_at=self.resumed_at,
                    seconds=self.seconds_before + time.perf_counter() - self.started, wandb_id=self.log.wandb_id)
@@ -328,6 +336,9 @@ class Run:
         self.schedule.done(sim.server.version)
 
     def execute(self, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
+        """Simulate to the end, from ``checkpoint`` if given, and write the logs and summary whatever
+        the outcome (a completed run also ``model.pt``; a completed or diverged one drops its
+        checkpoint). Returns the summary; DivergenceError and KeyboardInterrupt propagate."""
         cfg, exp, run_dir = self.cfg, self.exp, self.run_dir
         self.started = time.perf_counter()
         if checkpoint is not None:
@@ -381,6 +392,7 @@ _SUMMARY_LINE = ("final_val_accuracy", "client_trips", "server_steps", "trips_to
 
 
 def result_config(cfg: Config) -> dict[str, Any]:
+    """The config as plain containers: what the checkpoint, the digest and the logs record."""
     return OmegaConf.to_container(OmegaConf.structured(cfg))
 
 
@@ -435,6 +447,8 @@ def _checkpoint_to_resume(directory: RunDirectory, cfg: Config, config: dict[str
 
 
 def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[str, int]) -> dict[str, Any]:
+    """summary.json's contents for a run that ended with ``status`` (completed, diverged,
+    interrupted or failed)."""
     cfg, exp, log, reached = run.cfg, run.exp, run.log, run.reached
     sim, trips = exp.simulator, exp.simulator.log.columns()
     final = log.rows[-1] if log.rows else {}
