@@ -91,6 +91,7 @@ class CNN4(nn.Module):
         self.fc = nn.Linear(_flat_size(cfg.name, self.features, input_shape), num_classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The four conv blocks' output, flattened: the classifier's input."""
         for i, conv in enumerate(self.convs):
             x = self.pool(F.relu(self.norms[min(i, len(self.norms) - 1)](conv(x))))
         return x.flatten(1)
@@ -215,6 +216,8 @@ class _UnrollableRNN:
 
 
 class UnrollableLSTM(_UnrollableRNN, nn.LSTM):
+    """nn.LSTM that :func:`unrolled_rnns` can switch to explicit cell math (vmap-able)."""
+
     @staticmethod
     def _cell(gi, gh, h, c):
         i, f, g, o = (gi + gh).chunk(4, dim=-1)
@@ -223,6 +226,8 @@ class UnrollableLSTM(_UnrollableRNN, nn.LSTM):
 
 
 class UnrollableGRU(_UnrollableRNN, nn.GRU):
+    """nn.GRU that :func:`unrolled_rnns` can switch to explicit cell math (vmap-able)."""
+
     @staticmethod
     def _cell(gi, gh, h, c):
         (ir, iz, inew), (hr, hz, hnew) = gi.chunk(3, dim=-1), gh.chunk(3, dim=-1)
@@ -419,6 +424,7 @@ def logreg(
 def mlp(
     cfg: MLPConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
 ) -> nn.Module:
+    """Flatten, one hidden layer of ``hidden`` ReLU units, a linear layer to the classes."""
     return nn.Sequential(
         nn.Flatten(), nn.Linear(math.prod(input_shape), cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, num_classes)
     )
@@ -442,6 +448,10 @@ TASKS = ("classification", "mean_squared_error")
 
 @dataclass
 class ModelConfig:
+    """A model option (fl_bench.models): ``_target_`` builds the network from (cfg, input_shape,
+    num_classes, vocab); every option has the loss's L2 term, the task that scores the output and
+    the zero start."""
+
     name: str = MISSING
     # fl_bench.models class or function (cfg, input_shape, num_classes, vocab) -> nn.Module; see build()
     _target_: str = MISSING
@@ -468,11 +478,15 @@ class ScalarMeanConfig(ModelConfig):
 
 @schema("model", "logreg", logreg)
 class LogRegConfig(ModelConfig):
+    """model=logreg: multinomial logistic regression (HFL's convex model)."""
+
     pass
 
 
 @schema("model", "mlp", mlp)
 class MLPConfig(ModelConfig):
+    """model=mlp: one hidden layer of ``hidden`` ReLU units."""
+
     hidden: int = 64
 
     def __post_init__(self) -> None:

@@ -89,6 +89,7 @@ class TreeAggregator:
 
     @property
     def nodes_used(self) -> int:
+        """Nodes whose noise the current prefix sum carries (popcount of the steps added so far)."""
         return len(self.stack)
 
 
@@ -115,6 +116,9 @@ class PrivateAggregation:
         self.tree_steps: list[int] = []  # steps per tree (accounting)
 
     def aggregate(self, uploads: list[Upload], version: int, weight=lambda upload: 1.0) -> Upload:
+        """The private form of one server step of ``uploads``: each Delta clipped to L and weighted
+        by ``weight(upload)`` (ValueError outside [0, 1]), summed, divided by ``per_step`` and noised.
+        Returns the one Upload (client -1, model ``version``) that the server adds instead of them."""
         total = torch.zeros(self.size, device=self._noise.device)
         for upload in uploads:  # in the TEE: no one sees an unclipped Delta
             a = weight(upload)
@@ -199,11 +203,15 @@ def calibrate(mechanism: str, target_epsilon: float, steps: int, delta: float, r
 
 @dataclass
 class DPConfig:
+    """Differential privacy in the trusted aggregator (fl_bench.privacy): ``dp=<option>``."""
+
     name: str = MISSING
 
 
 @schema("dp", "none")
 class NoDPConfig(DPConfig):
+    """dp=none: no clipping, no noise; the server sees every upload."""
+
     pass
 
 

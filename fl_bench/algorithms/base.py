@@ -99,6 +99,8 @@ class ServerAlgorithm(ABC):
         """Take one upload of the coming server step."""
 
     def step(self) -> None:
+        """Apply the uploads added since the last step (at least one) to ``params`` in place and
+        advance ``version`` by one. Subclasses implement ``_step``, not this."""
         self._step()
         self.version += 1
 
@@ -139,6 +141,7 @@ class ServerOptimizerStep:
 
     @property
     def grad(self) -> torch.Tensor:
+        """The pseudo-gradient buffer, shaped like ``params``: write Dbar into it, then :meth:`step`."""
         return self._param.grad
 
     # A pickled Parameter drops its .grad (checkpoints pickle the server): carry it alongside.
@@ -151,6 +154,8 @@ class ServerOptimizerStep:
         self._param.grad = grad
 
     def step(self) -> None:
+        """One optimizer step of ``params`` in place with the pseudo-gradient in :attr:`grad`; the
+        optimizer's state (momentum, moments) carries over to the next step."""
         self._opt.step()
 
 

@@ -103,6 +103,9 @@ class FedAsync(ServerAlgorithm):
 
 @schema("algorithm", "fedbuff", FedBuff)
 class FedBuffConfig(AsyncConfig):
+    """FedBuff (Nguyen et al. 2022): a server step every K = ``buffer_size`` uploads, each scaled
+    by s(tau), with a server optimizer; App. B.2's sum reduction and Sec. 5's LR-norm by default."""
+
     buffer_size: int = 10  # K
     lr_norm: bool = True  # FedBuff Sec. 5
     reduction: str = "sum"  # FedBuff App. B.2: weighted sum of the buffered updates

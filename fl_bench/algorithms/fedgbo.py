@@ -137,6 +137,9 @@ class GlobalStatisticsConfig(SyncConfig):
 
 @schema("algorithm", "fedgbo", FedGBO)
 class FedGBOConfig(GlobalStatisticsConfig):
+    """FedGBO (Mills et al., Alg. 1): s fixed on clients; the server tracks the mean local gradient
+    it inverts from the mean update, so ``local_steps`` K must be set."""
+
     pass
 
     def __post_init__(self) -> None:
@@ -147,6 +150,8 @@ class FedGBOConfig(GlobalStatisticsConfig):
 
 @schema("algorithm", "mfl", MFL)
 class MFLConfig(GlobalStatisticsConfig):
+    """MFL (Liu et al. 2020): s moves with every local step; the server averages the clients' s."""
+
     pass
 
 

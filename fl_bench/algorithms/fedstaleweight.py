@@ -46,6 +46,8 @@ class FedStaleWeight(ServerAlgorithm):
         return value
 
     def raw_weight(self, expected: float) -> float:
+        """The unnormalised weight of an update whose client expects staleness ``expected``:
+        E b + 1 (``weight_rule=eq8``, eq. 8) or E + 1 (``alg1``, Alg. 1)."""
         if self.cfg.weight_rule == "eq8":
             return expected * self.cfg.buffer_size + 1.0  # eq. 8: (E[tau] b + 1) / n
         return expected + 1.0  # Alg. 1: (E[tau] + 1) / n

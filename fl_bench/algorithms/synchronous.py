@@ -46,6 +46,9 @@ class FedMAX(FedAvg):
 
 @schema("algorithm", "fedavg", FedAvg)
 class FedAvgConfig(SyncConfig):
+    """FedAvg (McMahan et al. 2017): synchronous rounds; the server steps with the examples-weighted
+    mean of the round's updates (``server_optimizer``: plain SGD unless chosen)."""
+
     pass
 
 
@@ -57,6 +60,9 @@ class FedAvgMConfig(SyncConfig):
 
 @schema("algorithm", "fedprox", FedProx)
 class FedProxConfig(SyncConfig):
+    """FedProx (Li et al. 2020): FedAvg with the proximal term (mu/2)||y - w||^2, mu = ``prox_mu``,
+    in the local objective."""
+
     prox_mu: float = 0.01  # 0 is FedAvg, FedProx's nested special case (a protocol's search must reach it)
 
 
@@ -69,6 +75,9 @@ class AdaptiveFedOptConfig(SyncConfig):
 
 @schema("algorithm", "fedmax", FedMAX)
 class FedMAXConfig(SyncConfig):
+    """FedMAX (Chen et al. 2020): FedAvg with alpha KL(U || softmax(a)), alpha = ``entropy_weight``,
+    in the local loss."""
+
     entropy_weight: float = 0.1
 
     def __post_init__(self) -> None:

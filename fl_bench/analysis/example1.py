@@ -43,6 +43,8 @@ def fedavg_trajectory(mu1: float, mu2: float, eta: float, period: int, x0: float
 
 
 def fedavg_limit(mu1: float, mu2: float, eta: float, period: int) -> float:
+    """X*, FedAvg's end-of-period point (Thm. 1; App. A, eq. 25): (mu_2 + q mu_1) / (1 + q) with
+    q = (1 - eta)^P."""
     q = (1 - eta) ** period
     return (mu2 + q * mu1) / (1 + q)
 
@@ -84,6 +86,8 @@ def simulate(algorithm: str, rounds: int, overrides: tuple[str, ...] = ()) -> np
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run both algorithms on the engine, print each one's largest gap to its closed form and write
+    ``<out>/fedlaavg_example1.png``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("results"))

@@ -22,6 +22,9 @@ from fl_bench.runs.fairness import client_groups, client_shares, jain_index, sha
 
 
 def run_rows(run_dir: Path, checkpoints: list[int]) -> tuple[dict, pd.DataFrame, np.ndarray]:
+    """One finished run's table row (group weight and update shares, Jain's index, group
+    accuracies, and the accuracy of the last evaluation by each aggregation count in
+    ``checkpoints``), its groups' weight shares over server steps, and each client's group."""
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
     summary = json.loads((run_dir / "summary.json").read_text())
     trips = pd.read_csv(run_dir / "trips.csv")
@@ -86,6 +89,8 @@ def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[i
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring): the finished runs under the paths, one method per
+    algorithm, into :func:`write_fairness`."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.fairness", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
     parser.add_argument("--name", default="fairness")

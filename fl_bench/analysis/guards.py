@@ -55,6 +55,8 @@ EDGE_FRACTION = 0.05  # of an interval's width (log width for log intervals)
 
 @dataclass(frozen=True)
 class Edge:
+    """A tuned value at the ``side`` ("lower" or "upper") edge of its searched range [low, high]."""
+
     study: str
     key: str
     value: float
@@ -331,6 +333,8 @@ def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str,
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line: print every edge of the given tuned settings; ``--markdown`` also writes them as
+    a table."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.guards", description=__doc__.splitlines()[0])
     parser.add_argument("tuned", nargs="+", type=Path, help="tuned settings, e.g. results/tuned/fedbuff_smoke/*.yaml")
     parser.add_argument("--markdown", type=Path, help="also write the edges as a table to this file")

@@ -274,6 +274,7 @@ def costs_table(runs: pd.DataFrame, metrics: pd.DataFrame, reference: str | None
 
 
 def costs_markdown(table: pd.DataFrame) -> str:
+    """:func:`costs_table` (with any paper columns) as a markdown table."""
     shown = pd.DataFrame({"method": table["method"]})
     shown["max accuracy (95% CI)"] = [f"{v:.2f} (± {c:.2f})" + (f" ({d} diverged)" if d else "")
                                       for v, c, d in zip(table["best_accuracy"], table["ci95"], table["diverged"])]
@@ -326,6 +327,8 @@ def privacy_markdown(table: pd.DataFrame, best: str | None) -> str:
 
 
 def plot_privacy(table: pd.DataFrame, path: Path) -> None:
+    """FedBuff Fig. 4: final accuracy against epsilon per private method (error bars: std over
+    seeds), non-private methods as horizontal lines; saved to ``path``."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for method, group in table[np.isfinite(table["epsilon"])].groupby("method"):
         ax.errorbar(group["epsilon"], group["final_accuracy"], yerr=group["final_std"], marker="o", capsize=3, label=method)
@@ -368,6 +371,8 @@ def compare_accuracy_with_paper(table: pd.DataFrame, arms: dict[str, dict], refe
 
 
 def accuracy_markdown(table: pd.DataFrame) -> str:
+    """:func:`best_accuracy_table` (with any paper columns) as a markdown table, accuracies as
+    mean ± std."""
     shown = table.copy()
     shown["best_accuracy"] = [f"{v:.2f} ± {sd:.2f}" + (f" ({d} diverged)" if d else "")
                               for v, sd, d in zip(table["best_accuracy"], table["best_std"], table["diverged"])]
@@ -431,6 +436,8 @@ def _direction(ratio: float, lower_bound: bool, paper: list) -> str:
 
 
 def markdown(table: pd.DataFrame) -> str:
+    """:func:`trips_to_target_table` (with any paper columns) as a markdown table: trips to the
+    target as mean ± std, or ">budget" where some seed missed it."""
     shown = table.copy()
     shown["trips_to_target"] = [
         f"{v:,.0f} ± {sd:,.0f}" if pd.notna(v) else f">{b:,}" + (f" ({d} diverged)" if d else "")
@@ -456,6 +463,8 @@ AXIS_LABELS = {"trips": "client trips", "sim_time": "simulated time", "server_st
 
 
 def plot_curves(metrics: pd.DataFrame, target: float, path: Path, xs: tuple[str, str] = ("trips", "sim_time")) -> None:
+    """Validation accuracy against each of the two metrics columns ``xs``, one line per method
+    (mean over seeds, a band from the lowest to the highest), the target dotted; saved to ``path``."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, x in zip(axes, xs):
         for method, group in metrics.groupby("method", sort=False):
@@ -475,6 +484,7 @@ def plot_curves(metrics: pd.DataFrame, target: float, path: Path, xs: tuple[str,
 
 
 def plot_staleness(trips: pd.DataFrame, path: Path) -> None:
+    """Histogram of the staleness of used uploads, per method; saved to ``path``."""
     fig, ax = plt.subplots(figsize=(6, 4))
     used = trips[trips["used"] == 1]
     bins = range(0, int(used["staleness"].max()) + 2)
@@ -487,6 +497,7 @@ def plot_staleness(trips: pd.DataFrame, path: Path) -> None:
 
 
 def machine() -> str:
+    """This machine in one line: CPU, cores, GPU, Python and torch versions (under every report)."""
     cpu = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
@@ -621,6 +632,8 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring): the report of run directories or a W&B project,
+    optionally published as a W&B Report."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.report", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="run or multirun directories")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B instead")

@@ -53,6 +53,9 @@ from fl_bench.errors import ConfigError
 
 @dataclass(frozen=True)
 class Arm:
+    """One row of a table: its ``label``, the study whose tuned setting it runs, and extra
+    ``overrides``."""
+
     label: str
     study: str
     overrides: tuple[str, ...]
@@ -81,6 +84,8 @@ class Protocol:
 
     @classmethod
     def of(cls, spec: dict) -> "Protocol":
+        """The sweep file's ``protocol``, checked against its studies (:meth:`check`); ValueError
+        naming what is missing or wrong."""
         if "protocol" not in spec:
             raise ValueError("the sweep file has no protocol: state its tuner, tuning and report seeds and verdict rule "
                              "before its runs (sweeps/fedbuff_smoke.yaml shows the fields)")
@@ -93,6 +98,10 @@ class Protocol:
         return protocol
 
     def check(self, studies: dict[str, dict]) -> None:
+        """ValueError unless ``studies`` follow the protocol: MIN_REPORT_SEEDS distinct report seeds; a
+        complete tuner (null only if no study names a space) with MIN_TRIALS trials and MIN_TUNING_SEEDS
+        tuning seeds, none a report seed; each tuned study's paper values and special case inside its
+        space, and special cases that form no cycle."""
         if len(set(self.report_seeds)) < self.MIN_REPORT_SEEDS:
             raise ValueError(f"protocol.report_seeds={list(self.report_seeds)}: at least {self.MIN_REPORT_SEEDS} distinct seeds")
         tuned = [name for name, study in studies.items() if "space" in study]
@@ -162,6 +171,10 @@ class Protocol:
 
 
 class Reproduction:
+    """One sweep file's reproduction: tune its studies, run its tables' arms on the report seeds,
+    write the tables. ``smoke``: the file's small workload, one seed, each table's reference arm,
+    no tuning."""
+
     def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = ()):
         self.spec = OmegaConf.to_container(OmegaConf.load(spec_path))
         self.protocol = Protocol.of(self.spec)
@@ -192,6 +205,7 @@ class Reproduction:
                 raise ValueError(f"study {name}: its special case does not run: {one_line(error)}") from error
 
     def tables(self, names: list[str]) -> dict[str, dict]:
+        """The tables named ``names`` (all when empty), by name; ValueError for an unknown one."""
         tables = self.spec["tables"]
         unknown = [n for n in names if n not in tables]
         if unknown:
@@ -199,6 +213,8 @@ class Reproduction:
         return {n: tables[n] for n in names or tables}
 
     def arms(self, table: dict) -> list[Arm]:
+        """The table's arms (with ``smoke`` only its reference arm); ValueError for an arm whose
+        study the file lacks."""
         arms = [Arm(label, a["study"], tuple(a.get("overrides", []))) for label, a in table["arms"].items()]
         for arm in arms:
             if arm.study not in self.spec["studies"]:
@@ -392,6 +408,7 @@ class Reproduction:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring); errors are one line (exit 2)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")

@@ -141,6 +141,8 @@ class StepGraph:
         self._graph: torch.cuda.CUDAGraph | None = None
 
     def step(self) -> None:
+        """One batched local step on the buffers' current contents: replays the CUDA graph (captured on
+        the first call), or runs eagerly without capture or when capture failed."""
         if not self.capture:
             return self._eager()
         if self._graph is None:

@@ -42,12 +42,16 @@ def resolve_device(name: str) -> torch.device:
 
 @dataclass(frozen=True)
 class Placement:
+    """Where and how a run trains (:func:`place`): the device, whether client trips are batched
+    and whether they step through CUDA graphs, and why ``auto`` chose so."""
+
     device: torch.device
     batched: bool  # vmap_clients
     graphs: bool  # cuda_graphs
     why: str  # the auto choices' reasons, for the run's first line
 
     def describe(self) -> str:
+        """One line for the run's start: device, batching and graphs, with the auto choices' reasons."""
         how = "batched client trips" if self.batched else "one client trip at a time"
         graphs = ", CUDA graphs" if self.graphs else ""
         return f"training on {self.device} with {how}{graphs}" + (f" ({self.why})" if self.why else "")

@@ -67,6 +67,7 @@ class LocalTraining:
 
     @classmethod
     def from_config(cls, cfg: ClientConfig) -> "LocalTraining":
+        """The settings of an algorithm config's client knobs (:class:`ClientConfig`)."""
         return cls(
             lr=cfg.client_lr,
             batch_size=cfg.batch_size,
@@ -79,6 +80,8 @@ class LocalTraining:
         )
 
     def num_steps(self, num_examples: np.ndarray) -> np.ndarray:
+        """Local steps of one trip per client, for an array of example counts n: ``steps`` (Q) if
+        fixed, else ``epochs * ceil(n / batch_size)``."""
         if self.steps is not None:
             return np.full_like(num_examples, self.steps)
         return self.epochs * -(-num_examples // self.batch_size)
@@ -105,6 +108,7 @@ class LocalTraining:
 
     @property
     def constant(self) -> bool:
+        """Whether the lr is the same for every model version (exponential schedule, decay 1)."""
         return self.schedule == "exponential" and self.decay == 1.0
 
     def _scale(self, version):
@@ -165,6 +169,9 @@ class LocalUpdate:
         lr: float | torch.Tensor,
         state: dict[str, list[torch.Tensor]],
     ) -> None:
+        """One local step: update ``params`` in place from ``grads`` (which it may overwrite), for one
+        trip or a batch (shapes in the class docstring). ``anchors`` and ``state`` are read only, except
+        the ``moving_keys`` entries of ``state``. Here: y <- y - lr (g + mu (y - y_0))."""
         self.add_proximal(params, grads, anchors)
         self.descend(params, grads, lr)
 

@@ -26,6 +26,9 @@ def max_entropy_gap(activations: torch.Tensor) -> torch.Tensor:
 
 
 class ClassificationTask(L.LightningModule):
+    """A model with its local objective (cross-entropy, plus the L2 and FedMAX terms when set)
+    and its evaluation (loss, accuracy); ``transform`` turns stored examples into model inputs."""
+
     def __init__(
         self,
         model: nn.Module,
@@ -68,9 +71,12 @@ class ClassificationTask(L.LightningModule):
         return x.long() if x.dtype in (torch.int32, torch.int16) else x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of stored examples ``x``, preprocessed for evaluation (no augmentation)."""
         return self.model(self.inputs(x, train=False))
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The objective of one training minibatch of stored examples (training-time augmentation
+        drawn from ``generator``; FedMAX's activations from this very forward)."""
         return self.objective(self.model(self.inputs(x, True, generator)), y, self.model.parameters(), features=self.features)
 
     def objective(self, logits, y, params, weights: torch.Tensor | None = None, features: torch.Tensor | None = None) -> torch.Tensor:
@@ -107,17 +113,20 @@ class ClassificationTask(L.LightningModule):
 
     # --- Lightning hooks (centralized training with a Trainer)
     def training_step(self, batch, batch_idx):
+        """Lightning: the batch's :meth:`loss`, logged as train_loss."""
         loss = self.loss(*batch)
         self.log("train_loss", loss)
         return loss
 
     def validation_step(self, batch, batch_idx):
+        """Lightning: log the batch's val_loss (cross-entropy) and val_accuracy."""
         x, y = batch
         logits = self(x)
         self.log("val_loss", F.cross_entropy(logits, y))
         self.log("val_accuracy", multiclass_accuracy(logits, y, num_classes=self.num_classes, average="micro"))
 
     def configure_optimizers(self):
+        """Lightning: SGD at ``lr`` over every parameter."""
         return torch.optim.SGD(self.parameters(), lr=self.lr)
 
 
@@ -127,6 +136,8 @@ class MeanSquaredErrorTask(ClassificationTask):
     accuracy: ``evaluate`` returns (validation objective, NaN)."""
 
     def objective(self, residuals, y, params, weights: torch.Tensor | None = None, features=None) -> torch.Tensor:
+        """1/2 r^2 of the model's outputs r = ``residuals``, averaged over the batch (or weighted per
+        example by ``weights``), plus the L2 regulariser; no FedMAX term."""
         squared = 0.5 * residuals.pow(2)
         loss = squared.mean() if weights is None else (squared * weights).sum()
         if self.weight_decay:
@@ -135,6 +146,8 @@ class MeanSquaredErrorTask(ClassificationTask):
 
     @torch.no_grad()
     def evaluate(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 8192) -> tuple[float, float]:
+        """(1/2 mean r^2 over ``x``, NaN): the validation objective without the L2 term, and no
+        accuracy."""
         return (0.5 * self.model(x).pow(2).mean()).item(), float("nan")
 
 

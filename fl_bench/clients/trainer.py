@@ -181,6 +181,7 @@ class ClientTrainer:
         return self.vmap and self.graphs and not augments and not update.moving_keys and not update.start_gradient
 
     def load(self, params: torch.Tensor) -> None:
+        """Copy the flat model ``params`` into the task's parameters."""
         self.flat.copy_(params)
 
     def train(

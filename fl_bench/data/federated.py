@@ -45,6 +45,10 @@ class Examples:
 
 @dataclass
 class FederatedData:
+    """A federated dataset: every client's training examples contiguous in ``x`` / ``y`` (client i
+    owns rows ``offsets[i]:offsets[i+1]``, at least one), ``sizes[i]`` their count, and the
+    validation split ``x_val`` / ``y_val``."""
+
     name: str
     x: torch.Tensor  # [N, ...] training examples, grouped by client
     y: torch.Tensor  # [N] int64 labels
@@ -73,6 +77,7 @@ class FederatedData:
 
     @property
     def num_clients(self) -> int:
+        """The number of clients C."""
         return len(self.sizes)
 
     @property
@@ -82,6 +87,7 @@ class FederatedData:
         return self.transform.output_shape(shape) if self.transform else shape
 
     def client(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Client i's training examples ``(x, y)``, zero-copy slices."""
         lo, hi = self.offsets[i], self.offsets[i + 1]
         return self.x[lo:hi], self.y[lo:hi]
 
@@ -92,6 +98,7 @@ class FederatedData:
                              self.num_classes, self.transform, self.vocab, val_offsets)
 
     def to(self, device: torch.device) -> "FederatedData":
+        """The same data with its tensors on ``device`` (offsets, transform and vocabulary shared)."""
         return FederatedData(
             self.name, self.x.to(device), self.y.to(device), self.offsets,
             self.x_val.to(device), self.y_val.to(device), self.num_classes, self.transform, self.vocab,

@@ -116,6 +116,7 @@ class LeafData:
         return len(self.users)
 
     def num_examples(self) -> int:
+        """The examples of all users together."""
         return sum(len(self.user_data[u]["y"]) for u in self.users)
 
 

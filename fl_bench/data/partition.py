@@ -57,19 +57,24 @@ def _take(array: np.ndarray, order: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- config entry points
 # Each takes (cfg, pool, num_classes), seeds its rng from cfg.seed and calls the pure splitter below.
 def natural_partition(cfg: NaturalPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=natural: one client per natural owner (:func:`natural`)."""
     return natural(pool)
 
 
 def label_groups_partition(cfg: LabelGroupsPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=label_groups: :func:`label_groups` with the config's groups and clients per group."""
     return label_groups(pool.y, cfg.groups, cfg.clients_per_group, np.random.default_rng(cfg.seed))
 
 
 def iid_partition(cfg: IIDPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=iid: :func:`iid` into ``num_clients`` clients."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     return iid(len(pool), cfg.num_clients, np.random.default_rng(cfg.seed))
 
 
 def dirichlet_partition(cfg: DirichletPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=dirichlet: :func:`dirichlet` with equal shares, or log-normal ones when
+    ``size_sigma`` > 0."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     rng = np.random.default_rng(cfg.seed)
     sizes = _deal(pool.y, cfg.num_clients) if cfg.size_sigma == 0 else _lognormal_shares(len(pool), cfg.num_clients, cfg.size_sigma, rng)
@@ -77,11 +82,13 @@ def dirichlet_partition(cfg: DirichletPartitionConfig, pool: Examples, num_class
 
 
 def one_class_partition(cfg: OneClassPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=one_class: :func:`one_class`."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     return one_class(pool.y, num_classes, cfg.num_clients, cfg.size_std, np.random.default_rng(cfg.seed))
 
 
 def two_labels_partition(cfg: TwoLabelsPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=two_labels: :func:`labels_per_client`."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     return labels_per_client(
         pool.y, num_classes, cfg.num_clients, cfg.labels_per_client, cfg.power_law_shape, np.random.default_rng(cfg.seed)
@@ -89,6 +96,7 @@ def two_labels_partition(cfg: TwoLabelsPartitionConfig, pool: Examples, num_clas
 
 
 def pachinko_partition(cfg: PachinkoPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=pachinko: :func:`pachinko` over the pool's coarse labels (refused without them)."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     if pool.coarse is None:
         raise ConfigError("partition=pachinko needs coarse labels (CIFAR-100): this dataset has none")
@@ -138,6 +146,7 @@ def _lognormal_shares(total: int, num_clients: int, sigma: float, rng: np.random
 
 
 def iid(num_examples: int, num_clients: int, rng: np.random.Generator) -> Partition:
+    """A random permutation dealt into ``num_clients`` near-equal shares (sizes differ by at most 1)."""
     order = rng.permutation(num_examples)
     return order, _deal(order, num_clients)
 

@@ -36,6 +36,9 @@ Prepared = tuple[Examples, Examples, Optional[list[str]]]  # train, test, vocabu
 
 @dataclass(frozen=True)
 class Download:
+    """One raw file of a source: fetched from ``url`` into ``filename`` (checked against ``md5``,
+    unpacked if ``extract``) unless what it ``provides`` is already in the raw directory."""
+
     url: str
     filename: str
     md5: str | None = None
@@ -48,6 +51,9 @@ class Download:
 
 @dataclass(frozen=True)
 class Source:
+    """How a real dataset is made: its number of classes, ``build`` (raw directory -> train, test,
+    vocabulary), its downloads and its image normalisation."""
+
     num_classes: int
     build: Callable[[RealDatasetConfig, Path], Prepared]  # raw directory -> arrays for the cache
     downloads: tuple[Download, ...] = ()
@@ -211,6 +217,7 @@ NEEDS_NO_PREPARE = ("digits",)
 
 
 def source_of(cfg: RealDatasetConfig) -> Source:
+    """The :class:`Source` that ``dataset.source`` names; ConfigError for an unknown one."""
     if cfg.source not in SOURCES:
         raise ConfigError(f"dataset.source={cfg.source!r} is not allowed: choose one of {', '.join(SOURCES)}")
     return SOURCES[cfg.source]
@@ -229,10 +236,14 @@ def origin_of(cfg: RealDatasetConfig) -> str | None:
 
 # ----------------------------------------------------------------------------- prepare
 def data_root(cfg: RealDatasetConfig) -> Path:
+    """``dataset.root`` with ``~`` expanded: raw files under ``raw/<source>/``, caches under
+    ``<source>/<tag>/``."""
     return Path(cfg.root).expanduser()
 
 
 def cache_dir(cfg: RealDatasetConfig) -> Path:
+    """This config's cache directory, ``<root>/<source>/<tag>``: the tag names every option the
+    cache depends on (LEAF's sampling, split and origin; MNIST-1D's size and seed)."""
     tag = "default"
     if isinstance(cfg, LeafConfig):
         tag = f"sf{cfg.fraction:g}_k{cfg.min_samples}_tf{cfg.train_fraction:g}_seed{cfg.sample_seed}-{cfg.split_seed}"
@@ -320,6 +331,9 @@ def _md5(path: Path) -> str:
 
 # ----------------------------------------------------------------------------- load
 def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> FederatedData:
+    """The FederatedData of a real dataset: its prepared cache (MNIST-1D generated on first use,
+    digits read from scikit-learn) with the evaluation options applied, split into clients by
+    ``partition_cfg``. DataMissingError naming the prepare command when there is no cache."""
     source = source_of(cfg)
     if cfg.source in NEEDS_NO_PREPARE:
         train, test, vocab = source.build(cfg, data_root(cfg))

@@ -47,21 +47,32 @@ class Availability(ABC):
             )
 
     @abstractmethod
-    def initial(self) -> np.ndarray: ...
+    def initial(self) -> np.ndarray:
+        """The availability mask before any change is applied: a bool array of ``num_clients``,
+        True where the client can be selected."""
 
     def next_change(self) -> float:
+        """The clock of the next change not yet popped; ``inf`` when none is left (the default:
+        a schedule that never changes)."""
         return math.inf
 
     def pop_change(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """Consume the next change: ``(clock, clients that become available, clients that become
+        unavailable)``, int arrays, in clock order. Call only while :meth:`next_change` is finite."""
         raise IndexError("no availability change left")
 
     @abstractmethod
-    def max_available(self) -> int: ...
+    def max_available(self) -> int:
+        """The most clients available at once over the whole schedule; the simulator refuses,
+        before the run, a step policy that needs more at once (and a schedule where this is 0)."""
 
     def window_end(self, client: int, t: float) -> float:
+        """When the availability window of ``client`` that is open at clock ``t`` closes (``inf``:
+        never); with ``on_unavailable=drop`` a trip started at ``t`` is cut there."""
         return math.inf
 
     def describe(self) -> str:
+        """A short label of the schedule for error messages (default: its option name)."""
         return self.name
 
 
@@ -228,6 +239,8 @@ class AvailabilityConfig:
 
 @schema("availability", "always", AlwaysAvailable)
 class AlwaysAvailableConfig(AvailabilityConfig):
+    """Every client available all the time (FedLaAvg's full client availability)."""
+
     pass
 
 

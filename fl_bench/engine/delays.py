@@ -27,10 +27,13 @@ class Delay(ABC):
     ``mean`` is the expected duration for such a client (sets the default arrival rate)."""
 
     @abstractmethod
-    def sample(self, rng: np.random.Generator, num_examples: int) -> float: ...
+    def sample(self, rng: np.random.Generator, num_examples: int) -> float:
+        """One trip duration (>= 0) for a client of ``num_examples`` examples, drawn with ``rng``."""
 
     @abstractmethod
-    def mean(self, num_examples: float) -> float: ...
+    def mean(self, num_examples: float) -> float:
+        """The expected duration for a client of ``num_examples`` examples. ``ClientDelays`` passes an
+        array of counts, so the result must be a float or an array that broadcasts over it."""
 
 
 class HalfNormalDelay(Delay):
@@ -47,6 +50,8 @@ class HalfNormalDelay(Delay):
 
 
 class UniformDelay(Delay):
+    """U(low, high), whatever the client's size."""
+
     def __init__(self, cfg):
         self.low, self.high = cfg.low, cfg.high
 
@@ -58,6 +63,8 @@ class UniformDelay(Delay):
 
 
 class ExponentialDelay(Delay):
+    """Exp(mean), whatever the client's size."""
+
     def __init__(self, cfg):
         self._mean = cfg.mean
 
@@ -82,6 +89,8 @@ class ExamplesExponentialDelay(Delay):
 
 
 class ConstantDelay(Delay):
+    """Every trip takes ``value``."""
+
     def __init__(self, cfg):
         self.value = cfg.value
 
@@ -105,6 +114,7 @@ class ClientDelays:
         self.laws, self.sizes, self.law_of, self.factor = laws, sizes, law_of, factor
 
     def sample(self, rng: np.random.Generator, client: int) -> float:
+        """One trip duration of ``client``: a draw from its law, times its speed factor."""
         law = self.laws[0] if self.law_of is None else self.laws[self.law_of[client]]
         duration = law.sample(rng, int(self.sizes[client]))
         return duration if self.factor is None else duration * float(self.factor[client])
@@ -138,6 +148,8 @@ class StragglerDelays(ClientDelays):
         self.round_time, self.per_trip = round_time, per_trip
 
     def sample(self, rng, client):
+        """The delay law's draw for ``client``, plus tau * round_time for a straggler (its fixed tau,
+        or one drawn per trip)."""
         duration = super().sample(rng, client)
         if not self.straggler[client]:
             return duration
@@ -145,6 +157,8 @@ class StragglerDelays(ClientDelays):
         return duration + tau * self.round_time
 
     def client_means(self):
+        """Each client's expected trip duration: the law's mean, plus E[tau] * round_time for a
+        straggler."""
         expected = (self.tau_max + 1) / 2 if self.per_trip else self.tau
         return super().client_means() + np.where(self.straggler, expected * self.round_time, 0.0)
 
@@ -220,6 +234,8 @@ class HalfNormalDelayConfig(DelayConfig):
 
 @schema("delay", "uniform", UniformDelay)
 class UniformDelayConfig(DelayConfig):
+    """delay=uniform: U(low, high), whatever the client's size."""
+
     low: float = 0.0
     high: float = 2.0
 
@@ -229,6 +245,8 @@ class UniformDelayConfig(DelayConfig):
 
 @schema("delay", "exponential", ExponentialDelay)
 class ExponentialDelayConfig(DelayConfig):
+    """delay=exponential: Exp(mean), whatever the client's size."""
+
     mean: float = 1.0
 
     def __post_init__(self) -> None:
@@ -247,6 +265,8 @@ class ExamplesExponentialDelayConfig(DelayConfig):
 
 @schema("delay", "constant", ConstantDelay)
 class ConstantDelayConfig(DelayConfig):
+    """delay=constant: every trip takes ``value``."""
+
     value: float = 1.0
 
     def __post_init__(self) -> None:
@@ -263,6 +283,8 @@ class SpeedConfig:
 
 @schema("speed", "none", no_speed)
 class NoSpeedConfig(SpeedConfig):
+    """speed=none: no persistent speeds; every client draws from the run's delay law."""
+
     pass
 
 

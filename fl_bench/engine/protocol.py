@@ -108,6 +108,11 @@ class StepPolicy(ABC):
 
 
 class BufferedAsync(StepPolicy):
+    """FedBuff's asynchronous protocol (Sec. 6, App. B.2): clients arrive at ``arrival_rate`` (null:
+    concurrency / mean trip duration) until ``concurrency`` trips are in flight, a finished trip is
+    replaced at once (or when a client becomes available), and the server steps every
+    ``buffer_size`` uploads. Each trip counts as it ends."""
+
     knobs = ("buffer_size",)
 
     @classmethod
@@ -166,6 +171,11 @@ class BufferedAsync(StepPolicy):
 
 
 class Rounds(StepPolicy):
+    """Synchronous rounds (module docstring): a round starts ``round_size`` = ceil((1 + over_selection)
+    cohort) trips on one model version, or every available client with ``takes_all``; it closes when
+    ``cohort`` of its uploads are in, all its trips are over, or at its ``deadline`` (only then with
+    ``fixed_rounds``); the server then steps once and the round's trips count."""
+
     knobs = ("cohort", "over_selection", "deadline", "late_uploads", "fixed_rounds")
 
     @classmethod

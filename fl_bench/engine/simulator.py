@@ -44,11 +44,20 @@ class Server(Protocol):
     upload_keys: tuple[str, ...]
     step_weights: list[float] | None
 
-    def broadcast(self) -> Broadcast: ...
-    def upload_nbytes(self) -> int: ...
-    def add(self, upload: Upload) -> None: ...
-    def step(self) -> None: ...
-    def private_weight(self, upload: Upload) -> float: ...
+    def broadcast(self) -> Broadcast:
+        """The current model version as clients download it."""
+
+    def upload_nbytes(self) -> int:
+        """Bytes one upload carries."""
+
+    def add(self, upload: Upload) -> None:
+        """Take one upload of the coming server step."""
+
+    def step(self) -> None:
+        """Apply the added uploads to ``params`` and advance ``version``."""
+
+    def private_weight(self, upload: Upload) -> float:
+        """Under DP: this upload's weight in the private step, in [0, 1]."""
 
 
 class Trainer(Protocol):
@@ -63,6 +72,8 @@ class Trainer(Protocol):
 
 @dataclass
 class Progress:
+    """Where the run stands at an evaluation (what ``on_eval`` gets)."""
+
     trips: int  # client trips counted so far (synchronous: the trips of closed rounds)
     server_step: int
     sim_time: float
@@ -70,6 +81,9 @@ class Progress:
 
 @dataclass(eq=False)
 class Trip:
+    """The loop's record of one client trip: its client, the model version it downloaded, when it
+    runs, whether it was cut short, and its upload row and trip-log row."""
+
     __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row", "log_row")
     id: int
     client: int
@@ -96,6 +110,8 @@ class UploadRows:
         self._free = list(range(len(self.data) - 1, -1, -1))
 
     def take(self) -> int:
+        """A free row of :attr:`data`, doubling the buffer when none is left; the caller holds it until
+        :meth:`release`."""
         if not self._free:
             old = self.data
             self.data = old.new_empty(2 * len(old), old.shape[1])
@@ -104,10 +120,15 @@ class UploadRows:
         return self._free.pop()
 
     def release(self, row: int) -> None:
+        """Hand ``row`` back for reuse."""
         self._free.append(row)
 
 
 class Simulator:
+    """The event loop of one run (module docstring). The step ``policy`` decides when trips start and
+    when the server steps; the loop runs until ``max_trips`` trips (or ``max_steps`` server steps) are
+    counted or ``on_eval``, called every ``eval_every`` counted trips, returns True."""
+
     def __init__(
         self,
         *,
@@ -193,6 +214,8 @@ class Simulator:
         return {name: value for name, value in vars(self).items() if name not in self._NOT_STATE}
 
     def load_state_dict(self, state: dict) -> None:
+        """Take the state of :meth:`state_dict` (the trainer and callbacks stay this simulator's);
+        then ``run(resume=True)`` goes on from it."""
         vars(self).update(state)
 
     # ------------------------------------------------------------------ the loop
@@ -239,9 +262,12 @@ class Simulator:
 
     # ------------------------------------------------------------------ for step policies
     def schedule_tick(self, time: float) -> None:
+        """Call the policy's ``on_tick`` at ``time`` (before trip ends at the same time)."""
         self._push(time, _TICK, self._next_seq(), None)
 
     def schedule_deadline(self, time: float, round_id: int) -> None:
+        """Call the policy's ``on_deadline(round_id)`` at ``time``, after trip ends at the same time
+        (an upload exactly at the deadline is on time)."""
         self._push(time, _DEADLINE, self._next_seq(), round_id)
 
     def wait_for_clients(self) -> None:
@@ -307,6 +333,7 @@ class Simulator:
         return min((trip.log_row for trip in self.buffer), default=len(self.log))
 
     def budget_spent(self) -> bool:
+        """Whether the counted trips reached ``max_trips`` or the server steps ``max_steps``."""
         return self.trips >= self.max_trips or (self.max_steps is not None and self.server.version >= self.max_steps)
 
     def evaluate_if_due(self, force: bool = False) -> bool:

@@ -44,15 +44,19 @@ class CheckpointSchedule:
         self._last_step, self._last_time = 0, time.monotonic()
 
     def due(self, server_step: int) -> bool:
+        """Whether a checkpoint is due at ``server_step``: ``every_steps`` server steps or
+        ``every_minutes`` of wall time since the last :meth:`done`."""
         if self.every_steps and server_step - self._last_step >= self.every_steps:
             return True
         return bool(self.every_minutes) and time.monotonic() - self._last_time >= 60 * self.every_minutes
 
     def done(self, server_step: int) -> None:
+        """A checkpoint was taken (or restored) at ``server_step``: both intervals start again."""
         self._last_step, self._last_time = server_step, time.monotonic()
 
 
 def rng_states() -> dict[str, Any]:
+    """The global torch, numpy and Python RNG states, and CUDA's once initialised."""
     states = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         states["cuda"] = torch.cuda.get_rng_state_all()
@@ -60,6 +64,7 @@ def rng_states() -> dict[str, Any]:
 
 
 def set_rng_states(states: dict[str, Any]) -> None:
+    """Restore the states of :func:`rng_states` (CUDA's where this process has a GPU)."""
     torch.set_rng_state(states["torch"])
     np.random.set_state(states["numpy"])
     random.setstate(states["python"])
@@ -68,10 +73,12 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 
 def digest_path(path: Path) -> Path:
+    """The digest file beside ``path``: ``<name>.sha256``."""
     return path.with_name(path.name + ".sha256")
 
 
 def sha256(path: Path) -> str:
+    """The hex SHA-256 of the file's bytes."""
     with open(path, "rb") as file:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
@@ -132,6 +139,8 @@ def load_verified(path: Path | str, map_location: Any = None, weights_only: bool
 
 
 def save_checkpoint(path: Path, config: dict[str, Any], simulator: dict[str, Any], run: dict[str, Any]) -> None:
+    """Save a resumable checkpoint atomically with its digest (:func:`save_verified`): the result
+    ``config``, the simulator's state_dict, the RNG states and the run's progress (``run``)."""
     state = {"format": FORMAT, "config": config, "simulator": simulator, "rng": rng_states(), "run": run}
     save_verified(state, path)
 

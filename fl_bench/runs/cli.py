@@ -116,11 +116,14 @@ def _check_optional_groups() -> None:
 
 
 def exit_with_error(error: BaseException) -> NoReturn:
+    """Print ``error`` as one ``fl_bench: error: ...`` line on stderr and exit 1."""
     print(f"fl_bench: error: {one_line(error)}", file=sys.stderr)
     sys.exit(1)
 
 
 def main() -> None:
+    """``python -m fl_bench``: the Hydra run, its errors printed as one line (exit 1); with
+    ``HYDRA_FULL_ERROR`` set, the full traceback."""
     if os.environ.get("HYDRA_FULL_ERROR"):  # the user asked for full tracebacks
         os.environ["FL_BENCH_TRACEBACK"] = "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"

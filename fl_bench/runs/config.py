@@ -38,6 +38,8 @@ WANDB_MODES = ("online", "offline", "disabled")
 
 @dataclass
 class WandbConfig:
+    """Where a ``logger=wandb`` run logs: the W&B project, entity and mode (``wandb.<key>``)."""
+
     project: str = "fl_bench"
     entity: Optional[str] = None
     # online | offline | disabled; WANDB_MODE in the environment wins. Online without an API key
@@ -50,6 +52,9 @@ class WandbConfig:
 
 @dataclass
 class Config:
+    """The root schema of a run: one option of every component group and the run's own knobs
+    (budget, evaluation, hardware, logging, checkpoints)."""
+
     dataset: DatasetConfig = MISSING
     partition: PartitionConfig = MISSING
     model: ModelConfig = MISSING

@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Experiment:
+    """Every object of one run, as :func:`build_experiment` builds them."""
+
     cfg: Config
     data: FederatedData
     task: ClassificationTask
@@ -282,6 +284,9 @@ class Run:
         return self._predictions[0]
 
     def execute(self, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
+        """Simulate to the end, from ``checkpoint`` if given, and write the logs and summary whatever
+        the outcome (a completed run also ``model.pt``; a completed or diverged one drops its
+        checkpoint). Returns the summary; DivergenceError and KeyboardInterrupt propagate."""
         cfg, exp, run_dir = self.cfg, self.exp, self.run_dir
         self.started = time.perf_counter()
         if checkpoint is not None:
@@ -335,6 +340,7 @@ _SUMMARY_LINE = ("final_val_accuracy", "client_trips", "server_steps", "trips_to
 
 
 def result_config(cfg: Config) -> dict[str, Any]:
+    """The config as plain containers: what the checkpoint, the digest and the logs record."""
     return OmegaConf.to_container(OmegaConf.structured(cfg))
 
 

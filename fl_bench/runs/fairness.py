@@ -54,6 +54,8 @@ def jain_index(values: np.ndarray) -> float:
 
 
 def client_shares(trips: pd.DataFrame, num_clients: int) -> np.ndarray:
+    """Each of ``num_clients`` clients' share of the total aggregation weight over the used
+    uploads (0 for a client that never uploaded)."""
     used = trips[(trips["used"] == 1) & trips["weight"].notna()]
     shares = used.groupby("client")["weight"].sum().reindex(range(num_clients), fill_value=0.0).to_numpy()
     return shares / shares.sum()

@@ -17,17 +17,23 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class StopRequest:
+    """The signal that asked the loop to stop, if any: inside :meth:`deferred` the first signal is
+    kept for :meth:`raise_if_requested`; any other raises KeyboardInterrupt at once."""
+
     def __init__(self) -> None:
         self.signal: int | None = None  # the signal that asked the loop to stop
         self.deferring = False  # inside the event loop: stop at the next event boundary
 
     def handle(self, signum, frame) -> None:
+        """The signal handler: keep the first signal while deferring, else raise KeyboardInterrupt."""
         if self.deferring and self.signal is None:
             self.signal = signum
             return
         raise KeyboardInterrupt(f"signal {signum}")
 
     def raise_if_requested(self) -> None:
+        """Raise KeyboardInterrupt if a kept signal is waiting (the loop calls this between
+        events, after a checkpoint)."""
         if self.signal is not None:
             raise KeyboardInterrupt(f"signal {self.signal}")
 

@@ -28,6 +28,9 @@ _HYDRA_ENTRIES = {"cli.log"}
 
 
 class RunDirectory:
+    """A run directory, held by one process at a time (:meth:`locked`) and removed again when the
+    run never started (:meth:`remove_if_fresh`)."""
+
     def __init__(self, path: Path):
         self.path = Path(path)
         # Holds nothing of an earlier run (at most what Hydra made for this one): removed again if
@@ -37,6 +40,8 @@ class RunDirectory:
 
     @contextmanager
     def locked(self) -> Iterator["RunDirectory"]:
+        """Hold the directory (made if missing) inside the block; ConfigError naming the holder when
+        another live process holds it."""
         self._lock()
         try:
             yield self
@@ -83,6 +88,7 @@ class RunDirectory:
             OmegaConf.save(config, self.path / ".hydra" / name)
 
     def summary(self) -> dict[str, Any] | None:
+        """The directory's summary.json, or None when there is none to read."""
         path = self.path / "summary.json"
         try:
             return json.loads(path.read_text())

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 
 class RunLog:
+    """A run's metrics.csv, trips.csv and summary.json (and its W&B run with ``logger=wandb``),
+    written as the run goes; ``rows``: the metric rows a resumed run keeps from its checkpoint."""
+
     def __init__(self, run_dir: Path, config: dict[str, Any], logger: str, wandb_cfg: WandbConfig,
                  rows: list[dict[str, float]] = (), wandb_id: str | None = None):
         self.run_dir = run_dir
@@ -42,13 +45,17 @@ class RunLog:
 
     @property
     def wandb_id(self) -> str | None:
+        """The W&B run's id (None without W&B): a resumed run continues that run."""
         return self._wandb.id if self._wandb is not None else None
 
     @property
     def wandb_group(self) -> str | None:
+        """The W&B run's group, the experiment preset (None without W&B)."""
         return self._wandb.group if self._wandb is not None else None
 
     def metrics(self, row: dict[str, float]) -> None:
+        """Append one evaluation's row (``METRIC_COLUMNS``) to metrics.csv, and to W&B at step
+        ``trips``."""
         self.rows.append(row)
         pd.DataFrame([row], columns=list(METRIC_COLUMNS)).to_csv(self._metrics_path, mode="a", header=False, index=False)
         if self._wandb is not None:
@@ -72,6 +79,8 @@ class RunLog:
         self._trips_written = total
 
     def finish(self, trips: dict[str, np.ndarray], summary: dict[str, Any]) -> None:
+        """Write the remaining trips and summary.json; with W&B, log the trips table and the summary
+        and finish the W&B run."""
         self.trips(trips)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         if self._wandb is not None:
@@ -108,6 +117,8 @@ def run_labels(config: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def has_wandb_credentials() -> bool:
+    """Whether W&B can log online: an API key or identity token in the environment, or a netrc
+    entry for the W&B host."""
     if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
         return True
     host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
