@@ -17,7 +17,7 @@ from fl_bench.runs.checkpoint import CHECKPOINT, load_verified, save_verified, s
 from fl_bench.runs.experiment import Run, run_experiment
 from fl_bench.runs.run_dir import RunDirectory
 from tests.conftest import compose_run_config
-from tests.test_cli import fl_bench
+from tests.runs.test_cli import fl_bench
 
 pytestmark = pytest.mark.slow  # runs killed and resumed against uninterrupted ones
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.test_cli import fl_bench
+from tests.runs.test_cli import fl_bench
 
 pytestmark = pytest.mark.slow  # golden runs, compared byte for byte
 
@@ -30,12 +30,12 @@ def test_same_config_and_seed_give_identical_runs(run_config, algorithm):
     ("fedavgm_over_selection", ["algorithm=fedavgm", "algorithm.over_selection=0.3"]),
 ])
 def test_results_identical_to_the_previous_engine(tmp_path, name, overrides):
-    """tests/golden/ holds metrics.csv and trips.csv of 4,000 trips of the default workload, written by
+    """tests/runs/golden/ holds metrics.csv and trips.csv of 4,000 trips of the default workload, written by
     the orchestrator before engine v2 (commit 04dcdc3) with numerics=portable's kernels (how:
-    tests/golden/README.md). With those kernels this engine must give the same bytes, on any x86-64
+    tests/runs/golden/README.md). With those kernels this engine must give the same bytes, on any x86-64
     CPU: the schedule (every trip's client, times, staleness) and every metric, compared exactly."""
     # vmap_clients=false: the golden runs trained one trip at a time (the batched path's Deltas equal
-    # those to float tolerance only, tests/test_batched.py)
+    # those to float tolerance only, tests/clients/test_batched.py)
     run_dir = tmp_path / name
     result = fl_bench("progress=false", "numerics=portable", *overrides, "max_trips=4000", "eval_every=500",
                       "vmap_clients=false", f"hydra.run.dir={run_dir}", cwd=tmp_path)

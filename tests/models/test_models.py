@@ -38,7 +38,7 @@ from fl_bench.models import (
 from fl_bench.runs.cli import CONFIG_DIR, one_line
 from fl_bench.runs.config import register_configs
 
-MODEL_DIR = Path(__file__).resolve().parents[1] / "conf" / "model"
+MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
 PAPER_MODELS = ["cnn4", "tutorial_cnn", "cnn_fedgbo", "char_gru", "char_lstm", "sent140_lstm", "bow_linear", "logreg_l2"]
 # "<n> [trainable] parameters on <shape>, <k> classes" in a YAML comment
 COUNT_RE = re.compile(r"([\d,]+) (trainable )?parameters on ([\dx]+), (\d+) classes")

@@ -239,7 +239,7 @@ def test_a_new_algorithm_is_one_class_and_one_yaml_file(tmp_path, run_config):
     (tmp_path / "conf" / "algorithm").mkdir(parents=True)
     (tmp_path / "conf" / "algorithm" / "latest_avg.yaml").write_text(
         "defaults:\n  - /schema/algorithm@_here_: fedavg\n  - _self_\n"
-        "name: latest_avg\n_target_: tests.test_engine.LatestAveraging\nclient_lr: 0.05\n"
+        "name: latest_avg\n_target_: tests.engine.test_engine.LatestAveraging\nclient_lr: 0.05\n"
     )
     summary, metrics, trips = run_config(f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "algorithm=latest_avg",
                                          "max_trips=400", "eval_every=200", "concurrency=20")

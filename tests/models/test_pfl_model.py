@@ -21,7 +21,7 @@ from fl_bench.data.sources import cache_dir
 from fl_bench.engine.messages import Broadcast
 from fl_bench.models import PflCNN, PflCNNConfig, build_model, count_parameters
 
-YAML = Path(__file__).resolve().parents[1] / "conf" / "model" / "cnn_pfl.yaml"
+YAML = Path(__file__).resolve().parents[2] / "conf" / "model" / "cnn_pfl.yaml"
 
 
 def closed_form(c: int, h: int, w: int, classes: int, c1: int = 32, c2: int = 64, hidden: int = 128) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def fl_bench(*overrides, cwd, env=None):

@@ -15,7 +15,7 @@ from fl_bench.clients.task import ClassificationTask, max_entropy_gap
 from fl_bench.clients.trainer import ClientTrainer, minibatch_plan
 from fl_bench.engine.messages import Broadcast, Upload
 from fl_bench.errors import ConfigError
-from tests.test_client import many_clients_data
+from tests.clients.test_client import many_clients_data
 
 OPTIMIZERS = [GlobalOptimizer("sgdm", 0.9), GlobalOptimizer("rmsprop", 0.9), GlobalOptimizer("adam", 0.9, 0.99)]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fl_bench.analysis.report import main as report_main
-from tests.test_cli import fl_bench
+from tests.runs.test_cli import fl_bench
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from fl_bench.clients.task import ClassificationTask
 from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data.transforms import ImageTransform
 from fl_bench.engine.messages import Broadcast
-from tests.test_client import Preconditioned, many_clients_data
+from tests.clients.test_client import Preconditioned, many_clients_data
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]  # the CUDA case runs where a GPU is
 CLIENTS, SEEDS = [0, 1, 2, 3, 4, 2], [10, 11, 12, 13, 14, 99]

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from fl_bench.analysis.report import compare_with_paper
 from fl_bench.analysis.reproduce import Arm, Reproduction
 
-SPEC = Path(__file__).parents[1] / "sweeps" / "fedbuff_smoke.yaml"
+SPEC = Path(__file__).parents[2] / "sweeps" / "fedbuff_smoke.yaml"
 
 
 @pytest.mark.slow

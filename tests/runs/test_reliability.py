@@ -16,7 +16,7 @@ from fl_bench.runs.checkpoint import CHECKPOINT
 from fl_bench.runs.experiment import run_experiment
 from fl_bench.runs.interrupt import stop_signals_handled
 from tests.conftest import compose_run_config
-from tests.test_cli import fl_bench
+from tests.runs.test_cli import fl_bench
 
 pytestmark = pytest.mark.slow  # whole runs under faults and interrupts
 

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import load_runs, load_wandb_runs, trips_to_target_table, write_report
 from fl_bench.analysis.report import main as report_main
-from tests.test_cli import fl_bench
+from tests.runs.test_cli import fl_bench
 
 
 @pytest.fixture(scope="module")

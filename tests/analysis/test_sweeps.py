@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from hydra_plugins.fl_bench_optuna.optuna_sweeper import search_space, suggest
-from tests.test_cli import fl_bench
+from tests.runs.test_cli import fl_bench
 
 pytestmark = pytest.mark.slow  # Hydra multiruns and Optuna studies
 

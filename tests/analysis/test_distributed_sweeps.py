@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy
 
 from hydra_plugins.fl_bench_optuna.optuna_sweeper import open_study
-from tests.test_cli import fl_bench
+from tests.runs.test_cli import fl_bench
 
 pytestmark = pytest.mark.slow  # SLURM and PostgreSQL sweeps
 
