@@ -22,9 +22,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from stand_in import heavy_tailed_sizes, rss_mb, write_stand_in
 
-from fl_bench.cli import CONFIG_DIR
 from fl_bench.data import build_dataset
-from fl_bench.experiment import run_experiment
+from fl_bench.runs.cli import CONFIG_DIR
+from fl_bench.runs.experiment import run_experiment
 
 
 def main() -> None:

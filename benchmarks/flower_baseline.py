@@ -47,8 +47,8 @@ def export(out: str, overrides: list[str]) -> None:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from fl_bench.cli import CONFIG_DIR
     from fl_bench.data import build_dataset
+    from fl_bench.runs.cli import CONFIG_DIR
 
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
     defaults = [o for o in DEFAULT_OVERRIDES if o.split("=", 1)[0] not in given]

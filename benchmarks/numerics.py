@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fl_bench.report import machine
+from fl_bench.analysis.report import machine
 
 WORKLOADS = {
     "mlp, batched (the default run)": ["max_trips=10000"],

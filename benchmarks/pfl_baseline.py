@@ -40,7 +40,7 @@ fl_bench's initial model (``check_init`` in the npz). A callback stamps the end 
 iteration; the steady-state rate is over rounds 2..R, ``cohort * (R - 1) / (t_R - t_1)``
 (round 1 warms up and evaluates the users).
 
-``run-fl-bench`` runs ``fl_bench.experiment.run_experiment`` on the exported stand-in as
+``run-fl-bench`` runs ``fl_bench.runs.experiment.run_experiment`` on the exported stand-in as
 ``benchmarks/throughput.py``'s ``measure`` does (its ``compose_config``, with the npz's overrides
 registered as a workload): ``algorithm=fedavg``, ``concurrency`` = cohort, ``max_trips = cohort *
 rounds``, ``eval_every = max_trips`` (evaluations only at the start and the end), ``vmap_clients``
@@ -95,7 +95,7 @@ def _compose(overrides: list[str]):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from fl_bench.cli import CONFIG_DIR
+    from fl_bench.runs.cli import CONFIG_DIR
 
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         return OmegaConf.to_object(compose("config", overrides=["progress=false", "eval_every=1000000", *overrides]))
@@ -113,9 +113,9 @@ def export(out: str, overrides: list[str], data_root: str | None) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from stand_in import write_stand_in
 
-    from fl_bench.client import ClientTrainer, minibatch_plan
+    from fl_bench.clients.trainer import ClientTrainer, minibatch_plan
     from fl_bench.engine.messages import Broadcast
-    from fl_bench.experiment import build_experiment
+    from fl_bench.runs.experiment import build_experiment
 
     root = str(Path(data_root or Path(out).resolve().parent / "data").resolve())
     overrides = _with_defaults(overrides)
@@ -226,9 +226,8 @@ def pfl_simple_cnn(input_shape: tuple[int, int, int], num_outputs: int, contiguo
 
 def _attach_loss(model, weight_decay: float) -> None:
     import torch
-    from torch.nn import functional as F
-
     from pfl.metrics import Weighted
+    from torch.nn import functional as F
 
     def loss(self, inputs, targets, eval=False):
         self.eval() if eval else self.train()
@@ -299,13 +298,12 @@ def _train_params(w: dict):
 def check_local_training(w: dict) -> dict:
     """pfl's update of the reference client against fl_bench's, with dropout (same torch seed) and without."""
     import torch
-    from torch import nn
-
     from pfl.algorithm import FederatedAveraging, NNAlgorithmParams
+    from pfl.common_types import Population
     from pfl.context import CentralContext
     from pfl.data.dataset import Dataset
     from pfl.model.pytorch import PyTorchModel
-    from pfl.common_types import Population
+    from torch import nn
 
     client = int(w["check_client"])
     lo, hi = int(w["offsets"][client]), int(w["offsets"][client + 1])
@@ -355,9 +353,8 @@ def check_local_training(w: dict) -> dict:
 
 def run_pfl(args: argparse.Namespace) -> None:
     began = time.perf_counter()
-    import torch
-
     import pfl
+    import torch
     from pfl.aggregate.simulate import SimulatedBackend
     from pfl.aggregate.weighting import WeightByUser
     from pfl.algorithm import FederatedAveraging, NNAlgorithmParams
@@ -478,7 +475,7 @@ def run_fl_bench(args: argparse.Namespace) -> None:
     import throughput
     from stand_in import rss_mb
 
-    from fl_bench.experiment import resolve_device, run_experiment
+    from fl_bench.runs.experiment import resolve_device, run_experiment
 
     with np.load(args.workload) as z:
         root, overrides = str(z["data_root"]), str(z["overrides"]).split()

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fl_bench.config import RealDatasetConfig
 from fl_bench.data.cache import save_prepared
 from fl_bench.data.federated import Examples
-from fl_bench.data.sources import cache_dir
+from fl_bench.data.sources import RealDatasetConfig, cache_dir
 
 
 def heavy_tailed_sizes(users: int, examples: int, rng: np.random.Generator) -> np.ndarray:

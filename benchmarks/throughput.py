@@ -8,7 +8,7 @@ For each workload and concurrency it measures
     per second of simulation;
 each in its own process, so the peak resident memory (VmHWM) is the cell's own.
 
-and fl_bench auto: ``vmap_clients`` left to fl_bench.hardware (what a run does by default), so
+and fl_bench auto: ``vmap_clients`` left to fl_bench.clients.hardware (what a run does by default), so
 the table shows that auto never picks the slower path.
 
 Workloads: ``logreg`` is the default synthetic dataset with logistic regression (60 features, 10
@@ -40,12 +40,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from stand_in import lognormal_sizes, rss_mb, write_stand_in
 
-from fl_bench.cli import CONFIG_DIR
+from fl_bench.analysis.report import machine
+from fl_bench.clients.task import ClassificationTask
 from fl_bench.data import build_dataset
-from fl_bench.experiment import resolve_device, run_experiment
 from fl_bench.models import build_model
-from fl_bench.report import machine
-from fl_bench.task import ClassificationTask
+from fl_bench.runs.cli import CONFIG_DIR
+from fl_bench.runs.experiment import resolve_device, run_experiment
 
 WORKLOADS = {
     "logreg": ["model=logreg"],

@@ -1,3 +1,15 @@
-"""fl_bench: asynchronous federated learning experiment suite."""
+"""fl_bench: asynchronous federated learning experiment suite.
+
+Packages by role, each depending only on those listed before it:
+
+- ``errors``, ``schema`` (how a component declares its config), ``numerics``: the shared base.
+- ``data``: datasets and partitions.  ``models``: the networks.
+- ``engine``: the discrete-event loop on a virtual clock, its step policies, the client population,
+  selection, availability, delays and speeds.
+- ``clients``: local training (the step rule, the trainers, the task, device placement, FLOPs).
+- ``algorithms``: the server algorithms.  ``privacy``: DP clipping, noise and accounting.
+- ``runs``: one run (``python -m fl_bench``): its config, build, simulation, logs and checkpoints.
+- ``analysis``: the papers' protocols, tables and plots (``python -m fl_bench.analysis.reproduce``).
+"""
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""Errors that reach the user as one line (see fl_bench.cli), never as a traceback."""
+"""Errors that reach the user as one line (see fl_bench.runs.cli), never as a traceback."""
 
 from __future__ import annotations
 

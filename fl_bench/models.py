@@ -1,4 +1,4 @@
-"""Model architectures (plain nn.Modules); fl_bench.task wraps them with loss and metrics.
+"""Model architectures (plain nn.Modules); fl_bench.clients.task wraps them with loss and metrics.
 
 ``build_model`` turns a model config into an ``nn.Module`` that maps a batch to logits
 ``[B, num_classes]``: it calls the class or function the config's ``_target_`` names with
@@ -12,7 +12,7 @@ other models. Input conventions (guaranteed by fl_bench.data):
 - Shakespeare: int64 ``[B, 80]`` indices into LEAF's 80-character alphabet.
 
 Parameters with ``requires_grad=False`` (the frozen GloVe embedding) and buffers are not trained
-and not federated: fl_bench.client flattens only trainable parameters.
+and not federated: fl_bench.clients.trainer flattens only trainable parameters.
 """
 
 from __future__ import annotations
@@ -20,27 +20,17 @@ from __future__ import annotations
 import math
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import torch
+from omegaconf import MISSING
 from torch import nn
 from torch.nn import functional as F
 
-from fl_bench.config import (
-    BagOfWordsConfig,
-    CharRNNConfig,
-    CNN4Config,
-    ConvPoolCNNConfig,
-    LogRegConfig,
-    MLPConfig,
-    ModelConfig,
-    PflCNNConfig,
-    Sent140LSTMConfig,
-    TutorialCNNConfig,
-    build,
-)
 from fl_bench.errors import ConfigError, DataMissingError
+from fl_bench.schema import build, choice, require, schema
 
 PAD_ID, UNK_ID = 0, 1  # Sent140 token ids fixed by the data layer; data words start at id 2
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
@@ -101,6 +91,7 @@ class CNN4(nn.Module):
         self.fc = nn.Linear(_flat_size(cfg.name, self.features, input_shape), num_classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The four conv blocks' output, flattened: the classifier's input."""
         for i, conv in enumerate(self.convs):
             x = self.pool(F.relu(self.norms[min(i, len(self.norms) - 1)](conv(x))))
         return x.flatten(1)
@@ -199,7 +190,7 @@ class PflCNN(nn.Module):
 class _UnrollableRNN:
     """An nn.LSTM / nn.GRU that can also run as explicit per-time-step cell math, a loop of
     linear ops that ``torch.func.vmap`` can batch (aten::lstm / aten::gru have no batching rule).
-    The fused kernel stays the default; ``unrolled_rnns`` switches to the loop while fl_bench.client
+    The fused kernel stays the default; ``unrolled_rnns`` switches to the loop while fl_bench.clients.trainer
     trains a batch of clients with vmap. Same parameters, same gate equations (torch.nn docs)."""
 
     unrolled = False
@@ -225,6 +216,8 @@ class _UnrollableRNN:
 
 
 class UnrollableLSTM(_UnrollableRNN, nn.LSTM):
+    """nn.LSTM that :func:`unrolled_rnns` can switch to explicit cell math (vmap-able)."""
+
     @staticmethod
     def _cell(gi, gh, h, c):
         i, f, g, o = (gi + gh).chunk(4, dim=-1)
@@ -233,6 +226,8 @@ class UnrollableLSTM(_UnrollableRNN, nn.LSTM):
 
 
 class UnrollableGRU(_UnrollableRNN, nn.GRU):
+    """nn.GRU that :func:`unrolled_rnns` can switch to explicit cell math (vmap-able)."""
+
     @staticmethod
     def _cell(gi, gh, h, c):
         (ir, iz, inew), (hr, hz, hnew) = gi.chunk(3, dim=-1), gh.chunk(3, dim=-1)
@@ -429,6 +424,7 @@ def logreg(
 def mlp(
     cfg: MLPConfig, input_shape: tuple[int, ...], num_classes: int, vocab: list[str] | None = None
 ) -> nn.Module:
+    """Flatten, one hidden layer of ``hidden`` ReLU units, a linear layer to the classes."""
     return nn.Sequential(
         nn.Flatten(), nn.Linear(math.prod(input_shape), cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, num_classes)
     )
@@ -445,3 +441,188 @@ def build_model(
             for parameter in model.parameters():
                 parameter.zero_()
     return model
+
+
+TASKS = ("classification", "mean_squared_error")
+
+
+@dataclass
+class ModelConfig:
+    """A model option (fl_bench.models): ``_target_`` builds the network from (cfg, input_shape,
+    num_classes, vocab); every option has the loss's L2 term, the task that scores the output and
+    the zero start."""
+
+    name: str = MISSING
+    # fl_bench.models class or function (cfg, input_shape, num_classes, vocab) -> nn.Module; see build()
+    _target_: str = MISSING
+    # L2 regularisation (weight_decay / 2) * ||w||^2 added to the loss (HFL: eps ||w||^2, eps = 1e-4).
+    weight_decay: float = 0.0
+    # What the model's output is scored by (fl_bench.clients.task.TASKS): classification (cross-entropy,
+    # accuracy) or mean_squared_error (no accuracy: val_accuracy is NaN).
+    task: str = "classification"
+    zero_init: bool = False  # every parameter 0 at the start (HFL: w_0 = 0)
+
+    def __post_init__(self) -> None:
+        require(self.weight_decay >= 0, "model.weight_decay", self.weight_decay, "must be >= 0")
+        choice("model.task", self.task, TASKS)
+
+
+@schema("model", "scalar_mean", ScalarMean)
+class ScalarMeanConfig(ModelConfig):
+    """One scalar parameter w estimating the data mean (FedLaAvg Example 1): the task is
+    mean_squared_error, 1/2 (w - x)^2 averaged over the batch; ``init`` is w_0."""
+
+    task: str = "mean_squared_error"
+    init: float = 0.0
+
+
+@schema("model", "logreg", logreg)
+class LogRegConfig(ModelConfig):
+    """model=logreg: multinomial logistic regression (HFL's convex model)."""
+
+    pass
+
+
+@schema("model", "mlp", mlp)
+class MLPConfig(ModelConfig):
+    """model=mlp: one hidden layer of ``hidden`` ReLU units."""
+
+    hidden: int = 64
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.hidden >= 1, "model.hidden", self.hidden, "must be >= 1")
+
+
+@schema("model", "cnn4", CNN4)
+class CNN4Config(ModelConfig):
+    """FedBuff's CelebA / CIFAR-10 CNN (App. B.1): LEAF's 4-layer CNN with GroupNorm in place of
+    BatchNorm; 4 x [conv kxk stride 1 - GroupNorm - ReLU - maxpool 2], dropout, linear."""
+
+    channels: int = 32
+    kernel_size: int = 3
+    padding: int = 2
+    dropout: float = 0.1
+    norm_groups: int = 32  # FLSim's SimpleConvNet: GroupNorm(32, 32), one channel per group
+    # false: one GroupNorm per conv (LEAF has one BatchNorm per conv); true: FLSim's single
+    # GroupNorm module reused after all four convs (its affine weights shared).
+    shared_norm: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        m = "model."
+        require(self.channels >= 1, m + "channels", self.channels, "must be >= 1")
+        require(self.kernel_size >= 1, m + "kernel_size", self.kernel_size, "must be >= 1")
+        require(self.padding >= 0, m + "padding", self.padding, "must be >= 0")
+        require(0 <= self.dropout < 1, m + "dropout", self.dropout, "must be in [0, 1)")
+        require(
+            self.norm_groups >= 1 and self.channels % self.norm_groups == 0,
+            m + "norm_groups", self.norm_groups, f"must be >= 1 and divide model.channels={self.channels}",
+        )
+
+
+@schema("model", "tutorial_cnn", TutorialCNN)
+class TutorialCNNConfig(ModelConfig):
+    """FedLaAvg: the PyTorch CIFAR-10 tutorial CNN (2 conv + 2 FC + linear)."""
+
+
+
+@schema("model", "cnn_fedgbo", ConvPoolCNN)
+class ConvPoolCNNConfig(ModelConfig):
+    """FedGBO CIFAR-100 / FEMNIST: conv3x3x32 - pool - conv3x3x64 - pool - FC512 - output."""
+
+    channels: list[int] = field(default_factory=lambda: [32, 64])
+    hidden: int = 512
+    padding: int = 0  # FedGBO's code (JedMills/FedGBO models.py): Conv2d(c_in, c_out, 3, 1), no padding
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(len(self.channels) >= 1 and min(self.channels) >= 1, "model.channels", self.channels, "need >= 1 entries, each >= 1")
+        require(self.hidden >= 1, "model.hidden", self.hidden, "must be >= 1")
+        require(self.padding >= 0, "model.padding", self.padding, "must be >= 0")
+
+
+@schema("model", "cnn_pfl", PflCNN)
+class PflCNNConfig(ModelConfig):
+    """pfl-research's CIFAR-10 benchmark CNN (simple_cnn): conv3x3x32 - conv3x3x64 - pool -
+    dropout - FC128 - dropout - output, Glorot-uniform weights."""
+
+    channels: list[int] = field(default_factory=lambda: [32, 64])
+    hidden: int = 128
+    conv_dropout: float = 0.25  # after the max-pool
+    hidden_dropout: float = 0.5  # after FC128's ReLU
+    glorot_init: bool = True  # xavier_uniform_ conv / linear weights (pfl); false: PyTorch's default init
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        m = "model."
+        require(len(self.channels) == 2 and min(self.channels) >= 1, m + "channels", self.channels,
+                 "needs 2 entries, each >= 1")
+        require(self.hidden >= 1, m + "hidden", self.hidden, "must be >= 1")
+        require(0 <= self.conv_dropout < 1, m + "conv_dropout", self.conv_dropout, "must be in [0, 1)")
+        require(0 <= self.hidden_dropout < 1, m + "hidden_dropout", self.hidden_dropout, "must be in [0, 1)")
+
+
+SENT140_EMBEDDINGS = ("glove", "random")
+RNN_CELLS = ("gru", "lstm")
+
+
+@schema("model", "char_rnn", CharRNN)
+class CharRNNConfig(ModelConfig):
+    """Next-character model (Shakespeare): embedding, stacked GRU/LSTM, linear over the vocabulary."""
+
+    cell: str = "gru"  # gru (FedGBO) | lstm (LEAF / HFL)
+    embed_dim: int = 8
+    hidden: int = 128
+    layers: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choice("model.cell", self.cell, RNN_CELLS)
+        require(self.embed_dim >= 1, "model.embed_dim", self.embed_dim, "must be >= 1")
+        require(self.hidden >= 1, "model.hidden", self.hidden, "must be >= 1")
+        require(self.layers >= 1, "model.layers", self.layers, "must be >= 1")
+
+
+@schema("model", "sent140_lstm", Sent140LSTM)
+class Sent140LSTMConfig(ModelConfig):
+    """FedBuff App. B.1 Sent140: frozen GloVe 300-d (top 10k words), 2-layer LSTM 100, FC 128, 2 outputs."""
+
+    # glove: frozen pretrained vectors, vocabulary = GloVe's vocab_size most frequent words;
+    # random: a trainable embedding over the data's vocab_size most frequent training words.
+    embedding: str = "glove"
+    glove_path: str = "${data_root}/glove/glove.6B.300d.txt"
+    vocab_size: int = 10000
+    embed_dim: int = 300
+    hidden: int = 100
+    layers: int = 2
+    fc: int = 128
+    max_len: int = 25
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        m = "model."
+        choice(m + "embedding", self.embedding, SENT140_EMBEDDINGS)
+        for key in ("vocab_size", "embed_dim", "hidden", "layers", "fc", "max_len"):
+            require(getattr(self, key) >= 1, m + key, getattr(self, key), "must be >= 1")
+        require(0 <= self.dropout < 1, m + "dropout", self.dropout, "must be in [0, 1)")
+
+
+BOW_VALUES = ("presence", "counts")
+
+
+@schema("model", "bow_linear", BagOfWordsLinear)
+class BagOfWordsConfig(ModelConfig):
+    """FedGBO Sent140: a linear model on the normalised presence vector of the vocab_size most
+    frequent training tokens."""
+
+    vocab_size: int = 5000
+    # presence: 1 per distinct top-vocab_size token in the text (FedGBO Sec. 5 text); counts: token
+    # counts (FedGBO's gen_sent140_vecs.py). Either way the vector is divided by its sum (L1).
+    values: str = "presence"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.vocab_size >= 1, "model.vocab_size", self.vocab_size, "must be >= 1")
+        choice("model.values", self.values, BOW_VALUES)

@@ -10,11 +10,15 @@ dp-accounting (RDP): single-epoch tree aggregation, or the Gaussian sampled with
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
+from omegaconf import MISSING
 
 from fl_bench.engine.messages import Upload
 from fl_bench.errors import ConfigError
+from fl_bench.schema import require, schema
 
 
 def clip_scale(vector: torch.Tensor, bound: float) -> float:
@@ -85,13 +89,16 @@ class TreeAggregator:
 
     @property
     def nodes_used(self) -> int:
+        """Nodes whose noise the current prefix sum carries (popcount of the steps added so far)."""
         return len(self.stack)
 
 
 class PrivateAggregation:
-    """The trusted aggregator: ``aggregate(uploads)`` -> one Upload holding the step's noised mean of
-    clipped Deltas, (1/K) sum_i Clip(Delta_i, L) + noise, K = ``per_step`` (the buffer size, or the
-    cohort). DP-SGD: noise N(0, (sigma L / K)^2) per step. DP-FTRL: the difference of consecutive
+    """The trusted aggregator: ``aggregate(uploads, version, weight)`` -> one Upload holding the
+    step's noised weighted mean of clipped Deltas, (1/K) sum_i a_i Clip(Delta_i, L) + noise, K =
+    ``per_step`` (the buffer size, or the cohort), a_i = ``weight(upload_i)`` <= 1 the algorithm's
+    own weight of that upload (``ServerAlgorithm.private_weight``: FedBuff's staleness s(tau)), so
+    one client moves the step by at most L / K whatever the others send. DP-SGD: noise N(0, (sigma L / K)^2) per step. DP-FTRL: the difference of consecutive
     noisy prefix sums of the tree (std sigma L / K per node), i.e. mean_t + (noise_t - noise_{t-1}):
     the model then holds the tree's noisy prefix sum (Alg. 1 lines 14-15, as TF Privacy's tree
     residual query); with ``restart_every`` a fresh tree every that many steps."""
@@ -108,10 +115,16 @@ class PrivateAggregation:
         self.steps = 0
         self.tree_steps: list[int] = []  # steps per tree (accounting)
 
-    def aggregate(self, uploads: list[Upload], version: int) -> Upload:
+    def aggregate(self, uploads: list[Upload], version: int, weight=lambda upload: 1.0) -> Upload:
+        """The private form of one server step of ``uploads``: each Delta clipped to L and weighted
+        by ``weight(upload)`` (ValueError outside [0, 1]), summed, divided by ``per_step`` and noised.
+        Returns the one Upload (client -1, model ``version``) that the server adds instead of them."""
         total = torch.zeros(self.size, device=self._noise.device)
         for upload in uploads:  # in the TEE: no one sees an unclipped Delta
-            total.add_(upload.vector, alpha=clip_scale(upload.vector, self.clip))
+            a = weight(upload)
+            if not 0 <= a <= 1:
+                raise ValueError(f"a private step's upload weight must be in [0, 1], got {a}")
+            total.add_(upload.vector, alpha=clip_scale(upload.vector, self.clip) * a)
         mean = total.div_(self.per_step)
         if self.mechanism == "dpsgd":
             mean.add_(self._noise.draw(self.size, self.std))
@@ -186,3 +199,63 @@ def calibrate(mechanism: str, target_epsilon: float, steps: int, delta: float, r
     except (ValueError, RuntimeError) as error:
         raise ConfigError(f"dp.target_epsilon={target_epsilon} is unreachable for {steps} steps at dp.delta={delta}: "
                           f"{str(error).splitlines()[0]}") from None
+
+
+@dataclass
+class DPConfig:
+    """Differential privacy in the trusted aggregator (fl_bench.privacy): ``dp=<option>``."""
+
+    name: str = MISSING
+
+
+@schema("dp", "none")
+class NoDPConfig(DPConfig):
+    """dp=none: no clipping, no noise; the server sees every upload."""
+
+    pass
+
+
+@dataclass
+class PrivateDPConfig(DPConfig):
+    """User-level DP in the trusted aggregator (FedBuff Alg. 1, lines marked DP, "in TEE"): every
+    upload's Delta is clipped to norm ``clip`` (L) before the server sees it, a step's clipped uploads
+    are averaged, and Gaussian noise calibrated to L / (uploads per step) is added; the server
+    algorithm only ever sees that noised mean. ``noise_multiplier`` sigma, or ``target_epsilon``:
+    sigma is calibrated by the accountant (dp-accounting) for the run's budget of steps."""
+
+    clip: float = 1.0
+    noise_multiplier: Optional[float] = 1.0
+    target_epsilon: Optional[float] = None  # set: sigma is calibrated for it (noise_multiplier ignored)
+    delta: float = 1e-7  # FedBuff Fig. 4
+
+    def __post_init__(self) -> None:
+        d = "dp."
+        require(math.isfinite(self.clip) and self.clip > 0, d + "clip", self.clip, "must be > 0")
+        require(self.noise_multiplier is None or self.noise_multiplier >= 0, d + "noise_multiplier",
+                 self.noise_multiplier, "must be >= 0 or null")
+        require(self.target_epsilon is None or self.target_epsilon > 0, d + "target_epsilon", self.target_epsilon, "must be > 0 or null")
+        require(self.target_epsilon is not None or self.noise_multiplier is not None, d + "noise_multiplier",
+                 self.noise_multiplier, "set it or dp.target_epsilon")
+        require(0 < self.delta < 1, d + "delta", self.delta, "must be in (0, 1)")
+
+
+@schema("dp", "ftrl")
+class FTRLConfig(PrivateDPConfig):
+    """DP-FTRL (Kairouz et al. 2021) as FedBuff Alg. 1 lines 14-15: the noise of each step's mean comes
+    from a binary tree over server steps (std sigma L / K per node), so the noise in the model after t
+    steps is that of the noisy prefix sum (log t nodes), not of t independent draws. ``restart_every``:
+    a fresh tree every that many steps (null: one tree for the run)."""
+
+    restart_every: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.restart_every is None or self.restart_every >= 1, "dp.restart_every", self.restart_every, "must be >= 1 or null")
+
+
+@schema("dp", "dpsgd")
+class DPSGDConfig(PrivateDPConfig):
+    """DP-SGD for synchronous rounds (McMahan et al. 2018): noise of std sigma L / cohort on each round's
+    mean, privacy amplified by sampling the fixed-size cohort uniformly without replacement from the N
+    clients (accounted as such, with dp-accounting's replace-one neighbouring relation)."""
+

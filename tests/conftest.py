@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from fl_bench.cli import CONFIG_DIR
+from fl_bench.runs.cli import CONFIG_DIR
 
 
 def compose_run_config(*overrides: str, config_dir: str = CONFIG_DIR):
@@ -26,7 +26,7 @@ def compose_config():
 @pytest.fixture
 def run_config(tmp_path):
     """Run a config in-process; returns (summary, metrics, trips) from the run directory it writes."""
-    from fl_bench.experiment import run_experiment
+    from fl_bench.runs.experiment import run_experiment
 
     def run(*overrides: str, name: str = "run"):
         run_dir = Path(tmp_path) / name

@@ -45,3 +45,31 @@ def test_no_import_cycles():
         TopologicalSorter(graph).prepare()
     except CycleError as error:
         raise AssertionError(f"import cycle: {' -> '.join(error.args[1])}") from None
+
+
+# The layers, lowest first: a module imports only from its own package and lower layers (a command's
+# ``__main__`` module may import anything: it is the top of its package).
+LAYERS = [("errors",), ("schema", "numerics"), ("data",), ("models",), ("engine",), ("clients",), ("algorithms", "privacy"),
+          ("runs",), ("analysis",)]
+RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
+
+
+def test_dependencies_point_down_the_layers():
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    upward = []
+    for path in paths:
+        source = module_name(path)
+        if source in ("fl_bench", "fl_bench.__main__") or source.endswith(".__main__"):
+            continue
+        for target in imports_of(path, modules):
+            mine, theirs = source.split(".")[1], target.split(".")[1]
+            if mine != theirs and RANK[theirs] >= RANK[mine]:
+                upward.append(f"{source} -> {target}")
+    assert not upward, "imports that point up (or across) the layers: " + ", ".join(upward)
+
+
+def test_every_package_says_what_belongs_in_it():
+    for init in PACKAGE.rglob("__init__.py"):
+        text = init.read_text()
+        assert text.lstrip().startswith('"""') and len(text.split('"""')[1]) > 80, f"{init} has no docstring"

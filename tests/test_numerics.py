@@ -10,10 +10,10 @@ import torch
 
 from fl_bench import numerics
 from fl_bench.errors import ConfigError
-from fl_bench.experiment import run_experiment
+from fl_bench.runs.experiment import run_experiment
 from tests.conftest import compose_run_config
-from tests.test_cli import fl_bench
-from tests.test_determinism import GOLDEN
+from tests.runs.test_cli import fl_bench
+from tests.runs.test_determinism import GOLDEN
 
 # What another machine would change: ATen's and OpenBLAS's kernels chosen for AVX2, MKL limited to
 # AVX2 (on an Intel CPU MKL otherwise picks AVX-512 code), and more threads.
@@ -22,7 +22,7 @@ AVX2_MACHINE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"
 
 
 def test_a_portable_run_on_an_emulated_avx2_machine_gives_the_golden_bytes(tmp_path):
-    # The first 2,000 trips of tests/golden/fedbuff_*.csv (a shorter run is a prefix of a longer one).
+    # The first 2,000 trips of tests/runs/golden/fedbuff_*.csv (a shorter run is a prefix of a longer one).
     run_dir = tmp_path / "run"
     result = fl_bench("progress=false", "numerics=portable", "max_trips=2000", "eval_every=500", "vmap_clients=false",
                       f"hydra.run.dir={run_dir}", cwd=tmp_path, env=AVX2_MACHINE)

@@ -3,6 +3,7 @@ DP-SGD's noise, the server seeing only the noised aggregate, and (epsilon, delta
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -113,11 +114,47 @@ def test_calibration_finds_the_noise_for_the_target_epsilon(mechanism, extra):
     assert epsilon(mechanism, sigma * 0.9, 600, 1e-7, **extra) > 6.0
 
 
+def test_a_private_step_keeps_fedbuffs_staleness_weights_by_hand():
+    from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
+
+    server = FedBuff(FedBuffConfig(staleness_exponent=0.5), torch.zeros(2), num_clients=2)
+    agg = PrivateAggregation(FTRL(), 2, per_step=2, noise_multiplier=0.0, seed=0, device=torch.device("cpu"))
+    fresh, stale = Upload(0, 3, 0, 1, torch.tensor([3.0, 4.0])), Upload(1, 0, 3, 1, torch.tensor([0.2, 0.0]))
+    out = agg.aggregate([fresh, stale], version=3, weight=server.private_weight)
+    # (1/K) (s(0) Clip((3, 4)) + s(3) (0.2, 0)) = ((0.6, 0.8) + (1 + 3)^-0.5 (0.2, 0)) / 2
+    torch.testing.assert_close(out.vector, torch.tensor([0.35, 0.4]))
+
+
+def test_staleness_weighting_changes_a_private_run(run_config):
+    # issue 30: under dp=ftrl the staleness exponent was inert (identical metrics for 0 and 3)
+    common = ("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=0.0", "dp.clip=100", "max_trips=300", "eval_every=100",
+              "concurrency=20")
+    _, flat, _ = run_config(*common, "algorithm.staleness_exponent=0.0", name="flat")
+    _, steep, _ = run_config(*common, "algorithm.staleness_exponent=3.0", name="steep")
+    _, plain, _ = run_config(*common[:1], *common[4:], "dp=none", "algorithm.staleness_exponent=3.0", name="plain")
+    assert not flat.val_loss.equals(steep.val_loss)
+    # clip 100 never binds and sigma = 0: the private step is FedBuff's own (sum reduction, uniform weights)
+    np.testing.assert_allclose(steep.val_loss, plain.val_loss, rtol=1e-4)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("algorithm=fedavgm",), "dp=ftrl is not allowed with algorithm.weighting=examples"),
+    (("algorithm=fedbuff", "algorithm.reduction=mean"), "dp=ftrl is not allowed with algorithm.reduction=mean and stale"),
+    (("algorithm=fedstaleweight",), "dp=ftrl is not allowed with algorithm=fedstaleweight: its aggregation has no private"),
+    (("algorithm=fedlaavg",), "dp=ftrl is not allowed with algorithm=fedlaavg: its aggregation has no private"),
+])
+def test_dp_refuses_weights_it_cannot_bound(compose_config, overrides, message):
+    from fl_bench.runs.experiment import build_experiment
+
+    with pytest.raises(ConfigError, match=message):
+        build_experiment(compose_config(*overrides, "dp=ftrl", "max_trips=200", "concurrency=20"), lambda p: False)
+
+
 def test_the_server_only_ever_sees_the_clipped_noised_aggregate(compose_config, monkeypatch):
     """Secure-aggregation semantics: with DP on, ServerAlgorithm.add gets one upload per step, not a
     client's, and (sigma = 0) its norm is at most L: no unclipped Delta reaches add or step."""
     from fl_bench.algorithms.buffered import FedBuff
-    from fl_bench.experiment import build_experiment
+    from fl_bench.runs.experiment import build_experiment
 
     seen = []
     add = FedBuff.add
@@ -132,9 +169,10 @@ def test_the_server_only_ever_sees_the_clipped_noised_aggregate(compose_config, 
 
 @pytest.mark.parametrize("override", ["selection=longest_absent", "availability=diurnal"])
 def test_dpsgd_refuses_cohorts_its_amplification_does_not_cover(compose_config, override):
-    from fl_bench.experiment import build_experiment
+    from fl_bench.runs.experiment import build_experiment
 
-    cfg = compose_config("algorithm=fedavgm", "dp=dpsgd", override, "max_trips=200", "concurrency=20")
+    cfg = compose_config("algorithm=fedavgm", "algorithm.weighting=uniform", "dp=dpsgd", override, "max_trips=200",
+                         "concurrency=20")
     with pytest.raises(ConfigError, match=r"dp=dpsgd is not allowed with selection=.*availability=.*uniformly"):
         build_experiment(cfg, lambda p: False)
 
@@ -143,7 +181,7 @@ def test_dp_runs_end_to_end_and_report_their_epsilon(run_config):
     summary, _, _ = run_config("algorithm=fedbuff", "dp=ftrl", "dp.target_epsilon=12", "max_trips=400", "eval_every=200",
                                "concurrency=20")
     assert summary["dp_mechanism"] == "ftrl" and summary["dp_epsilon"] == pytest.approx(12, rel=1e-2)
-    summary, _, _ = run_config("algorithm=fedavgm", "dp=dpsgd", "dp.noise_multiplier=1.0", "max_trips=400",
+    summary, _, _ = run_config("algorithm=fedavgm", "algorithm.weighting=uniform", "dp=dpsgd", "dp.noise_multiplier=1.0", "max_trips=400",
                                "eval_every=200", "concurrency=20", name="dpsgd")
     assert summary["dp_epsilon"] == pytest.approx(epsilon("dpsgd", 1.0, 20, 1e-7, num_clients=1000, per_step=20))
 
@@ -152,7 +190,7 @@ def test_the_privacy_table_finds_the_best_method_per_epsilon_and_compares_with_t
     import numpy as np
     import pandas as pd
 
-    from fl_bench.report import privacy_markdown, privacy_table
+    from fl_bench.analysis.report import privacy_markdown, privacy_table
 
     runs = pd.DataFrame({
         "algorithm": ["fedbuff", "fedbuff", "fedavgm", "fedavgm", "fedbuff"],

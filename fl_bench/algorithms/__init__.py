@@ -1,8 +1,12 @@
 """Server algorithms: how client uploads become server steps, one module per family.
 
-``buffered``: FedBuff and FedAsync (asynchronous); ``synchronous``: FedAvg, FedAvgM, FedProx.
-A new algorithm is one :class:`~fl_bench.algorithms.base.ServerAlgorithm` subclass plus one YAML
-file under ``conf/algorithm/`` whose ``_target_`` names it (see the README).
+``base``: the contract (``ServerAlgorithm``), the knobs every algorithm shares and those of each step
+policy (``AsyncConfig``, ``SyncConfig``), the server optimizers; ``buffered``: FedBuff and FedAsync;
+``synchronous``: FedAvg, FedAvgM, FedProx, FedMAX, AdaptiveFedOpt, centralized training; ``fedlaavg``;
+``hfl``; ``fedstaleweight``; ``fedgbo`` (FedGBO, MFL, Mimelite) with ``global_optimizer``
+(Table II's statistics); ``client_state``: per-client server state. Each config sits beside its
+class (``@schema``); a new algorithm, in or out of this package, is one class, one config and one
+YAML file (see the README).
 """
 
 from fl_bench.algorithms.base import ServerAlgorithm, staleness_scale

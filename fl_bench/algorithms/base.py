@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import ClassVar, Optional
 
 import numpy as np
 import torch
+from omegaconf import MISSING
 
 from fl_bench.algorithms.client_state import ClientState
-from fl_bench.client import LocalUpdate
+from fl_bench.clients.local_update import ClientConfig, LocalUpdate
 from fl_bench.engine.messages import Broadcast, Upload, tensor_bytes
+from fl_bench.engine.protocol import StepPolicy
 from fl_bench.errors import ConfigError
+from fl_bench.schema import choice, require, schema
 
 
 def staleness_scale(staleness: int, exponent: float) -> float:
@@ -36,17 +41,21 @@ class ServerAlgorithm(ABC):
     Per-client server state lives in :class:`ClientState` attributes so that its memory is reported.
     """
 
+    # When the server steps (fl_bench.engine.protocol): BufferedAsync (every buffer_size uploads) or
+    # Rounds (synchronous rounds); the algorithm's config carries that policy's knobs.
+    step_policy: ClassVar[type[StepPolicy]]
     upload: ClassVar[str] = "delta"
     # The last step's normalised weight of each upload, in add order, for an algorithm that defines
     # one (FedStaleWeight's alpha_j): the engine logs it in trips.csv's ``weight`` (fairness metrics).
     step_weights: list[float] | None = None
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes: np.ndarray | None = None):
+        """``cfg``: the algorithm's config; ``params``: the initial flat model, which the algorithm
+        owns and steps in place; ``client_sizes``: every client's training examples n_i (for weights
+        p_i = n_i / n over all clients: FedLaAvg, HFL), equal if not given. A run passes all four."""
         self.cfg = cfg
         self.params = params
         self.num_clients = num_clients
-        # Every client's training examples n_i (for weights p_i = n_i / n over all clients); equal if
-        # unknown. The engine sets it after construction, so a subclass's __init__ need not take it.
         self.client_sizes = np.ones(num_clients, dtype=np.int64) if client_sizes is None else np.asarray(client_sizes)
         self.version = 0  # server steps taken so far
 
@@ -55,7 +64,7 @@ class ServerAlgorithm(ABC):
         return Broadcast(self.version, self.params)
 
     def local_update(self) -> LocalUpdate:
-        """The clients' local step rule (fl_bench.client.LocalUpdate): SGD with FedProx's term by
+        """The clients' local step rule (fl_bench.clients.trainer.LocalUpdate): SGD with FedProx's term by
         default; FedGBO's family steps with its optimizer statistics."""
         return LocalUpdate(self.cfg.prox_mu)
 
@@ -68,11 +77,30 @@ class ServerAlgorithm(ABC):
         """Bytes one upload carries: Delta and each extra, parameter-sized (FedGBO Table I)."""
         return tensor_bytes([self.params]) * (1 + len(self.upload_keys))
 
+    def private_weight(self, upload: Upload) -> float:
+        """Under DP (fl_bench.privacy): this upload's weight in the step, which the trusted
+        aggregator applies to the clipped Delta before it sums, divides by K and noises the step.
+        It must depend on this upload alone and be at most 1, so that one client moves the step by
+        at most L / K, the sensitivity the accountant assumes. An algorithm whose weights cannot be
+        put so refuses DP in ``dp_check``."""
+        return 1.0
+
+    def dp_check(self, mechanism: str) -> None:
+        """Raise ConfigError (one line) unless this algorithm's steps can take the private form of
+        ``private_weight``; called once, before the run. DP clips and noises Delta and nothing else,
+        and the server then sees one aggregate, so an algorithm that keeps per-client state or
+        weights uploads by one another cannot. Default: refused; FedBuff and the FedAvg family allow it."""
+        raise ConfigError(f"dp={mechanism} is not allowed with algorithm={self.cfg.name}: its aggregation has no "
+                          f"private form (DP clips, weights by at most 1 and noises Delta: use a FedBuff- or "
+                          f"FedAvg-family algorithm)")
+
     @abstractmethod
     def add(self, upload: Upload) -> None:
         """Take one upload of the coming server step."""
 
     def step(self) -> None:
+        """Apply the uploads added since the last step (at least one) to ``params`` in place and
+        advance ``version`` by one. Subclasses implement ``_step``, not this."""
         self._step()
         self.version += 1
 
@@ -91,7 +119,7 @@ class ServerAlgorithm(ABC):
 
 class ServerOptimizerStep:
     """A torch.optim optimizer stepping ``params`` in place with a pseudo-gradient, built from
-    ``cfg.server_optimizer`` (fl_bench.config.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
+    ``cfg.server_optimizer`` (fl_bench.runs.config.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
     momentum, m <- beta m + Dbar, w <- w - lr m (torch's convention; FedBuff Alg. 1 line 12), or
     Nesterov's variant; adam, Adam with the configured betas and eps; rmsprop, v <- beta v +
     (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps)."""
@@ -113,6 +141,7 @@ class ServerOptimizerStep:
 
     @property
     def grad(self) -> torch.Tensor:
+        """The pseudo-gradient buffer, shaped like ``params``: write Dbar into it, then :meth:`step`."""
         return self._param.grad
 
     # A pickled Parameter drops its .grad (checkpoints pickle the server): carry it alongside.
@@ -125,4 +154,164 @@ class ServerOptimizerStep:
         self._param.grad = grad
 
     def step(self) -> None:
+        """One optimizer step of ``params`` in place with the pseudo-gradient in :attr:`grad`; the
+        optimizer's state (momentum, moments) carries over to the next step."""
         self._opt.step()
+
+
+SERVER_OPTIMIZERS = ("sgd", "momentum", "adam", "rmsprop")
+
+
+@dataclass
+class ServerOptimizerConfig:
+    """The server step of FedBuff and the FedAvg family, with the aggregate Dbar as pseudo-gradient
+    (fl_bench.algorithms.ServerOptimizerStep). A nested group: ``algorithm/server_optimizer=<name>``
+    chooses the option (conf/algorithm/server_optimizer/), ``algorithm.server_optimizer.lr=...`` sets
+    a knob."""
+
+    name: str = MISSING
+    lr: float = 1.0  # eta_g
+
+    def __post_init__(self) -> None:
+        o = "algorithm.server_optimizer."
+        option = "sgd" if type(self) is ServerOptimizerConfig else type(self).name  # the bare schema default is plain SGD
+        require(self.name == option, o + "name", self.name, "is set by the option: choose it with algorithm/server_optimizer=<name>")
+        require(math.isfinite(self.lr) and self.lr > 0, o + "lr", self.lr, "must be > 0")
+
+
+@schema("server_optimizer", "sgd")
+class SGDServerOptimizerConfig(ServerOptimizerConfig):
+    """Plain SGD: w <- w - lr * Dbar (FedAvg, FedBuff with beta = 0)."""
+
+
+
+@schema("server_optimizer", "momentum")
+class MomentumServerOptimizerConfig(ServerOptimizerConfig):
+    """SGD with momentum, torch's convention: m <- beta m + Dbar, w <- w - lr m (FedAvgM; FedBuff
+    Alg. 1 line 12); nesterov: w <- w - lr (Dbar + beta m)."""
+
+    momentum: float = 0.9  # beta
+    nesterov: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        o = "algorithm.server_optimizer."
+        require(0 <= self.momentum < 1, o + "momentum", self.momentum, "must be in [0, 1)")
+        require(not self.nesterov or self.momentum > 0, o + "nesterov", self.nesterov, "Nesterov needs momentum > 0")
+
+
+@schema("server_optimizer", "adam")
+class AdamServerOptimizerConfig(ServerOptimizerConfig):
+    """Adam (Kingma & Ba 2015) on the pseudo-gradient: FedAdam of Reddi et al. 2021 (FedGBO's
+    adaptive baselines use eps = 1e-3)."""
+
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])  # beta1, beta2
+    eps: float = 1e-8
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        o = "algorithm.server_optimizer."
+        require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), o + "betas", self.betas, "need [beta1, beta2], each in [0, 1)")
+        require(math.isfinite(self.eps) and self.eps > 0, o + "eps", self.eps, "must be > 0")
+
+
+@schema("server_optimizer", "rmsprop")
+class RMSPropServerOptimizerConfig(ServerOptimizerConfig):
+    """RMSProp on the pseudo-gradient (torch.optim.RMSprop, alpha = beta): v <- beta v + (1 - beta)
+    Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps) (FedGBO's AFO with RMSProp, eps = 1e-3)."""
+
+    beta: float = 0.9
+    eps: float = 1e-3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        o = "algorithm.server_optimizer."
+        require(0 <= self.beta < 1, o + "beta", self.beta, "must be in [0, 1)")
+        require(math.isfinite(self.eps) and self.eps > 0, o + "eps", self.eps, "must be > 0")
+
+
+def _schema_server_optimizer() -> ServerOptimizerConfig:
+    # Typed as the base schema, not SGDServerOptimizerConfig, so that any option can be composed
+    # over it (OmegaConf merges only subclasses of the node's type); the algorithm YAMLs choose the
+    # option in their defaults list. Left as it is (an algorithm YAML that chooses none), it is plain SGD.
+    return ServerOptimizerConfig(name="sgd")
+
+
+WEIGHTINGS = ("examples", "uniform")
+
+
+
+
+REDUCTIONS = ("sum", "mean")
+
+
+@dataclass
+class AlgorithmConfig(ClientConfig):
+    """Client training (``ClientConfig``) and aggregation knobs shared by every algorithm (FedBuff
+    Table 4)."""
+
+    name: str = MISSING
+    # The ServerAlgorithm class (fl_bench.algorithms); a new algorithm names its own.
+    _target_: str = MISSING
+    # --- server: how updates are weighted and combined (the server step is the algorithm's own:
+    # server_optimizer for FedBuff and the FedAvg family, mixing for FedAsync)
+    # examples: w_i = n_i / mean(n) over the buffer (mean 1) | uniform: w_i = 1 (FedBuff Table 7;
+    # Table 7's "LR-norm" arm is lr_norm=true with uniform weights).
+    weighting: str = "uniform"
+    reduction: str = "mean"  # sum: (1/K) sum s_i w_i D_i ; mean: sum s_i w_i D_i / sum s_i w_i
+    staleness_exponent: float = 0.5  # alpha in s(tau) = (1 + tau)^-alpha
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        a = "algorithm."
+        require(self.weighting != "lrnorm", a + "weighting", self.weighting,
+                "LR-norm is the client setting algorithm.lr_norm=true now; choose weighting examples or uniform")
+        choice(a + "weighting", self.weighting, WEIGHTINGS)
+        choice(a + "reduction", self.reduction, REDUCTIONS)
+        require(self.staleness_exponent >= 0, a + "staleness_exponent", self.staleness_exponent, "must be >= 0")
+
+
+LATE_UPLOADS = ("drop", "deliver")
+
+
+@dataclass
+class AsyncConfig(AlgorithmConfig):
+    """Buffered asynchronous protocol: up to `concurrency` trips in flight, a new client starts as
+    soon as one finishes, and the server steps every `buffer_size` uploads."""
+
+    buffer_size: int = 1  # K: uploads per server step
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.buffer_size >= 1, "algorithm.buffer_size", self.buffer_size, "must be a positive integer")
+
+
+@dataclass
+class SyncConfig(AlgorithmConfig):
+    """Synchronous rounds: the FedAvg family. A round starts its clients on one model version and
+    closes when `cohort` of its uploads are in, all of its trips are over, or its deadline passes."""
+
+    # Clients whose updates close a round; null means the run's concurrency.
+    cohort: Optional[int] = None
+    # Over-selection (Bonawitz et al. 2019): start ceil((1 + over_selection) * cohort) clients,
+    # keep the fastest `cohort`; the dropped trips still count as client trips.
+    over_selection: float = 0.0
+    # Close the round this long (virtual time) after it started, whatever is in (null: no deadline).
+    deadline: Optional[float] = None
+    # Rounds of exactly `deadline`: the round closes only then, even when all its uploads are in
+    # (HFL's communication rounds, whose stragglers are late by whole rounds).
+    fixed_rounds: bool = False
+    # A trip still running when its round closes: drop (aborted then, a wasted trip) or deliver (it
+    # finishes and its upload joins the round open when it arrives, with its staleness: HFL).
+    late_uploads: str = "drop"
+    weighting: str = "examples"
+    server_optimizer: ServerOptimizerConfig = field(default_factory=_schema_server_optimizer)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.cohort is None or self.cohort >= 1, "algorithm.cohort", self.cohort, "must be >= 1 or null")
+        require(self.over_selection >= 0, "algorithm.over_selection", self.over_selection, "must be >= 0")
+        require(self.deadline is None or self.deadline > 0, "algorithm.deadline", self.deadline, "must be > 0 or null")
+        choice("algorithm.late_uploads", self.late_uploads, LATE_UPLOADS)
+        require(not self.fixed_rounds or self.deadline is not None, "algorithm.fixed_rounds", self.fixed_rounds,
+                 "fixed-length rounds need algorithm.deadline (their length)")

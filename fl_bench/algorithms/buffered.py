@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import field
+
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm, ServerOptimizerStep, staleness_scale
+from fl_bench.algorithms.base import (
+    AsyncConfig,
+    ServerAlgorithm,
+    ServerOptimizerConfig,
+    ServerOptimizerStep,
+    _schema_server_optimizer,
+    staleness_scale,
+)
 from fl_bench.engine.messages import Upload
+from fl_bench.engine.protocol import BufferedAsync
+from fl_bench.errors import ConfigError
+from fl_bench.schema import require, schema
 
 
 class FedBuff(ServerAlgorithm):
@@ -19,6 +31,8 @@ class FedBuff(ServerAlgorithm):
     LR-norm arm is a client rule, ``lr_norm``, with uniform weights.) The synchronous FedAvg family
     reuses this aggregation with the round's uploads (zero staleness).
     """
+
+    step_policy = BufferedAsync
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
@@ -35,6 +49,24 @@ class FedBuff(ServerAlgorithm):
         self._weight_sum += weight
         self._scaled_weight_sum += scaled
         self._scaled.append(scaled)
+
+    def private_weight(self, upload: Upload) -> float:
+        """s(tau) <= 1: staleness weighting is kept under DP (uniform weights, a step divided by K)."""
+        return staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+
+    def dp_check(self, mechanism: str) -> None:
+        cfg = self.cfg
+        if self.upload != "delta" or self.upload_keys:
+            raise ConfigError(f"dp={mechanism} is not allowed with algorithm={cfg.name}: DP clips and noises model "
+                              f"updates Delta and nothing else, and this algorithm uploads {self.upload_keys or self.upload}")
+        if cfg.weighting == "examples":  # n_i / mean n over the step: unbounded, and set by the other uploads
+            raise ConfigError(f"dp={mechanism} is not allowed with algorithm.weighting=examples: a client's weight "
+                              f"n_i / mean n is unbounded, so is its sensitivity; use algorithm.weighting=uniform")
+        stale = self.step_policy is BufferedAsync or getattr(cfg, "late_uploads", "drop") == "deliver"
+        if cfg.reduction == "mean" and stale and cfg.staleness_exponent > 0:
+            raise ConfigError(f"dp={mechanism} is not allowed with algorithm.reduction=mean and stale uploads: it "
+                              f"divides by the step's sum of staleness weights, which the other clients set; use "
+                              f"algorithm.reduction=sum (a private step divides by K)")
 
     def _step(self) -> None:
         # sum: (1/K) sum_i s_i (w_i / mean w) Delta_i = sum_i s_i w_i Delta_i / sum_i w_i
@@ -53,6 +85,8 @@ class FedAsync(ServerAlgorithm):
 
     upload = "model"
 
+    step_policy = BufferedAsync
+
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
         self._client_model: torch.Tensor | None = None
@@ -65,3 +99,27 @@ class FedAsync(ServerAlgorithm):
     def _step(self) -> None:
         self.params.lerp_(self._client_model, self._mix)  # w + a_t (y - w)
         self._client_model = None
+
+
+@schema("algorithm", "fedbuff", FedBuff)
+class FedBuffConfig(AsyncConfig):
+    """FedBuff (Nguyen et al. 2022): a server step every K = ``buffer_size`` uploads, each scaled
+    by s(tau), with a server optimizer; App. B.2's sum reduction and Sec. 5's LR-norm by default."""
+
+    buffer_size: int = 10  # K
+    lr_norm: bool = True  # FedBuff Sec. 5
+    reduction: str = "sum"  # FedBuff App. B.2: weighted sum of the buffered updates
+    server_optimizer: ServerOptimizerConfig = field(default_factory=_schema_server_optimizer)
+
+
+@schema("algorithm", "fedasync", FedAsync)
+class FedAsyncConfig(AsyncConfig):
+    """FedAsync (Xie et al. 2019): w <- (1 - a_t) w + a_t w_client with a_t = mixing * s(tau)."""
+
+    weighting: str = "uniform"
+    mixing: float = 0.5  # a (FedBuff Table 4's eta_g column for FedAsync)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.buffer_size == 1, "algorithm.buffer_size", self.buffer_size, "FedAsync applies every upload: must be 1")
+        require(0 < self.mixing <= 1, "algorithm.mixing", self.mixing, "FedAsync's mixing weight a must be in (0, 1]")

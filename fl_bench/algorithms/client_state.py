@@ -27,6 +27,7 @@ class ClientTable(ClientState):
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the whole [N, width] table, allocated up front."""
         return self.data.numel() * self.data.element_size()
 
 
@@ -41,6 +42,7 @@ class ClientDict(ClientState):
         return client in self.rows
 
     def get(self, client: int):
+        """The client's row, or ``default`` for a client never written."""
         return self.rows.get(client, self.default)
 
     def __setitem__(self, client: int, value: torch.Tensor) -> None:
@@ -48,4 +50,5 @@ class ClientDict(ClientState):
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the rows written so far (a row that is not a tensor counts 8)."""
         return sum(v.numel() * v.element_size() if torch.is_tensor(v) else 8 for v in self.rows.values())

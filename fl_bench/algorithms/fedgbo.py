@@ -17,17 +17,25 @@ AdaptiveFedOpt and FedMAX are FedAvg with a server optimizer / a client objectiv
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Optional
+
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
 from fl_bench.algorithms.global_optimizer import FixedStatistics, GlobalOptimizer, MovingStatistics
-from fl_bench.client import LocalTraining, LocalUpdate
+from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.engine.messages import Broadcast, Upload
+from fl_bench.engine.protocol import Rounds
+from fl_bench.schema import choice, require, schema
 
 
 class _GlobalStatistics(ServerAlgorithm):
     """Rounds whose clients download x_t and s_t; x_{t+1} = the (weighted) mean of the uploaded y_K,
     i.e. x_t - mean Delta_i (Alg. 1: 1/|S_t| sum y_K, ``weighting=uniform``)."""
+
+    step_policy = Rounds
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
@@ -94,3 +102,65 @@ class Mimelite(_GlobalStatistics):
 
     def _update_state(self, mean_delta, means) -> None:
         self.optimizer.track(means["gradient"], self.state)
+
+
+OPTIMIZERS = ("sgdm", "rmsprop", "adam")
+
+
+START_GRADIENTS = ("full", "minibatch")
+
+
+@dataclass
+class GlobalStatisticsConfig(SyncConfig):
+    """FedGBO's family (Mills et al., Table II): clients download x_t and the optimizer statistics
+    s_t and take ``local_steps`` K steps; x_{t+1} = mean of the uploaded models (uniform, Alg. 1).
+    ``beta`` is SGDm's / RMSProp's beta and Adam's beta1; Adam's beta2 and eps as in Sec. 5."""
+
+    optimizer: str = "sgdm"
+    beta: float = 0.9
+    beta2: float = 0.99
+    eps: float = 1e-3
+    local_steps: Optional[int] = 10
+    weighting: str = "uniform"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        a = "algorithm."
+        choice(a + "optimizer", self.optimizer, OPTIMIZERS)
+        require(0 <= self.beta < 1, a + "beta", self.beta, "must be in [0, 1)")
+        require(0 <= self.beta2 < 1, a + "beta2", self.beta2, "must be in [0, 1)")
+        require(math.isfinite(self.eps) and self.eps > 0, a + "eps", self.eps, "must be > 0")
+        require(not self.lr_norm, a + "lr_norm", self.lr_norm, "must be false: U steps with one eta (Table II)")
+        require(self.late_uploads == "drop", a + "late_uploads", self.late_uploads,
+                 "must be drop: a late model was trained with another round's statistics")
+
+
+@schema("algorithm", "fedgbo", FedGBO)
+class FedGBOConfig(GlobalStatisticsConfig):
+    """FedGBO (Mills et al., Alg. 1): s fixed on clients; the server tracks the mean local gradient
+    it inverts from the mean update, so ``local_steps`` K must be set."""
+
+    pass
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.local_steps is not None, "algorithm.local_steps", self.local_steps,
+                 "FedGBO's inverse step I divides by a fixed K: set algorithm.local_steps")
+
+
+@schema("algorithm", "mfl", MFL)
+class MFLConfig(GlobalStatisticsConfig):
+    """MFL (Liu et al. 2020): s moves with every local step; the server averages the clients' s."""
+
+    pass
+
+
+@schema("algorithm", "mimelite", Mimelite)
+class MimeliteConfig(GlobalStatisticsConfig):
+    """Mimelite (start_gradient=full) and MimeXlite (minibatch, conf/algorithm/mimexlite.yaml)."""
+
+    start_gradient: str = "full"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choice("algorithm.start_gradient", self.start_gradient, START_GRADIENTS)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
 from fl_bench.algorithms.client_state import ClientTable
-from fl_bench.client import LocalTraining
+from fl_bench.clients.local_update import LocalTraining
 from fl_bench.engine.messages import Upload
+from fl_bench.engine.protocol import Rounds
+from fl_bench.schema import choice, require, schema
 
 
 class FedLaAvg(ServerAlgorithm):
@@ -23,22 +25,21 @@ class FedLaAvg(ServerAlgorithm):
     participation and fresh gradients this is FedAvg with weights p_i.
     """
 
+    step_policy = Rounds
+
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
         self.latest = ClientTable(num_clients, params.numel(), dtype=params.dtype, device=params.device)  # g_i
         self.average = torch.zeros_like(params)  # gbar
         self._local = LocalTraining.from_config(cfg)
-        self._total: float | None = None
-        self._steps: np.ndarray | None = None  # Q_i per client (gradient=mean_step)
+        self._total = float(self.client_sizes.sum())  # n
+        self._steps = self._local.num_steps(np.asarray(self.client_sizes))  # Q_i per client (gradient=mean_step)
 
     def lr(self, version: int) -> float:
         """eta_t, the lr of rounds that start from model version t (clients and server alike)."""
         return self._local.lr_at(version)
 
     def add(self, upload: Upload) -> None:
-        if self._total is None:  # n and each client's local steps Q_i, once the engine has set client_sizes
-            self._total = float(self.client_sizes.sum())
-            self._steps = self._local.num_steps(np.asarray(self.client_sizes))
         gradient = upload.vector / self.lr(upload.version)  # App. E: accumulated update / lr
         if self.cfg.gradient == "mean_step":
             gradient /= float(self._steps[upload.client])
@@ -49,3 +50,22 @@ class FedLaAvg(ServerAlgorithm):
 
     def _step(self) -> None:
         self.params.sub_(self.average, alpha=self.lr(self.version))  # w_t = w_{t-1} - eta_t gbar_t
+
+
+@schema("algorithm", "fedlaavg", FedLaAvg)
+class FedLaAvgConfig(SyncConfig):
+    """FedLaAvg (Yan et al. 2020, Alg. 1 / App. E): rounds of beta N clients (cohort), the available
+    ones absent longest (conf/algorithm/fedlaavg.yaml chooses selection=longest_absent); the server
+    steps with the average of every client's latest gradient. Its step is its own (eta_t = client_lr
+    * lr_decay^t): no server optimizer."""
+
+    # App. E's "gradient" of a trip of Q local steps: "accumulated", Delta / eta (the update over the
+    # lr); "mean_step", Delta / (eta Q), the mean local-step gradient, which makes the server's step Q
+    # times smaller at the same lr.
+    gradient: str = "accumulated"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choice("algorithm.gradient", self.gradient, ("accumulated", "mean_step"))
+        require(self.late_uploads == "drop", "algorithm.late_uploads", self.late_uploads,
+                 "FedLaAvg's latest gradients are computed at the round's model: must be drop")

@@ -3,11 +3,15 @@ share by weighting each update with its client's expected staleness."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.algorithms.base import AsyncConfig, ServerAlgorithm
 from fl_bench.algorithms.client_state import ClientTable
 from fl_bench.engine.messages import Upload
+from fl_bench.engine.protocol import BufferedAsync
+from fl_bench.schema import choice, require, schema
 
 
 class FedStaleWeight(ServerAlgorithm):
@@ -19,6 +23,8 @@ class FedStaleWeight(ServerAlgorithm):
     weighted: its first upload sets it, later ones E <- (1 - beta) E + beta tau (``staleness_ema`` =
     beta). With zero staleness everywhere every update weighs 1/b: buffered FedAvg.
     """
+
+    step_policy = BufferedAsync
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
@@ -40,6 +46,8 @@ class FedStaleWeight(ServerAlgorithm):
         return value
 
     def raw_weight(self, expected: float) -> float:
+        """The unnormalised weight of an update whose client expects staleness ``expected``:
+        E b + 1 (``weight_rule=eq8``, eq. 8) or E + 1 (``alg1``, Alg. 1)."""
         if self.cfg.weight_rule == "eq8":
             return expected * self.cfg.buffer_size + 1.0  # eq. 8: (E[tau] b + 1) / n
         return expected + 1.0  # Alg. 1: (E[tau] + 1) / n
@@ -55,3 +63,24 @@ class FedStaleWeight(ServerAlgorithm):
         self.step_weights = [raw / total for raw in self._raw]
         self._raw = []
         self._sum.zero_()
+
+
+WEIGHT_RULES = ("eq8", "alg1")
+
+
+@schema("algorithm", "fedstaleweight", FedStaleWeight)
+class FedStaleWeightConfig(AsyncConfig):
+    """FedStaleWeight (Ma et al., Alg. 1): buffered asynchronous aggregation whose update weights grow
+    with the client's expected staleness, alpha_j ~ E[tau_j] b + 1 (eq. 8; weight_rule=alg1: E[tau_j]
+    + 1), normalised; w <- w + eta_g sum alpha_j (y_Q - y_0)."""
+
+    buffer_size: int = 5  # b
+    weight_rule: str = "eq8"
+    staleness_ema: float = 0.5  # beta: E[tau] <- (1 - beta) E[tau] + beta tau (the first upload sets it)
+    server_lr: float = 1.0  # eta_g
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choice("algorithm.weight_rule", self.weight_rule, WEIGHT_RULES)
+        require(0 < self.staleness_ema <= 1, "algorithm.staleness_ema", self.staleness_ema, "must be in (0, 1]")
+        require(math.isfinite(self.server_lr) and self.server_lr > 0, "algorithm.server_lr", self.server_lr, "must be > 0")

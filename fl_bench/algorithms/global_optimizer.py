@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fl_bench.client import LocalUpdate
+from fl_bench.clients.local_update import LocalUpdate
 
 # Table VI: operations per parameter per local step with fixed (FedGBO, Mimelite) or moving (MFL)
 # statistics; plain SGD is 2 (+, x -eta) and FedProx 5 (App. B, eq. 22).
@@ -33,10 +33,13 @@ class GlobalOptimizer:
 
     @classmethod
     def from_config(cls, cfg) -> "GlobalOptimizer":
+        """From an algorithm config's ``optimizer``, ``beta``, ``beta2`` and ``eps``
+        (``GlobalStatisticsConfig``)."""
         return cls(cfg.optimizer, cfg.beta, cfg.beta2, cfg.eps)
 
     @property
     def keys(self) -> tuple[str, ...]:
+        """The statistics s, by name: SGDm (m,), RMSProp (v,), Adam (m, v)."""
         return {"sgdm": ("m",), "rmsprop": ("v",), "adam": ("m", "v")}[self.name]
 
     @property
@@ -50,6 +53,7 @@ class GlobalOptimizer:
         return {"sgdm": None, "rmsprop": self.beta, "adam": self.beta2}[self.name]
 
     def initial_state(self, params: torch.Tensor) -> dict[str, torch.Tensor]:
+        """s_0, shaped like ``params``: m = 0, v = 1 (as FedGBO's code initialises them)."""
         init = {"m": torch.zeros_like, "v": torch.ones_like}
         return {key: init[key](params) for key in self.keys}
 
@@ -115,6 +119,7 @@ class FixedStatistics(LocalUpdate):
         self.ops_per_param = OPS_FIXED[optimizer.name]
 
     def step(self, params, grads, anchors, lr, state) -> None:
+        """y <- y - eta U(g + mu (y - y_0), s), with s as downloaded and never written."""
         self.add_proximal(params, grads, anchors)
         self.descend(params, self.optimizer.direction(grads, state), lr)
 
@@ -129,5 +134,7 @@ class MovingStatistics(LocalUpdate):
         self.ops_per_param = OPS_MOVING[optimizer.name]
 
     def step(self, params, grads, anchors, lr, state) -> None:
+        """Move ``state`` (s) with g + mu (y - y_0) (T on the client), then y <- y - eta times the
+        optimizer's :meth:`GlobalOptimizer.advance` direction."""
         self.add_proximal(params, grads, anchors)
         self.descend(params, self.optimizer.advance(grads, state), lr)

@@ -4,13 +4,16 @@ and an asynchronous updater that merges stragglers' delayed updates, corrected t
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm
-from fl_bench.client import LocalTraining
+from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
+from fl_bench.clients.local_update import LocalTraining
 from fl_bench.engine.messages import Upload
+from fl_bench.engine.protocol import Rounds
 from fl_bench.errors import ConfigError
+from fl_bench.schema import choice, require, schema
 
 
 def corrected_gradient(delayed: torch.Tensor, drift: torch.Tensor, hessian_times=None) -> torch.Tensor:
@@ -44,6 +47,8 @@ class HFL(ServerAlgorithm):
     exp(-tau / tau_max) eta_t / eta_0. The server keeps the last ``max_staleness`` + 1 models
     (a ring; its memory is ``server_state_nbytes``); an older upload is an error.
     """
+
+    step_policy = Rounds
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
@@ -99,3 +104,34 @@ class HFL(ServerAlgorithm):
 
     def server_state_nbytes(self) -> int:
         return sum(v.numel() * v.element_size() for v in self.history.values())
+
+
+LAMBDA_SCHEDULES = ("printed", "decay_with_staleness")
+
+
+@schema("algorithm", "hfl", HFL)
+class HFLConfig(SyncConfig):
+    """HFL with AD-SGD (eq. 9): all normal devices every round (selection=all_available, set by
+    conf/algorithm/hfl.yaml), stragglers' uploads merged when they arrive (late_uploads=deliver),
+    rounds of ``deadline`` (speed=stragglers' round_time), eta_t = client_lr / (1 + t)."""
+
+    lambda_0: float = 0.5
+    lambda_schedule: str = "printed"  # eq. 8 as printed | decay_with_staleness (the text's intent)
+    max_staleness: int = 10  # past models kept (tau_max): a ring of max_staleness + 1
+    # eq. 9's p_i over stragglers: "arriving" normalises n_i over the round's arriving stragglers (they
+    # jointly weigh lambda); "global" takes p_i = n_i / n over all N devices (eq. 1's p_i).
+    straggler_weights: str = "arriving"
+    # eq. 4's case split read literally: the kernel alone while t <= max tau_i (= max_staleness), so
+    # stragglers arriving in those rounds are dropped; false merges every straggler from round 1 on.
+    kernel_only_until_tau_max: bool = False
+    deadline: Optional[float] = 1.0
+    fixed_rounds: bool = True
+    late_uploads: str = "deliver"
+    lr_schedule: str = "inverse"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(0 <= self.lambda_0 <= 1, "algorithm.lambda_0", self.lambda_0, "must be in [0, 1]")
+        choice("algorithm.lambda_schedule", self.lambda_schedule, LAMBDA_SCHEDULES)
+        choice("algorithm.straggler_weights", self.straggler_weights, ("arriving", "global"))
+        require(self.max_staleness >= 1, "algorithm.max_staleness", self.max_staleness, "must be >= 1")

@@ -3,12 +3,20 @@ is the engine's step policy; the server math is FedBuff's aggregation over the r
 
 from __future__ import annotations
 
+import math
+from typing import Optional
+
+from fl_bench.algorithms.base import SyncConfig
 from fl_bench.algorithms.buffered import FedBuff
+from fl_bench.engine.protocol import Rounds
+from fl_bench.schema import require, schema
 
 
 class FedAvg(FedBuff):
     """FedAvg (McMahan et al. 2017): w <- w - eta_g * sum_i n_i Delta_i / sum_i n_i over a round's
     uploads (weighting=examples, reduction=mean)."""
+
+    step_policy = Rounds
 
 
 class FedAvgM(FedAvg):
@@ -17,7 +25,7 @@ class FedAvgM(FedAvg):
 
 class FedProx(FedAvg):
     """FedProx (Li et al. 2020): FedAvg whose clients minimise F_i(y) + (mu/2)||y - w||^2
-    (the proximal gradient is added in fl_bench.client)."""
+    (the proximal gradient is added in fl_bench.clients.trainer)."""
 
 
 class Centralized(FedAvg):
@@ -33,4 +41,62 @@ class AdaptiveFedOpt(FedAvg):
 
 class FedMAX(FedAvg):
     """FedMAX (Chen et al. 2020): FedAvg whose clients add alpha KL(U || softmax(a)) over the
-    penultimate activations a to the local loss (``entropy_weight``; fl_bench.task)."""
+    penultimate activations a to the local loss (``entropy_weight``; fl_bench.clients.task)."""
+
+
+@schema("algorithm", "fedavg", FedAvg)
+class FedAvgConfig(SyncConfig):
+    """FedAvg (McMahan et al. 2017): synchronous rounds; the server steps with the examples-weighted
+    mean of the round's updates (``server_optimizer``: plain SGD unless chosen)."""
+
+    pass
+
+
+@schema("algorithm", "fedavgm", FedAvgM)
+class FedAvgMConfig(SyncConfig):
+    """Server momentum: conf/algorithm/fedavgm.yaml chooses algorithm/server_optimizer=momentum (beta 0.9)."""
+
+
+
+@schema("algorithm", "fedprox", FedProx)
+class FedProxConfig(SyncConfig):
+    """FedProx (Li et al. 2020): FedAvg with the proximal term (mu/2)||y - w||^2, mu = ``prox_mu``,
+    in the local objective."""
+
+    prox_mu: float = 0.01  # 0 is FedAvg, FedProx's nested special case (a protocol's search must reach it)
+
+
+@schema("algorithm", "adaptive_fedopt", AdaptiveFedOpt)
+class AdaptiveFedOptConfig(SyncConfig):
+    """AdaptiveFedOpt (FedGBO's AFO): FedAvg with a server SGDm / RMSProp / Adam step
+    (conf/algorithm/adaptive_fedopt.yaml chooses algorithm/server_optimizer=adam, eps 1e-3)."""
+
+
+
+@schema("algorithm", "fedmax", FedMAX)
+class FedMAXConfig(SyncConfig):
+    """FedMAX (Chen et al. 2020): FedAvg with alpha KL(U || softmax(a)), alpha = ``entropy_weight``,
+    in the local loss."""
+
+    entropy_weight: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # alpha = 0 is FedAvg, FedMAX's nested special case (a protocol's search must be able to reach it)
+        require(math.isfinite(self.entropy_weight) and self.entropy_weight >= 0, "algorithm.entropy_weight",
+                 self.entropy_weight, "FedMAX's alpha must be >= 0")
+
+
+@schema("algorithm", "centralized", Centralized)
+class CentralizedConfig(SyncConfig):
+    """Sequential SGD on the pooled data (FedLaAvg's S-SGD, HFL's S-SGD): every round one trip of the
+    same local steps, batch size and lr schedule as the federated runs, on all clients' examples
+    pooled into one; w <- its result. Logged on the same axes (rounds, trips) as the others."""
+
+    cohort: Optional[int] = 1
+    weighting: str = "uniform"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.cohort == 1, "algorithm.cohort", self.cohort, "centralized training is one model: must be 1")
+        require(self.over_selection == 0, "algorithm.over_selection", self.over_selection, "must be 0 (one model)")

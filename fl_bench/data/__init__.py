@@ -1,26 +1,21 @@
-"""Datasets: build the federated data a run trains on."""
+"""Datasets and partitions: the federated data a run trains on.
+
+A dataset option's ``_target_`` builds it: ``synthetic`` and ``two_means`` generate their clients;
+``sources`` loads the real datasets (from a prepared cache, ``python -m fl_bench.data prepare``) and
+``partition`` splits their examples into clients. ``federated`` holds the data types, ``formats``,
+``leaf`` and ``plays`` read the raw files, ``cache`` stores prepared arrays, ``transforms`` augments
+images, ``label_groups`` groups clients by their main label.
+"""
 
 from __future__ import annotations
 
-from fl_bench.config import (DatasetConfig, NaturalPartitionConfig, PartitionConfig, RealDatasetConfig, SyntheticConfig,
-                             TwoMeansConfig)
-from fl_bench.data.federated import Examples, FederatedData
-from fl_bench.data.sources import load_real
-from fl_bench.data.synthetic import generate_synthetic
-from fl_bench.data.two_means import generate_two_means
-from fl_bench.errors import ConfigError
+from fl_bench.data.federated import DatasetConfig, Examples, FederatedData
+from fl_bench.data.partition import PartitionConfig
+from fl_bench.schema import build
 
 __all__ = ["Examples", "FederatedData", "build_dataset"]
 
 
 def build_dataset(cfg: DatasetConfig, partition: PartitionConfig) -> FederatedData:
-    if isinstance(cfg, (SyntheticConfig, TwoMeansConfig)):
-        if not isinstance(partition, NaturalPartitionConfig):
-            raise ConfigError(
-                f"partition={partition.name!r} is not allowed with dataset={cfg.name}: its clients are generated "
-                "with their own distributions (partition=natural)"
-            )
-        return generate_synthetic(cfg) if isinstance(cfg, SyntheticConfig) else generate_two_means(cfg)
-    if isinstance(cfg, RealDatasetConfig):
-        return load_real(cfg, partition)
-    raise ConfigError(f"dataset={cfg.name!r} has no loader")
+    """The federated data of a dataset option: what its ``_target_`` builds with the partition."""
+    return build(cfg, partition)

@@ -15,12 +15,14 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from fl_bench.cli import CONFIG_DIR, exit_with_error
-from fl_bench.config import RealDatasetConfig
+from fl_bench.data.sources import RealDatasetConfig
 from fl_bench.errors import ConfigError, FLBenchError
+from fl_bench.runs.cli import CONFIG_DIR, exit_with_error
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m fl_bench.data prepare``: compose the config as a run would, then download and
+    cache the dataset; errors are one line (``FL_BENCH_TRACEBACK`` keeps the traceback)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.data", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     prep = commands.add_parser("prepare", help="download (where the network allows), split and cache a dataset")

@@ -99,6 +99,8 @@ def save_prepared(directory: Path, train: Examples, test: Examples, meta: dict[s
 
 
 def is_prepared(directory: Path) -> bool:
+    """Whether ``directory`` holds a complete cache (its meta.json, written last, exists); its files
+    are checked only by :func:`load_prepared`."""
     return (directory / "meta.json").is_file()
 
 

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from omegaconf import MISSING
+
+from fl_bench.schema import require
 
 if TYPE_CHECKING:
     from fl_bench.data.transforms import ImageTransform
@@ -42,6 +45,10 @@ class Examples:
 
 @dataclass
 class FederatedData:
+    """A federated dataset: every client's training examples contiguous in ``x`` / ``y`` (client i
+    owns rows ``offsets[i]:offsets[i+1]``, at least one), ``sizes[i]`` their count, and the
+    validation split ``x_val`` / ``y_val``."""
+
     name: str
     x: torch.Tensor  # [N, ...] training examples, grouped by client
     y: torch.Tensor  # [N] int64 labels
@@ -70,6 +77,7 @@ class FederatedData:
 
     @property
     def num_clients(self) -> int:
+        """The number of clients C."""
         return len(self.sizes)
 
     @property
@@ -79,6 +87,7 @@ class FederatedData:
         return self.transform.output_shape(shape) if self.transform else shape
 
     def client(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Client i's training examples ``(x, y)``, zero-copy slices."""
         lo, hi = self.offsets[i], self.offsets[i + 1]
         return self.x[lo:hi], self.y[lo:hi]
 
@@ -89,6 +98,7 @@ class FederatedData:
                              self.num_classes, self.transform, self.vocab, val_offsets)
 
     def to(self, device: torch.device) -> "FederatedData":
+        """The same data with its tensors on ``device`` (offsets, transform and vocabulary shared)."""
         return FederatedData(
             self.name, self.x.to(device), self.y.to(device), self.offsets,
             self.x_val.to(device), self.y_val.to(device), self.num_classes, self.transform, self.vocab,
@@ -120,3 +130,18 @@ def split_clients(
         num_classes=num_classes,
         val_offsets=np.concatenate([[0], np.cumsum(val_sizes)]),
     )
+
+
+@dataclass
+class DatasetConfig:
+    """A dataset option. Its ``_target_`` is the function ``(cfg, partition_cfg) -> FederatedData``
+    that builds the federated data (generated clients, or real examples split by the partition)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+    # Fraction of each client's examples held out; the union of held-out parts is the
+    # validation split (LEAF-style per-client split).
+    val_fraction: float = 0.2
+
+    def __post_init__(self) -> None:
+        require(0.0 < self.val_fraction < 1.0, "dataset.val_fraction", self.val_fraction, "must be in (0, 1)")

@@ -20,7 +20,6 @@ import json
 import os
 import random
 import re
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
@@ -117,6 +116,7 @@ class LeafData:
         return len(self.users)
 
     def num_examples(self) -> int:
+        """The examples of all users together."""
         return sum(len(self.user_data[u]["y"]) for u in self.users)
 
 

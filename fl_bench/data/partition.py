@@ -9,21 +9,16 @@ once, and give every client at least one example.
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass, field
 
-from fl_bench.config import (
-    DirichletPartitionConfig,
-    IIDPartitionConfig,
-    LabelGroupsPartitionConfig,
-    NaturalPartitionConfig,
-    OneClassPartitionConfig,
-    PachinkoPartitionConfig,
-    PartitionConfig,
-    TwoLabelsPartitionConfig,
-    build,
-)
-from fl_bench.data.federated import Examples
+import numpy as np
+import torch
+from omegaconf import MISSING
+
+from fl_bench.data.federated import Examples, FederatedData
+from fl_bench.data.transforms import ImageTransform
 from fl_bench.errors import ConfigError
+from fl_bench.schema import build, require, schema
 
 Partition = tuple[np.ndarray, np.ndarray]
 
@@ -33,22 +28,53 @@ def partition(cfg: PartitionConfig, pool: Examples, num_classes: int) -> Partiti
     return build(cfg, pool, num_classes)
 
 
+def federate(name: str, train: Examples, test: Examples, cfg: PartitionConfig, num_classes: int,
+             transform: ImageTransform | None = None, vocab: list[str] | None = None) -> FederatedData:
+    """Federated data from a pool of training examples split into clients as ``cfg`` says, with
+    ``test`` as the validation split: how every real dataset (and a plugin's) becomes clients."""
+    order, sizes = partition(cfg, train, num_classes)
+    x, y = _take(train.x, order), _take(train.y, order)
+    return FederatedData(
+        name=name,
+        x=torch.from_numpy(x),
+        y=torch.from_numpy(y),
+        offsets=np.concatenate([[0], np.cumsum(sizes)]),
+        x_val=torch.from_numpy(np.ascontiguousarray(test.x)),
+        y_val=torch.from_numpy(np.ascontiguousarray(test.y)),
+        num_classes=num_classes,
+        transform=transform,
+        vocab=vocab,
+    )
+
+
+def _take(array: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """array[order], without copying when order is the identity (a stored natural partition)."""
+    if len(order) == len(array) and np.array_equal(order, np.arange(len(array))):
+        return array
+    return array[order]
+
+
 # ----------------------------------------------------------------------------- config entry points
 # Each takes (cfg, pool, num_classes), seeds its rng from cfg.seed and calls the pure splitter below.
 def natural_partition(cfg: NaturalPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=natural: one client per natural owner (:func:`natural`)."""
     return natural(pool)
 
 
 def label_groups_partition(cfg: LabelGroupsPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=label_groups: :func:`label_groups` with the config's groups and clients per group."""
     return label_groups(pool.y, cfg.groups, cfg.clients_per_group, np.random.default_rng(cfg.seed))
 
 
 def iid_partition(cfg: IIDPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=iid: :func:`iid` into ``num_clients`` clients."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     return iid(len(pool), cfg.num_clients, np.random.default_rng(cfg.seed))
 
 
 def dirichlet_partition(cfg: DirichletPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=dirichlet: :func:`dirichlet` with equal shares, or log-normal ones when
+    ``size_sigma`` > 0."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     rng = np.random.default_rng(cfg.seed)
     sizes = _deal(pool.y, cfg.num_clients) if cfg.size_sigma == 0 else _lognormal_shares(len(pool), cfg.num_clients, cfg.size_sigma, rng)
@@ -56,11 +82,13 @@ def dirichlet_partition(cfg: DirichletPartitionConfig, pool: Examples, num_class
 
 
 def one_class_partition(cfg: OneClassPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=one_class: :func:`one_class`."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     return one_class(pool.y, num_classes, cfg.num_clients, cfg.size_std, np.random.default_rng(cfg.seed))
 
 
 def two_labels_partition(cfg: TwoLabelsPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=two_labels: :func:`labels_per_client`."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     return labels_per_client(
         pool.y, num_classes, cfg.num_clients, cfg.labels_per_client, cfg.power_law_shape, np.random.default_rng(cfg.seed)
@@ -68,6 +96,7 @@ def two_labels_partition(cfg: TwoLabelsPartitionConfig, pool: Examples, num_clas
 
 
 def pachinko_partition(cfg: PachinkoPartitionConfig, pool: Examples, num_classes: int) -> Partition:
+    """partition=pachinko: :func:`pachinko` over the pool's coarse labels (refused without them)."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     if pool.coarse is None:
         raise ConfigError("partition=pachinko needs coarse labels (CIFAR-100): this dataset has none")
@@ -117,6 +146,7 @@ def _lognormal_shares(total: int, num_clients: int, sigma: float, rng: np.random
 
 
 def iid(num_examples: int, num_clients: int, rng: np.random.Generator) -> Partition:
+    """A random permutation dealt into ``num_clients`` near-equal shares (sizes differ by at most 1)."""
     order = rng.permutation(num_examples)
     return order, _deal(order, num_clients)
 
@@ -266,3 +296,117 @@ def _apportion(total: int, weights: np.ndarray, minimum: int = 0) -> np.ndarray:
     short = rest - counts.sum()
     counts[np.argsort(share - counts)[::-1][:short]] += 1
     return counts + minimum
+
+
+@dataclass
+class PartitionConfig:
+    """How the training examples are split into clients (seeded)."""
+
+    name: str = MISSING
+    seed: int = 0
+    # fl_bench.data.partition function (cfg, pool, num_classes) -> (order, sizes); see build()
+    _target_: str = MISSING
+
+
+@schema("partition", "natural", natural_partition)
+class NaturalPartitionConfig(PartitionConfig):
+    """One client per natural owner: a LEAF user, or a generated Synthetic(gamma, xi) device."""
+
+
+
+@dataclass
+class _CountedPartitionConfig(PartitionConfig):
+    num_clients: int = 100
+
+    def __post_init__(self) -> None:
+        require(self.num_clients >= 1, "partition.num_clients", self.num_clients, "must be >= 1")
+
+
+@schema("partition", "iid", iid_partition)
+class IIDPartitionConfig(_CountedPartitionConfig):
+    """Shuffle, then deal the examples into num_clients near-equal shares."""
+
+
+
+@schema("partition", "dirichlet", dirichlet_partition)
+class DirichletPartitionConfig(_CountedPartitionConfig):
+    """Hsu et al. (2019): clients whose label mix is drawn from Dirichlet(alpha); equal sizes, or
+    log-normal sizes with size_sigma > 0."""
+
+    num_clients: int = 5000
+    alpha: float = 0.1
+    # 0: equal shares (Hsu et al., FedBuff's CIFAR-10); > 0: shares of 1 + LogNormal(0, size_sigma)
+    # weight, a long tail of large clients like Sent140's.
+    size_sigma: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.alpha > 0, "partition.alpha", self.alpha, "must be > 0")
+        require(self.size_sigma >= 0, "partition.size_sigma", self.size_sigma, "must be >= 0 (0: equal shares)")
+
+
+@schema("partition", "one_class", one_class_partition)
+class OneClassPartitionConfig(_CountedPartitionConfig):
+    """FedLaAvg: every client holds one class; sizes within a class ~ Normal(mean, size_std * mean)."""
+
+    num_clients: int = 1000
+    size_std: float = 0.3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.size_std >= 0, "partition.size_std", self.size_std, "must be >= 0")
+
+
+@schema("partition", "two_labels", two_labels_partition)
+class TwoLabelsPartitionConfig(_CountedPartitionConfig):
+    """HFL / FedProx's MNIST: labels_per_client labels per device, power-law (Pareto) device sizes."""
+
+    labels_per_client: int = 2
+    power_law_shape: float = 1.5  # Pareto tail index a of the size weights
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.labels_per_client >= 1, "partition.labels_per_client", self.labels_per_client, "must be >= 1")
+        require(self.power_law_shape > 0, "partition.power_law_shape", self.power_law_shape, "must be > 0")
+
+
+@schema("partition", "label_groups", label_groups_partition)
+class LabelGroupsPartitionConfig(PartitionConfig):
+    """FedStaleWeight Sec. 6.2: label groups (fast agents: labels 4-9, slow agents: 0-3), each dealt
+    IID over its clients; clients are numbered group by group."""
+
+    groups: list[list[int]] = field(default_factory=lambda: [[4, 5, 6, 7, 8, 9], [0, 1, 2, 3]])
+    clients_per_group: list[int] = field(default_factory=lambda: [10, 5])
+
+    def __post_init__(self) -> None:
+        require(
+            len(self.groups) == len(self.clients_per_group) and len(self.groups) >= 1,
+            "partition.clients_per_group", self.clients_per_group, "needs one entry per label group",
+        )
+        require(min(self.clients_per_group) >= 1, "partition.clients_per_group", self.clients_per_group, "entries must be >= 1")
+        labels = [label for group in self.groups for label in group]
+        require(len(labels) == len(set(labels)), "partition.groups", self.groups, "label groups must be disjoint")
+
+
+@schema("partition", "pachinko", pachinko_partition)
+class PachinkoPartitionConfig(_CountedPartitionConfig):
+    """Pachinko allocation (Li & McCallum 2006; Reddi et al. 2021's CIFAR-100): per client a
+    Dirichlet(alpha) over coarse labels and Dirichlet(beta) over each coarse label's fine labels."""
+
+    num_clients: int = 500
+    alpha: float = 0.1
+    beta: float = 10.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.alpha > 0, "partition.alpha", self.alpha, "must be > 0")
+        require(self.beta > 0, "partition.beta", self.beta, "must be > 0")
+
+
+def require_natural(dataset, partition: PartitionConfig | None) -> None:
+    """Refuse a partition other than natural for a dataset whose clients come with it."""
+    if partition is not None and not isinstance(partition, NaturalPartitionConfig):
+        raise ConfigError(
+            f"partition={partition.name!r} is not allowed with dataset={dataset.name}: its clients are generated "
+            "with their own distributions (partition=natural)"
+        )

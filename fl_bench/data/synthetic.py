@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fl_bench.config import SyntheticConfig
-from fl_bench.data.federated import FederatedData, split_clients
+from fl_bench.data.federated import DatasetConfig, FederatedData, split_clients
+from fl_bench.data.partition import PartitionConfig, require_natural
+from fl_bench.schema import require, schema
 
 
 def client_sizes(cfg: SyntheticConfig, rng: np.random.Generator) -> np.ndarray:
@@ -27,7 +28,9 @@ def shared_labelling(cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(0.0, 1.0, (cfg.dim, cfg.num_classes)), rng.normal(0.0, 1.0, cfg.num_classes)
 
 
-def generate_synthetic(cfg: SyntheticConfig) -> FederatedData:
+def generate_synthetic(cfg: SyntheticConfig, partition: PartitionConfig | None = None) -> FederatedData:
+    """Generated clients, each its own distribution: ``partition`` (if given) must be natural."""
+    require_natural(cfg, partition)
     rng = np.random.default_rng(cfg.data_seed)
     sizes = client_sizes(cfg, rng)
     u = rng.normal(0.0, cfg.gamma, cfg.num_clients)
@@ -47,3 +50,36 @@ def generate_synthetic(cfg: SyntheticConfig) -> FederatedData:
         ys.append(np.argmax(x @ w + b, axis=1).astype(np.int64))  # softmax is monotone
     name = f"synthetic({cfg.gamma:g},{cfg.xi:g})" + (" shared labelling" if cfg.shared_labelling else "")
     return split_clients(name, xs, ys, cfg.val_fraction, cfg.num_classes, cfg.data_seed)
+
+
+@schema("dataset", "synthetic", generate_synthetic)
+class SyntheticConfig(DatasetConfig):
+    """Synthetic(gamma, xi) of Shamir et al. / Li et al. (SPEC.md section 3)."""
+
+    gamma: float = 1.0
+    xi: float = 1.0
+    num_clients: int = 1000
+    dim: int = 60
+    num_classes: int = 10
+    # Client sizes: min_examples + LogNormal(size_mu, size_sigma), a heavy (power-law-like) tail;
+    # the defaults give ~109 training examples per client on average.
+    min_examples: int = 20
+    size_mu: float = 4.25
+    size_sigma: float = 1.0
+    data_seed: int = 0
+    # One labelling W, b for every device (Li et al.'s Synthetic-IID labels; the inputs keep xi's
+    # heterogeneity): labels are then a shared function of x, as in FashionMNIST. false: W_i, b_i per device.
+    shared_labelling: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.gamma >= 0, "dataset.gamma", self.gamma, "must be >= 0")
+        require(self.xi >= 0, "dataset.xi", self.xi, "must be >= 0")
+        require(self.num_clients >= 1, "dataset.num_clients", self.num_clients, "must be >= 1")
+        require(self.dim >= 1, "dataset.dim", self.dim, "must be >= 1")
+        require(self.num_classes >= 2, "dataset.num_classes", self.num_classes, "must be >= 2")
+        require(self.min_examples >= 2, "dataset.min_examples", self.min_examples, "must be >= 2")
+        # gamma spreads the per-device labellings, which shared_labelling replaces by one: a gamma
+        # other than 0 would be ignored and the run mislabelled Synthetic(gamma, xi).
+        require(not self.shared_labelling or self.gamma == 0, "dataset.gamma", self.gamma,
+                 "must be 0 with dataset.shared_labelling=true (one labelling for every device)")

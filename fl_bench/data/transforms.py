@@ -10,6 +10,10 @@ import torch
 
 @dataclass(frozen=True)
 class ImageTransform:
+    """Batch-time image preprocessing: uint8 to [0, 1], a crop of ``crop_size`` (random in
+    training, centred in evaluation), a random horizontal flip in training, then per-channel
+    normalisation by ``mean`` / ``std``."""
+
     mean: tuple[float, ...]  # per channel, on the [0, 1] scale
     std: tuple[float, ...]
     random_flip: bool = False  # training only: horizontal flip with p = 0.5, per image
@@ -31,6 +35,7 @@ class ImageTransform:
         object.__setattr__(self, "_stats", stats)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The [C, H, W] shape of an output for an input of ``input_shape`` (after any crop)."""
         if self.crop_size is None:
             return input_shape
         return (input_shape[0], self.crop_size, self.crop_size)

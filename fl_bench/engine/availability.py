@@ -12,12 +12,15 @@ from __future__ import annotations
 import csv
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from omegaconf import MISSING
 
 from fl_bench.data.label_groups import groups_by_label
 from fl_bench.errors import ConfigError
+from fl_bench.schema import choice, require, schema
 
 _NONE = np.zeros(0, dtype=np.int64)
 
@@ -44,21 +47,32 @@ class Availability(ABC):
             )
 
     @abstractmethod
-    def initial(self) -> np.ndarray: ...
+    def initial(self) -> np.ndarray:
+        """The availability mask before any change is applied: a bool array of ``num_clients``,
+        True where the client can be selected."""
 
     def next_change(self) -> float:
+        """The clock of the next change not yet popped; ``inf`` when none is left (the default:
+        a schedule that never changes)."""
         return math.inf
 
     def pop_change(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """Consume the next change: ``(clock, clients that become available, clients that become
+        unavailable)``, int arrays, in clock order. Call only while :meth:`next_change` is finite."""
         raise IndexError("no availability change left")
 
     @abstractmethod
-    def max_available(self) -> int: ...
+    def max_available(self) -> int:
+        """The most clients available at once over the whole schedule; the simulator refuses,
+        before the run, a step policy that needs more at once (and a schedule where this is 0)."""
 
     def window_end(self, client: int, t: float) -> float:
+        """When the availability window of ``client`` that is open at clock ``t`` closes (``inf``:
+        never); with ``on_unavailable=drop`` a trip started at ``t`` is cut there."""
         return math.inf
 
     def describe(self) -> str:
+        """A short label of the schedule for error messages (default: its option name)."""
         return self.name
 
 
@@ -198,3 +212,59 @@ class Trace(Availability):
         lo, hi = self._first[client], self._first[client + 1]
         i = lo + int(np.searchsorted(self._starts[lo:hi], t, side="right")) - 1
         return float(self._ends[i]) if i >= lo and self._ends[i] > t else t
+
+
+AVAILABILITY_UNITS = ("time", "steps")
+
+
+ON_UNAVAILABLE = ("finish", "drop")
+
+
+@dataclass
+class AvailabilityConfig:
+    """When each client can be selected (fl_bench.engine.availability)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+    # The schedule's clock: time (the virtual clock) or steps (server steps = synchronous rounds).
+    unit: str = "time"
+    # A client that becomes unavailable mid-trip: finish (its trip completes) or drop (aborted when
+    # its window closes; a wasted trip; needs unit=time).
+    on_unavailable: str = "finish"
+
+    def __post_init__(self) -> None:
+        choice("availability.unit", self.unit, AVAILABILITY_UNITS)
+        choice("availability.on_unavailable", self.on_unavailable, ON_UNAVAILABLE)
+
+
+@schema("availability", "always", AlwaysAvailable)
+class AlwaysAvailableConfig(AvailabilityConfig):
+    """Every client available all the time (FedLaAvg's full client availability)."""
+
+    pass
+
+
+@schema("availability", "diurnal", Diurnal)
+class DiurnalAvailabilityConfig(AvailabilityConfig):
+    """FedLaAvg Fig. 1: groups of clients (by main label) take turns; group g is on for
+    period * ratio**g clock units."""
+
+    unit: str = "steps"
+    groups: list[list[int]] = field(default_factory=lambda: [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]])
+    period: float = 10.0
+    ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(len(self.groups) >= 1 and all(self.groups), "availability.groups", self.groups, "need >= 1 non-empty label lists")
+        labels = [label for group in self.groups for label in group]
+        require(len(labels) == len(set(labels)), "availability.groups", self.groups, "label groups must be disjoint")
+        require(self.period > 0, "availability.period", self.period, "must be > 0")
+        require(self.ratio > 0, "availability.ratio", self.ratio, "must be > 0")
+
+
+@schema("availability", "trace", Trace)
+class TraceAvailabilityConfig(AvailabilityConfig):
+    """Per-client availability windows from a CSV file (client,start,end; [start, end))."""
+
+    path: str = MISSING

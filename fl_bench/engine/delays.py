@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from omegaconf import MISSING
 
-from fl_bench.config import SCHEMAS, build
 from fl_bench.data.label_groups import groups_by_label
 from fl_bench.errors import ConfigError
+from fl_bench.schema import SCHEMAS, build, require, schema
 
 
 class Delay(ABC):
@@ -24,10 +27,13 @@ class Delay(ABC):
     ``mean`` is the expected duration for such a client (sets the default arrival rate)."""
 
     @abstractmethod
-    def sample(self, rng: np.random.Generator, num_examples: int) -> float: ...
+    def sample(self, rng: np.random.Generator, num_examples: int) -> float:
+        """One trip duration (>= 0) for a client of ``num_examples`` examples, drawn with ``rng``."""
 
     @abstractmethod
-    def mean(self, num_examples: float) -> float: ...
+    def mean(self, num_examples: float) -> float:
+        """The expected duration for a client of ``num_examples`` examples. ``ClientDelays`` passes an
+        array of counts, so the result must be a float or an array that broadcasts over it."""
 
 
 class HalfNormalDelay(Delay):
@@ -44,6 +50,8 @@ class HalfNormalDelay(Delay):
 
 
 class UniformDelay(Delay):
+    """U(low, high), whatever the client's size."""
+
     def __init__(self, cfg):
         self.low, self.high = cfg.low, cfg.high
 
@@ -55,6 +63,8 @@ class UniformDelay(Delay):
 
 
 class ExponentialDelay(Delay):
+    """Exp(mean), whatever the client's size."""
+
     def __init__(self, cfg):
         self._mean = cfg.mean
 
@@ -79,6 +89,8 @@ class ExamplesExponentialDelay(Delay):
 
 
 class ConstantDelay(Delay):
+    """Every trip takes ``value``."""
+
     def __init__(self, cfg):
         self.value = cfg.value
 
@@ -102,6 +114,7 @@ class ClientDelays:
         self.laws, self.sizes, self.law_of, self.factor = laws, sizes, law_of, factor
 
     def sample(self, rng: np.random.Generator, client: int) -> float:
+        """One trip duration of ``client``: a draw from its law, times its speed factor."""
         law = self.laws[0] if self.law_of is None else self.laws[self.law_of[client]]
         duration = law.sample(rng, int(self.sizes[client]))
         return duration if self.factor is None else duration * float(self.factor[client])
@@ -135,6 +148,8 @@ class StragglerDelays(ClientDelays):
         self.round_time, self.per_trip = round_time, per_trip
 
     def sample(self, rng, client):
+        """The delay law's draw for ``client``, plus tau * round_time for a straggler (its fixed tau,
+        or one drawn per trip)."""
         duration = super().sample(rng, client)
         if not self.straggler[client]:
             return duration
@@ -142,6 +157,8 @@ class StragglerDelays(ClientDelays):
         return duration + tau * self.round_time
 
     def client_means(self):
+        """Each client's expected trip duration: the law's mean, plus E[tau] * round_time for a
+        straggler."""
         expected = (self.tau_max + 1) / 2 if self.per_trip else self.tau
         return super().client_means() + np.where(self.straggler, expected * self.round_time, 0.0)
 
@@ -195,3 +212,120 @@ def stragglers(cfg, delay_cfg, data) -> StragglerDelays:
     tau = np.where(straggler, rng.integers(1, cfg.tau_max + 1, data.num_clients), 0)
     return StragglerDelays([build(delay_cfg)], data.sizes, straggler, tau, cfg.tau_max, cfg.round_time,
                            per_trip=not cfg.persistent)
+
+
+@dataclass
+class DelayConfig:
+    """A delay law: one trip's duration given the client's example count (fl_bench.engine.delays)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@schema("delay", "halfnormal", HalfNormalDelay)
+class HalfNormalDelayConfig(DelayConfig):
+    """|N(0, sigma^2)|: the production-like default (FedBuff App. C.1, Fig. 5)."""
+
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        require(self.sigma > 0, "delay.sigma", self.sigma, "must be > 0")
+
+
+@schema("delay", "uniform", UniformDelay)
+class UniformDelayConfig(DelayConfig):
+    """delay=uniform: U(low, high), whatever the client's size."""
+
+    low: float = 0.0
+    high: float = 2.0
+
+    def __post_init__(self) -> None:
+        require(0 <= self.low < self.high, "delay.low/high", (self.low, self.high), "need 0 <= low < high")
+
+
+@schema("delay", "exponential", ExponentialDelay)
+class ExponentialDelayConfig(DelayConfig):
+    """delay=exponential: Exp(mean), whatever the client's size."""
+
+    mean: float = 1.0
+
+    def __post_init__(self) -> None:
+        require(self.mean > 0, "delay.mean", self.mean, "must be > 0")
+
+
+@schema("delay", "exp_examples", ExamplesExponentialDelay)
+class ExamplesExponentialDelayConfig(DelayConfig):
+    """T_i ~ Exp(mean = lam * n_i): time proportional to client size (FedBuff App. C.2)."""
+
+    lam: float = 0.01
+
+    def __post_init__(self) -> None:
+        require(self.lam > 0, "delay.lam", self.lam, "must be > 0")
+
+
+@schema("delay", "constant", ConstantDelay)
+class ConstantDelayConfig(DelayConfig):
+    """delay=constant: every trip takes ``value``."""
+
+    value: float = 1.0
+
+    def __post_init__(self) -> None:
+        require(self.value > 0, "delay.value", self.value, "must be > 0")
+
+
+@dataclass
+class SpeedConfig:
+    """Persistent client speeds on top of the delay law (fl_bench.engine.delays)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@schema("speed", "none", no_speed)
+class NoSpeedConfig(SpeedConfig):
+    """speed=none: no persistent speeds; every client draws from the run's delay law."""
+
+    pass
+
+
+@schema("speed", "two_tier", two_tier)
+class TwoTierSpeedConfig(SpeedConfig):
+    """A seeded fraction of clients is persistently slow_factor times slower."""
+
+    slow_fraction: float = 0.1
+    slow_factor: float = 10.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(0 <= self.slow_fraction <= 1, "speed.slow_fraction", self.slow_fraction, "must be in [0, 1]")
+        require(self.slow_factor > 0, "speed.slow_factor", self.slow_factor, "must be > 0")
+
+
+@schema("speed", "stragglers", stragglers)
+class StragglersSpeedConfig(SpeedConfig):
+    """HFL Sec. 5: a seeded ``fraction`` of clients are stragglers whose upload arrives tau rounds
+    late, tau uniform over {1..tau_max}, fixed per straggler (persistent) or drawn per trip; a
+    straggler's trip lasts the delay law's draw + tau * round_time. Use with rounds of round_time
+    (algorithm.deadline) and a delay law shorter than it (delay=constant delay.value=0.5)."""
+
+    fraction: float = 0.5
+    tau_max: int = 10
+    persistent: bool = True
+    round_time: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(0 <= self.fraction <= 1, "speed.fraction", self.fraction, "must be in [0, 1]")
+        require(self.tau_max >= 1, "speed.tau_max", self.tau_max, "must be >= 1")
+        require(self.round_time > 0, "speed.round_time", self.round_time, "must be > 0")
+
+
+@schema("speed", "by_group", by_group)
+class ByGroupSpeedConfig(SpeedConfig):
+    """Group g (clients whose main label is in groups[g]) draws its trip durations from delays[g],
+    a delay law written inline ({name: uniform, low: 1, high: 2})."""
+
+    groups: list[list[int]] = field(default_factory=lambda: [[4, 5, 6, 7, 8, 9], [0, 1, 2, 3]])
+    delays: list[Any] = field(default_factory=lambda: [
+        {"name": "uniform", "low": 1.0, "high": 2.0}, {"name": "uniform", "low": 8.0, "high": 12.0},
+    ])

@@ -14,6 +14,7 @@ import torch
 
 
 def tensor_bytes(tensors) -> int:
+    """Total bytes of ``tensors`` (elements times element size): what they cost on the network."""
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -29,6 +30,7 @@ class Broadcast:
 
     @property
     def nbytes(self) -> int:
+        """Bytes one download carries: the model and the extra state."""
         return tensor_bytes([self.params, *self.state.values()])
 
     def clone(self) -> "Broadcast":

@@ -43,10 +43,12 @@ class IdlePool:
         return int(self._ids[self._size])
 
     def add(self, client: int) -> None:
+        """Put ``client``, not a member, into the pool."""
         self._swap(int(self._pos[client]), self._size)
         self._size += 1
 
     def remove(self, client: int) -> None:
+        """Take ``client``, a member, out of the pool."""
         self._size -= 1
         self._swap(int(self._pos[client]), self._size)
 
@@ -58,6 +60,7 @@ class IdlePool:
 
     @property
     def nbytes(self) -> int:
+        """Memory of the pool's two index arrays."""
         return self._ids.nbytes + self._pos.nbytes
 
 
@@ -106,6 +109,8 @@ class ClientPopulation:
         self._returning.append((trip_id, client))
 
     def return_finished(self) -> None:
+        """Send back every client whose trip :meth:`finish` reported, in the order the trips started:
+        each becomes idle and rejoins the pool if available. Called just before selecting."""
         for _, client in sorted(self._returning):
             self.busy[client] = False
             if self.available[client]:

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
-from fl_bench.config import AlgorithmConfig, SyncConfig
 from fl_bench.engine.delays import ClientDelays
 from fl_bench.errors import ConfigError
 
@@ -72,7 +71,19 @@ class Simulator(Protocol):
 
 
 class StepPolicy(ABC):
-    """Hooks the event loop (:class:`Simulator` above) calls, in virtual-time order."""
+    """Hooks the event loop (:class:`Simulator` above) calls, in virtual-time order.
+
+    An algorithm declares the policy it runs under (``ServerAlgorithm.step_policy``); its config
+    carries the policy's ``knobs`` (``fl_bench.algorithms.base``: ``AsyncConfig`` for
+    :class:`BufferedAsync`, ``SyncConfig`` for :class:`Rounds`)."""
+
+    knobs: ClassVar[tuple[str, ...]] = ()  # the algorithm config's attributes ``from_config`` reads
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, cfg: Any, concurrency: int, arrival_rate: float | None, takes_all: bool) -> StepPolicy:
+        """The policy for an algorithm config (``cfg``), the run's concurrency and arrival rate, and
+        whether the selection starts every available client at once (``takes_all``)."""
 
     @abstractmethod
     def clients_at_once(self) -> int:
@@ -97,6 +108,22 @@ class StepPolicy(ABC):
 
 
 class BufferedAsync(StepPolicy):
+    """FedBuff's asynchronous protocol (Sec. 6, App. B.2): clients arrive at ``arrival_rate`` (null:
+    concurrency / mean trip duration) until ``concurrency`` trips are in flight, a finished trip is
+    replaced at once (or when a client becomes available), and the server steps every
+    ``buffer_size`` uploads. Each trip counts as it ends."""
+
+    knobs = ("buffer_size",)
+
+    @classmethod
+    def from_config(cls, cfg, concurrency, arrival_rate, takes_all):
+        if takes_all:
+            raise ConfigError(
+                f"selection=all_available is not allowed with algorithm={cfg.name}: it starts every available client "
+                "at once, which only a synchronous round does (use selection=uniform)"
+            )
+        return cls(concurrency, cfg.buffer_size, arrival_rate)
+
     def __init__(self, concurrency: int, buffer_size: int, arrival_rate: float | None):
         self.concurrency = concurrency
         self.buffer_size = buffer_size
@@ -144,6 +171,19 @@ class BufferedAsync(StepPolicy):
 
 
 class Rounds(StepPolicy):
+    """Synchronous rounds (module docstring): a round starts ``round_size`` = ceil((1 + over_selection)
+    cohort) trips on one model version, or every available client with ``takes_all``; it closes when
+    ``cohort`` of its uploads are in, all its trips are over, or at its ``deadline`` (only then with
+    ``fixed_rounds``); the server then steps once and the round's trips count."""
+
+    knobs = ("cohort", "over_selection", "deadline", "late_uploads", "fixed_rounds")
+
+    @classmethod
+    def from_config(cls, cfg, concurrency, arrival_rate, takes_all):
+        # cohort null: the run's concurrency, or, when every available client is selected, all of them
+        cohort = cfg.cohort or (None if takes_all else concurrency)
+        return cls(cohort, cfg.over_selection, cfg.deadline, cfg.late_uploads, takes_all, cfg.fixed_rounds)
+
     def __init__(self, cohort: int | None, over_selection: float, deadline: float | None, late_uploads: str, takes_all: bool,
                  fixed_rounds: bool = False):
         self.cohort = cohort  # uploads that close a round; None: all of its trips
@@ -215,15 +255,15 @@ class Rounds(StepPolicy):
         self._start_round(sim)
 
 
-def build_protocol(cfg: AlgorithmConfig, concurrency: int, arrival_rate: float | None, takes_all: bool) -> StepPolicy:
-    """The step policy an algorithm's config asks for: rounds for ``SyncConfig``, buffered otherwise."""
-    if isinstance(cfg, SyncConfig):
-        # cohort null: the run's concurrency, or, when every available client is selected, all of them
-        cohort = cfg.cohort or (None if takes_all else concurrency)
-        return Rounds(cohort, cfg.over_selection, cfg.deadline, cfg.late_uploads, takes_all, cfg.fixed_rounds)
-    if takes_all:
-        raise ConfigError(
-            f"selection=all_available is not allowed with algorithm={cfg.name}: it starts every available client "
-            "at once, which only a synchronous round does (use selection=uniform)"
-        )
-    return BufferedAsync(concurrency, cfg.buffer_size, arrival_rate)
+def build_protocol(policy: type[StepPolicy] | None, cfg: Any, concurrency: int, arrival_rate: float | None,
+                   takes_all: bool) -> StepPolicy:
+    """The step policy an algorithm declares, built from its config; one line if the algorithm
+    declares none or its config lacks the policy's knobs."""
+    if not (isinstance(policy, type) and issubclass(policy, StepPolicy)):
+        raise ConfigError(f"algorithm={cfg.name} ({cfg._target_}) declares no step policy: set its class attribute "
+                          "step_policy to BufferedAsync or Rounds (fl_bench.engine.protocol)")
+    missing = [knob for knob in policy.knobs if not hasattr(cfg, knob)]
+    if missing:
+        raise ConfigError(f"algorithm={cfg.name} runs under {policy.__name__}, whose knobs {', '.join(missing)} its config "
+                          f"lacks: extend the schema of that protocol (AsyncConfig or SyncConfig, fl_bench.algorithms.base)")
+    return policy.from_config(cfg, concurrency, arrival_rate, takes_all)

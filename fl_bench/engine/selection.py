@@ -8,14 +8,21 @@ and returns them in the order their trips start. Draws use the run's seeded Gene
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
+from omegaconf import MISSING
 
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.errors import ConfigError
+from fl_bench.schema import choice, schema
 
 
 class Selection(ABC):
+    """A selection policy, built from its config, the population and each client's expected trip
+    duration (``client_means``). ``takes_all`` marks a policy that takes every available client, which
+    only synchronous rounds allow."""
+
     # True: the policy ignores ``count`` and takes every available client (a round of all of them).
     takes_all: bool = False
 
@@ -24,7 +31,8 @@ class Selection(ABC):
 
     @abstractmethod
     def select(self, population: ClientPopulation, count: int, rng: np.random.Generator) -> list[int]:
-        """Remove up to ``count`` clients from ``population.pool`` and return them."""
+        """Remove up to ``count`` clients from ``population.pool`` (fewer when fewer are there) and
+        return them in the order their trips start; draws use ``rng``."""
 
     @staticmethod
     def _take(population: ClientPopulation, clients: np.ndarray) -> list[int]:
@@ -78,3 +86,46 @@ class WeightedSelection(Selection):
         p = self.weight[candidates]
         picked = rng.choice(len(candidates), size=min(count, len(candidates)), replace=False, p=p / p.sum())
         return self._take(population, candidates[picked])
+
+
+SELECTION_WEIGHTS = ("examples", "mean_delay")
+
+
+@dataclass
+class SelectionConfig:
+    """Which available idle clients start trips (fl_bench.engine.selection)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@schema("selection", "uniform", UniformSelection)
+class UniformSelectionConfig(SelectionConfig):
+    """selection=uniform: uniformly at random among the available idle clients."""
+
+    pass
+
+
+@schema("selection", "longest_absent", LongestAbsentSelection)
+class LongestAbsentSelectionConfig(SelectionConfig):
+    """selection=longest_absent: the available clients selected longest ago first (FedLaAvg)."""
+
+    pass
+
+
+@schema("selection", "all_available", AllAvailableSelection)
+class AllAvailableSelectionConfig(SelectionConfig):
+    """selection=all_available: every available idle client (synchronous rounds only)."""
+
+    pass
+
+
+@schema("selection", "weighted", WeightedSelection)
+class WeightedSelectionConfig(SelectionConfig):
+    """selection=weighted: without replacement, in proportion to ``by``: examples (n_i) or
+    mean_delay (expected trip duration)."""
+
+    by: str = "examples"
+
+    def __post_init__(self) -> None:
+        choice("selection.by", self.by, SELECTION_WEIGHTS)

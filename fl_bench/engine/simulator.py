@@ -25,7 +25,6 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm
 from fl_bench.engine.delays import ClientDelays
 from fl_bench.engine.messages import Broadcast, Upload
 from fl_bench.engine.population import ClientPopulation
@@ -35,8 +34,34 @@ from fl_bench.engine.trip_log import TripLog
 from fl_bench.errors import ConfigError, DivergenceError
 
 
+class Server(Protocol):
+    """What the loop uses of the server algorithm (fl_bench.algorithms.base.ServerAlgorithm, whose
+    docstrings are the contract)."""
+
+    params: torch.Tensor  # the flat global model
+    version: int  # server steps taken
+    upload: str  # "delta" or "model"
+    upload_keys: tuple[str, ...]
+    step_weights: list[float] | None
+
+    def broadcast(self) -> Broadcast:
+        """The current model version as clients download it."""
+
+    def upload_nbytes(self) -> int:
+        """Bytes one upload carries."""
+
+    def add(self, upload: Upload) -> None:
+        """Take one upload of the coming server step."""
+
+    def step(self) -> None:
+        """Apply the added uploads to ``params`` and advance ``version``."""
+
+    def private_weight(self, upload: Upload) -> float:
+        """Under DP: this upload's weight in the private step, in [0, 1]."""
+
+
 class Trainer(Protocol):
-    """Local training of client trips (fl_bench.client.ClientTrainer)."""
+    """Local training of client trips (fl_bench.clients.trainer.ClientTrainer)."""
 
     vmap: bool  # a batching trainer: every pending trip is handed over at once
 
@@ -47,6 +72,8 @@ class Trainer(Protocol):
 
 @dataclass
 class Progress:
+    """Where the run stands at an evaluation (what ``on_eval`` gets)."""
+
     trips: int  # client trips counted so far (synchronous: the trips of closed rounds)
     server_step: int
     sim_time: float
@@ -54,6 +81,9 @@ class Progress:
 
 @dataclass(eq=False)
 class Trip:
+    """The loop's record of one client trip: its client, the model version it downloaded, when it
+    runs, whether it was cut short, and its upload row and trip-log row."""
+
     __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row", "log_row")
     id: int
     client: int
@@ -80,6 +110,8 @@ class UploadRows:
         self._free = list(range(len(self.data) - 1, -1, -1))
 
     def take(self) -> int:
+        """A free row of :attr:`data`, doubling the buffer when none is left; the caller holds it until
+        :meth:`release`."""
         if not self._free:
             old = self.data
             self.data = old.new_empty(2 * len(old), old.shape[1])
@@ -88,14 +120,19 @@ class UploadRows:
         return self._free.pop()
 
     def release(self, row: int) -> None:
+        """Hand ``row`` back for reuse."""
         self._free.append(row)
 
 
 class Simulator:
+    """The event loop of one run (module docstring). The step ``policy`` decides when trips start and
+    when the server steps; the loop runs until ``max_trips`` trips (or ``max_steps`` server steps) are
+    counted or ``on_eval``, called every ``eval_every`` counted trips, returns True."""
+
     def __init__(
         self,
         *,
-        server: ServerAlgorithm,
+        server: Server,
         trainer: Trainer,
         population: ClientPopulation,
         selection: Selection,
@@ -146,7 +183,7 @@ class Simulator:
         self.weight_by_client = np.zeros(len(population))  # each client's total share of the steps so far
         self.bytes_down = server.broadcast().nbytes
         self.bytes_up = server.upload_nbytes()
-        # FLOPs of one trip's local training, per client (fl_bench.costs); 0 where not counted
+        # FLOPs of one trip's local training, per client (fl_bench.clients.costs); 0 where not counted
         self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client
         self.costs = {"bytes_down": 0, "bytes_up": 0, "flops": 0.0}  # totals over the trips over so far
         self.privacy = privacy  # fl_bench.privacy.PrivateAggregation: DP in the trusted aggregator, or None
@@ -173,10 +210,12 @@ class Simulator:
     _NOT_STATE = ("trainer", "on_eval", "between_events")  # the code around the state, rebuilt on resume
 
     def state_dict(self) -> dict:
-        """Everything the loop needs to go on (fl_bench.checkpoint pickles it in one piece)."""
+        """Everything the loop needs to go on (fl_bench.runs.checkpoint pickles it in one piece)."""
         return {name: value for name, value in vars(self).items() if name not in self._NOT_STATE}
 
     def load_state_dict(self, state: dict) -> None:
+        """Take the state of :meth:`state_dict` (the trainer and callbacks stay this simulator's);
+        then ``run(resume=True)`` goes on from it."""
         vars(self).update(state)
 
     # ------------------------------------------------------------------ the loop
@@ -223,9 +262,12 @@ class Simulator:
 
     # ------------------------------------------------------------------ for step policies
     def schedule_tick(self, time: float) -> None:
+        """Call the policy's ``on_tick`` at ``time`` (before trip ends at the same time)."""
         self._push(time, _TICK, self._next_seq(), None)
 
     def schedule_deadline(self, time: float, round_id: int) -> None:
+        """Call the policy's ``on_deadline(round_id)`` at ``time``, after trip ends at the same time
+        (an upload exactly at the deadline is on time)."""
         self._push(time, _DEADLINE, self._next_seq(), round_id)
 
     def wait_for_clients(self) -> None:
@@ -285,7 +327,13 @@ class Simulator:
         """Trips that are over so far now count (budget, evaluations)."""
         self.trips = self.ended
 
+    def settled_trips(self) -> int:
+        """How many rows of the trip log are final: all but those of uploads still waiting in the
+        buffer, whose ``weight`` their server step writes (trips.csv appends only final rows)."""
+        return min((trip.log_row for trip in self.buffer), default=len(self.log))
+
     def budget_spent(self) -> bool:
+        """Whether the counted trips reached ``max_trips`` or the server steps ``max_steps``."""
         return self.trips >= self.max_trips or (self.max_steps is not None and self.server.version >= self.max_steps)
 
     def evaluate_if_due(self, force: bool = False) -> bool:
@@ -318,7 +366,7 @@ class Simulator:
             uploads.append(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector,
                                   dict(zip(self._upload_keys, extras))))
         if self.privacy is not None:  # the server sees only the clipped, noised mean (SecAgg semantics)
-            uploads = [self.privacy.aggregate(uploads, server.version)]
+            uploads = [self.privacy.aggregate(uploads, server.version, server.private_weight)]
         for upload in uploads:
             server.add(upload)
         for trip in trips:

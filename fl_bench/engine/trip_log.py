@@ -23,6 +23,7 @@ class TripLog:
             setattr(self, name, array(self._TYPES.get(name, "q")))
 
     def append(self, client, num_examples, version, start, end, staleness, used, bytes_down, bytes_up, flops) -> None:
+        """Add the row of a trip that is over; its ``weight`` stays NaN until its server step writes it."""
         self.client.append(client)
         self.num_examples.append(num_examples)
         self.download_version.append(version)
@@ -39,4 +40,6 @@ class TripLog:
         return len(self.client)
 
     def columns(self) -> dict[str, np.ndarray]:
+        """Every column as a zero-copy numpy array over the log. Drop them before the next
+        :meth:`append`: a column whose buffer is exported cannot grow."""
         return {name: np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode) for name in self.COLUMNS}

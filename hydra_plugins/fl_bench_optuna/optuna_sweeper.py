@@ -18,7 +18,7 @@ diverge; a run that failed otherwise fails its trial.
 
 ``seeds``: each trial runs once per seed (``seed=<s>``, in the same batch) and its objective is the
 mean over them: a setting tuned on one seed is tuned to that seed's noise. ``enqueue``: settings
-evaluated first, as trials of the budget (Optuna's ``enqueue_trial``); fl_bench.reproduce puts a
+evaluated first, as trials of the budget (Optuna's ``enqueue_trial``); fl_bench.analysis.reproduce puts a
 nested method's special case there (FedAvg's best with momentum 0 for FedAvgM), so the nested
 study starts from where its special case ended and cannot end worse on the tuning seeds.
 

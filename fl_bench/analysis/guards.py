@@ -1,0 +1,363 @@
+"""Guards a table's evidence must pass before its verdict is believed, computed rather than left to
+the reader, and the evidence itself: each arm's median over the report seeds with a 95% interval,
+its effect against the arm it is compared with (a ratio of client trips or rounds, a difference in
+accuracy points) with a 95% interval, and a verdict decided by that interval (:func:`evidence_table`).
+
+Intervals are percentile bootstraps over seeds (scipy's ``bootstrap``, resampling each arm's seeds
+independently, 2,000 resamples, a fixed generator: the same table every time). A seed that missed
+the target counts as the budget, so its arm's trips are a lower bound (shown with ">").
+
+Verdict: the effect's interval lies above the band of "no difference" (ratio 1 +- 5%, difference 0
++- 0.5 points), below it, or inside it, and that side is the paper's: "reproduces"; another side:
+"differs"; an interval that straddles a band edge: "inconclusive".
+
+Tuning failed: an arm declares the arm that runs its nested special case (``special_case:`` in the
+sweep file: FedAvg is FedAvgM with momentum 0, FedAvg is FedProx with mu = 0); a method worse than
+its own special case beyond the interval means its tuning failed, and that is its verdict.
+
+Saturated: the table cannot tell its arms apart because the workload sits at a ceiling or floor:
+every arm reached the target at its first evaluation, or none reached it, or (accuracy tables)
+every arm's median lies within the seeds' noise of the best one. The noise is the typical arm's
+seed std (the median over arms), so that one unstable arm's spread does not make the table look flat.
+
+Unstable: a tuned setting that collapses on some report seeds, which the mean over the tuning seeds
+could not see (a setting at the edge of stability): a seed that diverged, or missed the target where
+the arm's median seed reached it, or whose accuracy lies more than COLLAPSE_POINTS below the arm's
+median. The arm's median still stands; its spread is the setting's, not the method's noise.
+
+Edge: a tuned value at the edge of its search space (``conf/hparams_search/<space>.yaml``) says the
+optimum may lie beyond what was searched: widen the space and tune again, or the table says
+"edge". A value is at an edge when it is the smallest or largest of a numeric ``choice``, or lies
+within 5% of an ``interval``'s width of either end (measured in log space for ``tag(log, ...)``).
+A bound of 0 is a natural limit, not an edge: momentum 0 or mu = 0 (the nested special case); so is
+1 on a linear scale: a decay or mixing weight of 1. A numeric choice whose positive values span two
+decades or more counts as a log scale (a grid of learning rates, or FedProx's mu grid with 0 beside
+it), where 1 is no natural bound.
+
+    python -m fl_bench.analysis.guards results/tuned/*/*.yaml --markdown results/tuning_edges.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+SPACES = Path(__file__).resolve().parents[2] / "conf" / "hparams_search"
+EDGE_FRACTION = 0.05  # of an interval's width (log width for log intervals)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A tuned value at the ``side`` ("lower" or "upper") edge of its searched range [low, high]."""
+
+    study: str
+    key: str
+    value: float
+    low: float
+    high: float
+    side: str  # "lower" | "upper"
+
+    def __str__(self) -> str:
+        return f"{self.study}: {self.key}={self.value:.4g} at the {self.side} edge of [{self.low:g}, {self.high:g}]"
+
+
+def search_space_text(space: str, spaces: Path = SPACES) -> dict[str, str]:
+    """The sweeper's ``params`` of ``space`` as written (``conf/hparams_search/<space>.yaml``)."""
+    path = spaces / f"{space}.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"search space {space!r}: no {path}")
+    return {key: str(value) for key, value in OmegaConf.load(path).hydra.sweeper.params.items()}
+
+
+def search_space(space: str, spaces: Path = SPACES) -> dict[str, Any]:
+    """The sweeper's ``params`` of ``space``, each parsed by Hydra's override grammar (the
+    ChoiceSweep / IntervalSweep / RangeSweep objects the sweeper itself reads)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    return {key: parser.parse_override(f"{key}={value}").value() for key, value in search_space_text(space, spaces).items()}
+
+
+def contains(sweep: Any, value: Any) -> bool:
+    """Whether a search space's sweep (or fixed value) can take ``value``: a protocol checks that a
+    space holds the paper's values and its nested special case (momentum 0, mu = 0)."""
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    def same(a: Any, b: Any) -> bool:
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) if numbers else a == b
+
+    if isinstance(sweep, IntervalSweep):
+        return isinstance(value, (int, float)) and sweep.start * (1 - 1e-9) <= value <= sweep.end * (1 + 1e-9)
+    if isinstance(sweep, ChoiceSweep):
+        return any(same(choice, value) for choice in sweep.list)
+    if isinstance(sweep, RangeSweep):
+        return any(same(choice, value) for choice in range(int(sweep.start), int(sweep.stop), int(sweep.step)))
+    return same(sweep, value)
+
+
+def _bounds(sweep: Any) -> tuple[float, float, bool, bool] | None:
+    """(low, high, log scale, discrete) of a numeric sweep; None for a non-numeric one."""
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    if isinstance(sweep, IntervalSweep):
+        return float(sweep.start), float(sweep.end), "log" in sweep.tags, False
+    if isinstance(sweep, RangeSweep):
+        return float(sweep.start), float(sweep.stop - sweep.step), False, True
+    if isinstance(sweep, ChoiceSweep):
+        values = [v for v in sweep.list if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(values) == len(sweep.list) and len(values) > 1:
+            positive = [v for v in values if v > 0]  # (a 0 beside a log grid is its nested special case)
+            log = len(positive) > 1 and max(positive) / min(positive) >= 100
+            return float(min(values)), float(max(values)), log, True
+    return None
+
+
+def edge_side(value: float, low: float, high: float, log: bool, discrete: bool) -> str | None:
+    """"lower" / "upper" when ``value`` is at that edge of [low, high], else None."""
+    if discrete:
+        side = "lower" if value <= low else "upper" if value >= high else None
+    else:
+        scale = math.log if log else float
+        position = (scale(value) - scale(low)) / (scale(high) - scale(low))
+        side = "lower" if position <= EDGE_FRACTION else "upper" if position >= 1 - EDGE_FRACTION else None
+    limit = low if side == "lower" else high
+    if limit == 0.0 or (not log and limit == 1.0):
+        return None  # a natural limit: the nested special case (momentum 0, mu = 0), no decay
+    return side
+
+
+def tuned_edges(tuned: dict[str, Any], spaces: Path = SPACES) -> list[Edge]:
+    """The edges among a tuned study's best setting (a ``results/tuned/.../<study>.yaml``)."""
+    if not tuned.get("space") or not tuned.get("best_params"):
+        return []
+    space = search_space(tuned["space"], spaces)
+    edges = []
+    for key, value in tuned["best_params"].items():
+        bounds = _bounds(space[key]) if key in space else None
+        if bounds is None or not isinstance(value, (int, float)):
+            continue
+        side = edge_side(float(value), *bounds)
+        if side:
+            edges.append(Edge(tuned.get("study", tuned["space"]), key, float(value), bounds[0], bounds[1], side))
+    return edges
+
+
+NO_DIFFERENCE = {"ratio": (0.95, 1.05), "difference": (-0.5, 0.5)}  # the band of "the same"
+RESAMPLES = 2000
+COLLAPSE_POINTS = 10.0  # accuracy this far below its arm's median is a collapsed seed, not noise
+
+
+def _interval(statistic, *samples: np.ndarray) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of ``statistic(*samples)``, each sample resampled on its own."""
+    from scipy import stats
+
+    if any(len(sample) < 2 for sample in samples) or all(np.ptp(sample) == 0 for sample in samples):
+        value = statistic(*samples)
+        return value, value  # one seed, or no spread: nothing to resample
+    result = stats.bootstrap(samples, statistic, n_resamples=RESAMPLES, confidence_level=0.95, method="percentile",
+                             vectorized=False, random_state=np.random.default_rng(0))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def side(low: float, high: float, kind: str) -> str:
+    """Where an interval (a point: low = high) lies against the no-difference band of ``kind``
+    ("ratio": 1 +- 5%, "difference": 0 +- 0.5 points): '>', '<', '=' or '?' (straddles an edge)."""
+    band_low, band_high = NO_DIFFERENCE[kind]
+    if low > band_high:
+        return ">"
+    if high < band_low:
+        return "<"
+    return "=" if band_low <= low and high <= band_high else "?"
+
+
+def paper_side(value: Any, kind: str = "ratio") -> str:
+    """The side of one paper entry: a number, or '>x' for a lower bound ('>1': the text says larger,
+    without a number; the paper's '>600' over the reference; '>0' for a difference the text states
+    without a number) and '<x' for an upper bound ('<0': smaller, without a number)."""
+    text = str(value)
+    number, neutral = float(text.lstrip("<>")), 1 if kind == "ratio" else 0
+    if text.startswith(">") and number >= neutral:
+        return ">"
+    if text.startswith("<") and number <= neutral:
+        return "<"
+    return side(number, number, kind)
+
+
+def _paper_side(values: list[Any], kind: str) -> str | None:
+    """The side all the paper's numbers take; None when they disagree."""
+    sides = {paper_side(value, kind) for value in values}
+    return sides.pop() if len(sides) == 1 else None
+
+
+def _samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, bool]:
+    """One value per seed of ``method`` (trips with a miss counted as the budget), and whether a seed missed."""
+    group = runs[runs["method"] == method]
+    if measure in ("trips", "rounds"):
+        missed = group["trips_to_target"].isna()
+        return group["trips_to_target"].fillna(group["max_trips"]).to_numpy(float), bool(missed.any())
+    return 100 * group[_accuracy(measure)].to_numpy(float), False
+
+
+def _accuracy(measure: str) -> str:
+    """The summary key an accuracy measure reads: the final accuracy after the budget for FedBuff
+    Fig. 4 (privacy), the best within it otherwise."""
+    return "final_val_accuracy" if measure == "privacy" else "best_val_accuracy"
+
+
+def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float, float]:
+    statistic = ((lambda a, b: np.median(a) / np.median(b)) if kind == "ratio"
+                 else (lambda a, b: np.median(a) - np.median(b)))
+    return (statistic(ours, base), *_interval(statistic, ours, base))
+
+
+def _shown(value: float, low: float, high: float, kind: str, bound: bool = False) -> str:
+    mark = ">" if bound else ""
+    if kind == "ratio":
+        return f"{mark}{value:.2f}× [{low:.2f}, {high:.2f}]"
+    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def saturated(runs: pd.DataFrame, measure: str) -> str:
+    """Why the table's workload cannot tell its arms apart ('' when it can)."""
+    if measure in ("trips", "rounds"):
+        first = runs.get("eval_every", pd.Series(dtype=float))
+        if runs["trips_to_target"].isna().all():
+            return "no arm reached the target within the budget"
+        if measure == "trips" and len(first) and (runs["trips_to_target"] <= first).all():
+            return "every arm reached the target at its first evaluation"
+        return ""
+    column = _accuracy(measure)
+    medians = runs.groupby("method")[column].median() * 100
+    noise = 100 * runs.groupby("method")[column].std(ddof=1).median()
+    if len(medians) > 1 and pd.notna(noise) and medians.max() - medians.min() <= noise:
+        return (f"every arm's median {column.split('_')[0]} accuracy lies within {medians.max() - medians.min():.2f} points of the best, "
+                f"inside the seeds' noise ({noise:.2f} points)")
+    return ""
+
+
+def collapsed(runs: pd.DataFrame, method: str, measure: str) -> list[int]:
+    """The seeds on which ``method``'s setting collapsed (see Unstable above)."""
+    group = runs[runs["method"] == method]
+    bad = group.get("status", pd.Series("", index=group.index)) == "diverged"
+    if measure in ("trips", "rounds"):
+        missed = group["trips_to_target"].isna()
+        bad |= missed & (missed.mean() < 0.5)
+    else:
+        accuracy = 100 * group[_accuracy(measure)]
+        bad |= accuracy < accuracy.median() - COLLAPSE_POINTS
+    return sorted(int(seed) for seed in group.loc[bad, "seed"])
+
+
+def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> pd.DataFrame:
+    """Per method: median [95% interval] over seeds; per compared arm: the effect against its ``vs``
+    (default ``reference``) with its interval, the paper's effect, the verdict; the guards' findings."""
+    kind = "ratio" if measure in ("trips", "rounds") else "difference"
+    paper_key = {"trips": "trips", "rounds": "trips"}.get(measure, "accuracy")
+    methods = list(dict.fromkeys(runs["method"]))
+    rows = []
+    for method in methods:
+        ours, bound = _samples(runs, method, measure)
+        low, high = _interval(np.median, ours)
+        arm = arms.get(method, {})
+        level = (f"{np.median(ours):.2f} [{low:.2f}, {high:.2f}]" if kind == "difference"
+                 else f"{'>' if bound else ''}{np.median(ours):,.0f} [{low:,.0f}, {high:,.0f}]")
+        row = {"method": method, "seeds": len(ours), "median [95% CI]": level,
+               "vs": "", "effect [95% CI]": "", "paper": "", "verdict": "", "guard": ""}
+        vs = arm.get("vs", reference)
+        if vs in methods and vs != method and ("vs" in arm or "paper" in arm):
+            base, base_bound = _samples(runs, vs, measure)
+            value, e_low, e_high = _effect(ours, base, kind)
+            row.update({"vs": vs, "effect [95% CI]": _shown(value, e_low, e_high, kind, bound and not base_bound)})
+            paper = (arm.get("paper") or {}).get(paper_key)
+            if paper is not None and kind == "difference":
+                theirs = (arms.get(vs, {}).get("paper") or {}).get(paper_key)
+                paper = None if theirs is None else [float(paper) - float(theirs)]
+            elif kind == "difference":  # a paper that states the direction without numbers (FedStaleWeight)
+                paper = (arm.get("paper") or {}).get("difference")
+            if paper:
+                row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v)[:1] in "<>"
+                                          else f"{float(v):+.2f}" for v in paper)
+                expected, found = _paper_side(list(paper), kind), side(e_low, e_high, kind)
+                row["verdict"] = ("inconclusive" if found == "?" or expected is None
+                                  else "reproduces" if found == expected else "differs")
+        fallen = collapsed(runs, method, measure) if "seed" in runs else []
+        if fallen:
+            row["guard"] = f"unstable: collapsed on seed{'s' if len(fallen) > 1 else ''} {', '.join(map(str, fallen))} of {len(ours)}"
+        special = arm.get("special_case")
+        if special is not None and special not in arms:
+            raise ValueError(f"arm {method!r}: special_case {special!r} is not an arm of this table: "
+                             f"choose one of {', '.join(arms)}")
+        if special in methods:  # (a smoke run may leave it out)
+            base, _ = _samples(runs, special, measure)
+            _, e_low, e_high = _effect(ours, base, kind)
+            worse = e_low > NO_DIFFERENCE["ratio"][1] if kind == "ratio" else e_high < NO_DIFFERENCE["difference"][0]
+            if worse:
+                row["guard"] = "; ".join(filter(None, [f"tuning failed: worse than its special case {special}", row["guard"]]))
+                row["verdict"] = "tuning failed" if row["verdict"] else ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> str:
+    """The evidence table with the guards' findings, as a section of a report."""
+    table = evidence_table(runs, reference, arms, measure)
+    unit = {"trips": "client trips to target", "rounds": "rounds to target",
+            "privacy": "final accuracy (%)"}.get(measure, "best accuracy (%)")
+    effect = ("ratio of medians (lower is better)" if measure in ("trips", "rounds")
+              else "difference of medians in points (higher is better)")
+    lines = [f"## Evidence\n\nMedian {unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "
+             "the arm in `vs`, with its interval; verdict by where that interval lies against the paper's side "
+             "(fl_bench/analysis/guards.py states the rules).\n", table.to_markdown(index=False), ""]
+    why = saturated(runs, measure)
+    if why:
+        lines.append(f"Guard, saturated: {why}: this workload cannot show the effect, whatever the verdicts say.\n")
+    failed = table.loc[table["guard"].str.contains("tuning failed"), "method"].tolist()
+    if failed:
+        lines.append(f"Guard, tuning failed: {', '.join(failed)}: worse than its own special case: "
+                     "a tuning failure, not a finding.\n")
+    unstable = table.loc[table["guard"].str.contains("unstable"), "method"].tolist()
+    if unstable:
+        lines.append(f"Guard, unstable: {', '.join(unstable)}: the tuned setting collapsed on some report seeds "
+                     "(diverged, missed the target its other seeds reached, or fell more than "
+                     f"{COLLAPSE_POINTS:g} points below its median): a setting at the edge of stability that the "
+                     "tuning seeds did not show; read its interval as the setting's, not the method's.\n")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: print every edge of the given tuned settings; ``--markdown`` also writes them as
+    a table."""
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.guards", description=__doc__.splitlines()[0])
+    parser.add_argument("tuned", nargs="+", type=Path, help="tuned settings, e.g. results/tuned/fedbuff_smoke/*.yaml")
+    parser.add_argument("--markdown", type=Path, help="also write the edges as a table to this file")
+    args = parser.parse_args(argv)
+    rows = []
+    for path in args.tuned:
+        tuned = OmegaConf.to_container(OmegaConf.load(path))
+        tuned.setdefault("study", path.stem)
+        try:
+            edges = tuned_edges(tuned)
+        except FileNotFoundError as error:
+            parser.exit(2, f"fl_bench.analysis.guards: error: {path}: {error}\n")
+        for edge in edges:
+            print(f"{path}: edge: {edge}")
+            rows.append(f"| {path} | {tuned['space']} | {edge.key} | {edge.value:.4g} | [{edge.low:g}, {edge.high:g}] | {edge.side} |")
+    if args.markdown:
+        header = ("# Tuned values at the edge of their search space\n\nMade by `python -m fl_bench.analysis.guards "
+                  f"<tuned settings> --markdown {args.markdown}` (fl_bench/analysis/guards.py says what an edge is): "
+                  f"{len(rows)} edges in {len(args.tuned)} tuned settings. Each says the optimum may lie beyond "
+                  "what was searched: widen the space and tune again before reading the arms that use it.\n\n"
+                  "| tuned setting | space | key | value | searched | edge |\n|:--|:--|:--|--:|:--|:--|\n")
+        args.markdown.write_text(header + "\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    main()

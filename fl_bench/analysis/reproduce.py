@@ -1,0 +1,433 @@
+"""Reproduce a paper's tables from one sweep file: tune every study with the same budget, rerun each
+table's arms on fresh seeds, write the tables beside the paper's numbers.
+
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml [TABLE ...] [--jobs 2]
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
+
+Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
+a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``), its best setting
+is kept in ``<tuned_dir>/<study>.yaml``; an arm is a multirun over the report seeds with that
+setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present (a
+study's when the same protocol, search space (its ranges) and overrides made it; an arm's runs when the same command
+made them), so an interrupted reproduction resumes, arms that several tables share run once, and a
+retuned study reruns its arms.
+
+A sweep file's ``protocol`` is the rule every arm follows, written before the runs and checked
+before any of them starts (:class:`Protocol`): one tuner budget for every study (trials, random
+start-up trials, objective), tuning seeds (a trial's objective is its mean over them) and report
+seeds disjoint from them, and the verdict rule. A study may name its nested ``special_case`` (the
+study it reduces to, and the values that reduce it: FedAvgM with momentum 0 is FedAvg): its space
+must contain those values, its first trial is the special case's tuned best, so a working tuner
+cannot end the nested method worse than its special case on the tuning seeds. A study's ``paper``
+values (FedBuff's mu grid) must lie in its space. ``readings`` (a list) says where the implementation
+reads the paper one way and another reading is possible; every table prints them. The sweep files'
+own comments document the rest
+(``sweeps/fedbuff_smoke.yaml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from fl_bench.analysis.fairness import write_fairness
+from fl_bench.analysis.guards import contains, evidence_markdown, search_space, search_space_text, tuned_edges
+from fl_bench.analysis.report import load_runs, write_report
+from fl_bench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One row of a table: its ``label``, the study whose tuned setting it runs, and extra
+    ``overrides``."""
+
+    label: str
+    study: str
+    overrides: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """A directory name naming exactly what the arm runs (shared by tables that run the same)."""
+        text = " ".join((self.study, *self.overrides))
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("=", "-"))[:60]
+        return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What every arm of a sweep file follows (its ``protocol:``), checked before any run (issue 29):
+    at least MIN_TRIALS trials for every tuned study, MIN_TUNING_SEEDS tuning seeds, MIN_REPORT_SEEDS
+    report seeds none of which was tuned on. ``tuner`` is None for a paper whose protocol is not tuned
+    (HFL: the paper's eta_0 for every method); its studies then have no space."""
+
+    registered: str  # the date the protocol was written, before its runs
+    report_seeds: tuple[int, ...]
+    verdict: str
+    tuner: dict | None  # {trials, startup_trials, seeds, objective, direction}
+
+    MIN_TRIALS, MIN_TUNING_SEEDS, MIN_REPORT_SEEDS = 32, 2, 5
+
+    @classmethod
+    def of(cls, spec: dict) -> "Protocol":
+        """The sweep file's ``protocol``, checked against its studies (:meth:`check`); ValueError
+        naming what is missing or wrong."""
+        if "protocol" not in spec:
+            raise ValueError("the sweep file has no protocol: state its tuner, tuning and report seeds and verdict rule "
+                             "before its runs (sweeps/fedbuff_smoke.yaml shows the fields)")
+        p = spec["protocol"]
+        missing = [key for key in ("registered", "report_seeds", "verdict", "tuner") if key not in p]
+        if missing:
+            raise ValueError(f"protocol: missing {', '.join(missing)}")
+        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"])
+        protocol.check(spec["studies"])
+        return protocol
+
+    def check(self, studies: dict[str, dict]) -> None:
+        """ValueError unless ``studies`` follow the protocol: MIN_REPORT_SEEDS distinct report seeds; a
+        complete tuner (null only if no study names a space) with MIN_TRIALS trials and MIN_TUNING_SEEDS
+        tuning seeds, none a report seed; each tuned study's paper values and special case inside its
+        space, and special cases that form no cycle."""
+        if len(set(self.report_seeds)) < self.MIN_REPORT_SEEDS:
+            raise ValueError(f"protocol.report_seeds={list(self.report_seeds)}: at least {self.MIN_REPORT_SEEDS} distinct seeds")
+        tuned = [name for name, study in studies.items() if "space" in study]
+        if self.tuner is None:
+            if tuned:
+                raise ValueError(f"studies {', '.join(tuned)} name a search space but protocol.tuner is null")
+            return
+        missing = [key for key in ("trials", "startup_trials", "seeds", "objective", "direction") if key not in self.tuner]
+        if missing:
+            raise ValueError(f"protocol.tuner: missing {', '.join(missing)}")
+        trials, seeds = self.tuner["trials"], self.tuner["seeds"]
+        if trials < self.MIN_TRIALS:
+            raise ValueError(f"protocol.tuner.trials={trials}: at least {self.MIN_TRIALS} for every study")
+        if not 0 <= self.tuner["startup_trials"] < trials:
+            raise ValueError(f"protocol.tuner.startup_trials={self.tuner['startup_trials']}: must be in [0, {trials})")
+        if len(set(seeds)) < self.MIN_TUNING_SEEDS:
+            raise ValueError(f"protocol.tuner.seeds={list(seeds)}: at least {self.MIN_TUNING_SEEDS} distinct seeds "
+                             "(a setting tuned on one seed is tuned to its noise)")
+        shared = sorted(set(seeds) & set(self.report_seeds))
+        if shared:
+            raise ValueError(f"seeds {shared} are both tuning and report seeds: report on seeds the tuner never saw")
+        if self.tuner["direction"] not in ("minimize", "maximize"):
+            raise ValueError(f"protocol.tuner.direction={self.tuner['direction']!r}: choose minimize or maximize")
+        for name in tuned:
+            self._check_study(name, studies)
+
+    @staticmethod
+    def _check_study(name: str, studies: dict[str, dict]) -> None:
+        """The study's space holds the paper's values and its special case, which is itself tuned."""
+        study = studies[name]
+        space = search_space(study["space"])
+        for key, values in (study.get("paper") or {}).items():
+            outside = [v for v in values if key not in space or not contains(space[key], v)]
+            if outside:
+                raise ValueError(f"study {name}: the paper's {key} values {outside} lie outside its space {study['space']}")
+        special = study.get("special_case")
+        if special is None:
+            return
+        base = special.get("study")
+        if base not in studies or "space" not in studies[base] or base == name:
+            raise ValueError(f"study {name}: special_case.study={base!r} must name another tuned study")
+        for key, value in special.get("set", {}).items():
+            if key not in space or not contains(space[key], value):
+                raise ValueError(f"study {name}: its special case's {key}={value} lies outside its space {study['space']}")
+        start = {*search_space(studies[base]["space"]), *special.get("set", {})}
+        if start != set(space):
+            raise ValueError(f"study {name}: its special case ({base}'s keys and {sorted(special.get('set', {}))}) sets "
+                             f"{sorted(start)}, not its searched keys {sorted(space)}")
+        seen = {name}
+        while base is not None:  # a chain of special cases ends (FedAvgM -> FedAvg)
+            if base in seen:
+                raise ValueError(f"study {name}: its special cases form a cycle through {base}")
+            seen.add(base)
+            base = (studies[base].get("special_case") or {}).get("study")
+
+    def describe(self, nested: bool) -> str:
+        """One paragraph for the tables' notes (``nested``: some study starts from its special case)."""
+        if self.tuner is None:
+            tuning = "not tuned: every method runs the paper's fixed setting"
+        else:
+            t = self.tuner
+            start = "; a nested method's first trial is its special case's best" if nested else ""
+            tuning = (f"every study {t['trials']} TPE trials ({t['startup_trials']} random), objective the mean "
+                      f"{t['objective']} over tuning seeds {', '.join(map(str, t['seeds']))}{start}")
+        return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
+                f"{', '.join(map(str, self.report_seeds))}, none tuned on; verdict: {self.verdict}")
+
+
+class Reproduction:
+    """One sweep file's reproduction: tune its studies, run its tables' arms on the report seeds,
+    write the tables. ``smoke``: the file's small workload, one seed, each table's reference arm,
+    no tuning."""
+
+    def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = ()):
+        self.spec = OmegaConf.to_container(OmegaConf.load(spec_path))
+        self.protocol = Protocol.of(self.spec)
+        self.smoke, self.jobs = smoke, jobs
+        self.runs_dir = runs_dir or Path(self.spec["runs_dir"] + ("_smoke" if smoke else ""))
+        self.tuned_dir = Path(self.spec["tuned_dir"])
+        self.workload = [*self.spec["workload"], *(self.spec["smoke"] if smoke else []), *overrides]
+        self.seeds = list(self.protocol.report_seeds[:1] if smoke else self.protocol.report_seeds)
+        self._study_locks = defaultdict(threading.Lock)  # a nested study waits for its special case
+        self._check_special_cases()
+
+    def _check_special_cases(self) -> None:
+        """Every nested study's special case composes into a config that runs (FedProx with mu = 0):
+        otherwise its first trial fails and the study starts from nowhere."""
+        from hydra import compose, initialize_config_dir
+
+        from fl_bench.runs.cli import CONFIG_DIR, one_line
+
+        for name, study in self.spec["studies"].items():
+            special = study.get("special_case")
+            if special is None:
+                continue
+            overrides = [*self.workload, *study["overrides"], *(f"{k}={v}" for k, v in special.get("set", {}).items())]
+            try:
+                with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+                    OmegaConf.to_object(compose("config", overrides=overrides))
+            except Exception as error:  # Hydra's and the schema's errors, made one line
+                raise ValueError(f"study {name}: its special case does not run: {one_line(error)}") from error
+
+    def tables(self, names: list[str]) -> dict[str, dict]:
+        """The tables named ``names`` (all when empty), by name; ValueError for an unknown one."""
+        tables = self.spec["tables"]
+        unknown = [n for n in names if n not in tables]
+        if unknown:
+            raise ValueError(f"unknown table {', '.join(unknown)}: choose from {', '.join(tables)}")
+        return {n: tables[n] for n in names or tables}
+
+    def arms(self, table: dict) -> list[Arm]:
+        """The table's arms (with ``smoke`` only its reference arm); ValueError for an arm whose
+        study the file lacks."""
+        arms = [Arm(label, a["study"], tuple(a.get("overrides", []))) for label, a in table["arms"].items()]
+        for arm in arms:
+            if arm.study not in self.spec["studies"]:
+                raise ValueError(f"arm {arm.label!r} names study {arm.study!r}: not among {', '.join(self.spec['studies'])}")
+        if self.smoke:  # one point per table: its reference arm, which every other arm is compared with
+            return [a for a in arms if a.label == table["reference"]]
+        return arms
+
+    # ------------------------------------------------------------------ tuning
+    def tuned(self, study: str) -> dict:
+        """The study's best setting; tuned now unless already on file under the same protocol (smoke
+        runs never tune: they take such a file when present, else the algorithm's defaults)."""
+        spec = self.spec["studies"][study]
+        if "setting_of" in spec:  # not tuned: runs another study's best setting (a diagnostic arm)
+            return {**self.tuned(spec["setting_of"]), "wall_seconds": 0.0}
+        if "space" not in spec:  # not tuned: the paper's fixed setting (HFL: eta_0 = 0.1 for every method)
+            return {"best_params": {}, "wall_seconds": 0.0}
+        with self._study_locks[study]:
+            return self._tune(study, spec)
+
+    def _tune(self, study: str, spec: dict) -> dict:
+        path = self.tuned_dir / f"{study}.yaml"
+        if self.smoke:
+            kept = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
+            return kept if kept.get("tuner") == self.protocol.tuner else {"best_params": {}, "wall_seconds": 0.0}
+        enqueue = self._special_case_start(spec)
+        made = {"space": spec["space"], "params": search_space_text(spec["space"]), "overrides": spec["overrides"],
+                "tuner": self.protocol.tuner, "enqueued": enqueue}
+        if path.exists():
+            kept = OmegaConf.to_container(OmegaConf.load(path))
+            if all(kept.get(key) == value for key, value in made.items()):
+                return kept
+        sweep_dir = self.runs_dir / f"tune_{study}"
+        shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
+        tuner = self.protocol.tuner
+        started = time.perf_counter()
+        self._run(self._command([
+            *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
+            f"hydra.sweeper.n_trials={tuner['trials']}", f"hydra.sweeper.n_startup_trials={tuner['startup_trials']}",
+            f"hydra.sweeper.objective={tuner['objective']}", f"hydra.sweeper.direction={tuner['direction']}",
+            f"hydra.sweeper.seeds=[{','.join(map(str, tuner['seeds']))}]",
+            *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
+            f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]), sweep_dir)
+        result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
+        if result["best_params"] is None:
+            raise RuntimeError(f"study {study}: no trial completed (see {sweep_dir}/reproduce.log)")
+        result.update(study=study, **made, wall_seconds=time.perf_counter() - started)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(result), path)
+        return result
+
+    def _special_case_start(self, spec: dict) -> dict:
+        """The nested study's first trial: its special case's tuned best with the values that reduce
+        it to that case (empty without a special case)."""
+        special = spec.get("special_case")
+        if special is None:
+            return {}
+        return {**self.tuned(special["study"])["best_params"], **special.get("set", {})}
+
+    # ------------------------------------------------------------------ runs
+    def run_arm(self, arm: Arm) -> Path:
+        """The arm's runs, reused when they were made by the same command (a retuned study or an edited
+        arm reruns: the command names the setting)."""
+        directory = self.runs_dir / arm.key
+        best = self.tuned(arm.study)["best_params"]
+        command = self._command([
+            *self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
+            *arm.overrides, f"seed={','.join(map(str, self.seeds))}", f"hydra.sweep.dir={directory}",
+        ])
+        log = directory / "reproduce.log"
+        done = len(list(directory.glob("*/summary.json"))) >= len(self.seeds)
+        # (the interpreter's path may differ between machines: compare from the module on)
+        if done and log.exists() and log.read_text().split("\n", 1)[0].endswith(" ".join(command[1:])):
+            return directory
+        shutil.rmtree(directory, ignore_errors=True)
+        finished = self._run(command, directory, check=False)
+        # A seed that diverged still leaves its summary (status diverged): a result, not a failure.
+        if not finished and len(list(directory.glob("*/summary.json"))) < len(self.seeds):
+            raise RuntimeError(f"arm {arm.label!r} failed: see {log}")
+        return directory
+
+    @staticmethod
+    def _command(overrides: list[str]) -> list[str]:
+        return [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
+
+    def _run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with open(log_dir / "reproduce.log", "w") as log:
+            log.write(" ".join(command) + "\n")
+            log.flush()
+            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
+        if done.returncode != 0 and check:
+            raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}): see {log_dir}/reproduce.log")
+        return done.returncode == 0
+
+    def _parallel(self, function, items) -> list:
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            return list(pool.map(function, items))
+
+    # ------------------------------------------------------------------ tables
+    def guards(self, arms: list[Arm]) -> str:
+        """The guards' findings about these arms' tuning, for the table's notes (fl_bench.analysis.guards)."""
+        studies = sorted({self.spec["studies"][a.study].get("setting_of", a.study) for a in arms})
+        edges = [edge for study in studies for edge in tuned_edges({"study": study, **self.tuned(study)})]
+        if not edges:
+            return ""
+        return ("Guard, edge: a tuned value at the edge of its search space, so the optimum may lie beyond it "
+                "(widen the space and tune again before reading these arms): " + "; ".join(map(str, edges)) + ".")
+
+    # A tuned setting that scores this much worse on the report seeds than on the tuning seeds did
+    # not carry over to unseen seeds: trips (minimize) 1.5x as many, accuracy (maximize) 5 points less.
+    HELD_OUT_WORSE = {"minimize": 1.5, "maximize": 0.05}
+
+    def held_out(self, arms: list[Arm], directories: dict[str, Path]) -> str:
+        """Arms that run a tuned setting exactly (no overrides) whose median objective on the report
+        seeds is far worse than its tuning seeds' mean: the guard the unstable one misses when most
+        report seeds collapse (a median seed that missed the target is not an outlier)."""
+        tuner = self.protocol.tuner
+        if tuner is None:
+            return ""
+        findings = []
+        for arm in arms:
+            if arm.overrides or "setting_of" in self.spec["studies"][arm.study]:
+                continue
+            values = [json.loads(p.read_text())[tuner["objective"]] for p in directories[arm.key].glob("*/summary.json")]
+            if not values:
+                continue
+            tuned, median = float(self.tuned(arm.study)["best_value"]), float(statistics.median(values))
+            worse = (median > self.HELD_OUT_WORSE["minimize"] * tuned if tuner["direction"] == "minimize"
+                     else median < tuned - self.HELD_OUT_WORSE["maximize"])
+            if worse:
+                shown = (lambda v: f"{v:,.0f}") if abs(tuned) >= 100 else (lambda v: f"{v:.4g}")  # trips or accuracy
+                findings.append(f"{arm.label} ({tuner['objective']} {shown(tuned)} on tuning seeds "
+                                f"{', '.join(map(str, tuner['seeds']))}, median {shown(median)} on the report seeds)")
+        if not findings:
+            return ""
+        return ("Guard, held-out: a tuned setting that does much worse on the report seeds than on the seeds it was "
+                "tuned on, so it does not carry over to unseen seeds (more tuning seeds, or a setting further from "
+                "the edge of stability): " + "; ".join(findings) + ".")
+
+    def _nested(self) -> bool:
+        return any("special_case" in study for study in self.spec["studies"].values())
+
+    def readings(self) -> str:
+        """The sweep file's ``readings``: where the implementation reads the paper one way and another
+        reading is possible, with the knob that switches and any measured ablation, under every table."""
+        readings = self.spec.get("readings") or []
+        if not readings:
+            return ""
+        return ("Readings (where this implementation reads the paper one way and another reading is possible):\n\n"
+                + "\n".join(f"- {reading}" for reading in readings))
+
+    def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
+        """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
+        Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
+        tables = self.tables(names)
+        arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
+        studies = {arm.study for arm in arms.values()}
+        studies = {self.spec["studies"][s].get("setting_of", s) for s in studies}
+        self._parallel(self.tuned, sorted(studies))
+        directories = dict(zip(arms, self._parallel(self.run_arm, list(arms.values()))))
+        for name, table in tables.items():
+            chosen = self.arms(table)
+            runs, metrics, trips = load_runs([directories[a.key] for a in chosen], ["algorithm.name"])
+            labels = {str(directories[a.key]): a.label for a in chosen}
+            label_of = runs["source"].map(lambda source: labels[str(Path(source).parent)])
+            runs["method"] = label_of
+            metrics["method"] = metrics["run"].map(label_of)
+            trips["method"] = trips["run"].map(label_of)
+            order = {a.label: i for i, a in enumerate(chosen)}
+            runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
+            tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
+            notes = "\n\n".join(filter(None, (table.get("notes", ""), self.guards(chosen),
+                                                self.held_out(chosen, directories), self.readings(),
+                                                self.protocol.describe(self._nested()))))
+            if table.get("measure") == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
+                evidence = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy")
+                run_dirs = {a.label: sorted(s.parent for s in directories[a.key].glob("*/summary.json")) for a in chosen}
+                write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
+                               "\n\n".join(filter(None, (evidence, notes))), table["title"])
+            else:
+                write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
+                             notes, table.get("measure", "trips"))
+            print(f"{name}: {out / name}.md")
+            if publish:
+                from fl_bench.analysis.wandb_report import publish as publish_report
+
+                print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring); errors are one line (exit 2)."""
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.reproduce", description=__doc__.splitlines()[0])
+    parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
+    parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")
+    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--runs-dir", type=Path, help="where runs go (default: the file's runs_dir)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (give each threads=1 on a small machine)")
+    parser.add_argument("--smoke", action="store_true", help="one point per table on the file's small workload")
+    parser.add_argument("--override", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="Hydra overrides for every run, e.g. device=cuda data_root=/data (tuning included)")
+    parser.add_argument("--publish", metavar="ENTITY/PROJECT", help="also publish each table as a W&B Report "
+                        "(needs --override logger=wandb; see python -m fl_bench.analysis.report --publish)")
+    parser.add_argument("--dry-run", action="store_true", help="with --publish: write each Report's specification instead")
+    args = parser.parse_args(argv)
+    try:
+        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override).run(
+            args.tables, args.out, args.publish, args.dry_run)
+    except (ValueError, RuntimeError, FileNotFoundError, ConfigError) as error:
+        parser.exit(2, f"fl_bench.analysis.reproduce: error: {error}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+"""The client side: what a client does on a trip and where it runs.
+
+- ``local_update``: the client's knobs (``ClientConfig``, part of every algorithm's config) and its
+  local step rule (``LocalUpdate``: SGD with FedProx's term; FedGBO's family subclass it).
+- ``trainer``: ``ClientTrainer`` trains a batch of trips, one after the other or together.
+- ``batched``: the kernels of the batched step (bmm chains, written-out gradients, CUDA graphs).
+- ``task``: the loss and evaluation around a model.
+- ``hardware``: the device, batching and CUDA-graph choices of ``device=auto``.
+- ``costs``: the FLOPs of a trip's local training (FedGBO App. B).
+
+Depends on ``fl_bench.data``, ``fl_bench.models`` and the shared base; not on the engine's loop or
+the algorithms.
+"""

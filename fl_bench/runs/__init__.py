@@ -1,0 +1,12 @@
+"""One run, from the command line to the files it leaves.
+
+- ``config``: the root schema composing one option of every component group, and its registration.
+- ``cli``: ``python -m fl_bench [overrides]`` (Hydra), one-line errors.
+- ``experiment``: build the run's objects, simulate, summarise.
+- ``checkpoint``, ``run_dir``, ``interrupt``: exact resume, one writer per run directory, signals.
+- ``run_log``: metrics.csv, trips.csv, summary.json and W&B.
+- ``fairness``: weight shares and per-group accuracy of a run (FedStaleWeight).
+
+Depends on the engine, the algorithms, the clients, data, models and privacy; only
+``fl_bench.analysis`` depends on it.
+"""

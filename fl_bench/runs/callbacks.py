@@ -1,0 +1,252 @@
+"""Callbacks: what hangs on a run (the Lightning callback idea). Evaluation bookkeeping, logging,
+checkpointing, the progress bar, fairness and privacy accounting are each one; a new metric is one
+more, passed to ``run_experiment(..., callbacks=[...])``.
+
+:class:`fl_bench.runs.experiment.Run` calls the hooks in list order:
+
+- ``on_start(run, resumed)``: the run's objects are built (and a checkpoint restored, ``resumed``),
+  before the first event of the loop.
+- ``on_evaluation(run, progress, row) -> bool``: after each evaluation of the global model; ``row``
+  is the metrics row (trips, server_step, sim_time, val_accuracy, val_loss and the cost totals).
+  Returning True asks the run to stop (the loop stops after the event).
+- ``between_events(run)``: after every event of the loop (about once per trip: keep it cheap).
+- ``on_checkpoint(run)``: a checkpoint was just written.
+- ``state_dict()`` / ``load_state_dict(state)``: what the callback keeps across a checkpoint, so that
+  a resumed run ends as an uninterrupted one. Keyed by ``key`` (default: the class name).
+- ``summary(run) -> dict``: keys for summary.json (and W&B's run summary).
+- ``on_end(run, status, summary)``: once, after the summary is made and before it is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from fl_bench.engine.delays import StragglerDelays
+from fl_bench.engine.simulator import Progress
+from fl_bench.runs.checkpoint import CheckpointSchedule
+from fl_bench.runs.fairness import accuracy_by_group, client_groups, jain_index
+from fl_bench.runs.interrupt import STOP
+
+logger = logging.getLogger("fl_bench")
+
+
+class Callback:
+    """Base class: every hook does nothing; override the ones you need (see the module docstring)."""
+
+    @property
+    def key(self) -> str:
+        """The name of this callback's state in a checkpoint."""
+        return type(self).__name__
+
+    def on_start(self, run, resumed: bool) -> None:
+        """The run's objects are built (and restored from a checkpoint if ``resumed``)."""
+
+    def on_evaluation(self, run, progress: Progress, row: dict[str, float]) -> bool:
+        """An evaluation was made (``row``: metrics.csv's row); True asks the run to stop."""
+        return False
+
+    def between_events(self, run) -> None:
+        """Called after every event of the simulation loop."""
+
+    def on_checkpoint(self, run) -> None:
+        """A checkpoint was just written."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this callback (picklable)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
+
+    def summary(self, run) -> dict[str, Any]:
+        """Keys this callback adds to summary.json."""
+        return {}
+
+    def on_end(self, run, status: str, summary: dict[str, Any]) -> None:
+        """The run is over (``status``: completed, diverged, interrupted or failed)."""
+
+
+def _resolution(previous: list[Progress], crossing: Progress) -> int:
+    """How many trips the first evaluation at the target may lie after the true crossing: 0 when at
+    most one new model was made since the last evaluation (synchronous rounds evaluated at every
+    round: that model was evaluated), else the trips since that evaluation."""
+    if not previous or crossing.server_step - previous[0].server_step <= 1:
+        return 0
+    return crossing.trips - previous[0].trips
+
+
+class Target(Callback):
+    """The first evaluation at ``target_accuracy`` (trips, steps and time to target, and how finely
+    they are resolved); with ``stop_at_target`` the run stops there."""
+
+    def __init__(self, target_accuracy: float, max_trips: int, stop_at_target: bool):
+        self.target, self.max_trips, self.stop_at_target = target_accuracy, max_trips, stop_at_target
+        self.reached: dict[str, float] = {}
+        self.previous: list[Progress] = []  # the evaluation before the current one
+
+    def on_evaluation(self, run, progress, row):
+        if row["val_accuracy"] >= self.target and not self.reached:
+            self.reached.update(trips=progress.trips, sim_time=progress.sim_time, server_step=progress.server_step,
+                                resolution=_resolution(self.previous, progress))
+        self.previous[:] = [progress]
+        return bool(self.reached) and self.stop_at_target
+
+    def state_dict(self):
+        return {"reached": self.reached, "previous": self.previous}
+
+    def load_state_dict(self, state):
+        self.reached, self.previous = state["reached"], state["previous"]
+
+    def summary(self, run):
+        reached = self.reached
+        best = max((row["val_accuracy"] for row in run.log.rows), default=None)
+        # Search objective (Optuna, W&B sweeps) for a miss: budget * (1 + shortfall / target), in
+        # [budget, 2 budget]: a search where most trials miss still learns which came closest.
+        shortfall = max(self.target - (best or 0.0), 0.0)
+        return {
+            "best_val_accuracy": best,  # FedGBO Table IV
+            "trips_to_target_or_budget": reached.get("trips", self.max_trips),
+            "trips_to_target_or_shortfall": reached.get("trips", self.max_trips * (1 + shortfall / self.target)),
+            "trips_to_target": reached.get("trips"),
+            "steps_to_target": reached.get("server_step"),  # rounds to target (FedLaAvg Table 3)
+            # The true crossing lies in (trips_to_target - resolution, trips_to_target]: eval_every for
+            # asynchronous runs, 0 for rounds evaluated at every round (the grid is the rounds).
+            "trips_to_target_resolution": reached.get("resolution"),
+            "sim_time_to_target": reached.get("sim_time"),
+        }
+
+
+class CsvLog(Callback):
+    """metrics.csv gets each evaluation's row; trips.csv the trips whose rows are final (uploads
+    still in the buffer wait for their server step's weight), at evaluations and checkpoints."""
+
+    def on_start(self, run, resumed):
+        if resumed:
+            self._trips(run)
+
+    def on_evaluation(self, run, progress, row):
+        run.log.metrics(row)
+        self._trips(run)
+        return False
+
+    def on_checkpoint(self, run):
+        self._trips(run)
+
+    @staticmethod
+    def _trips(run) -> None:
+        sim = run.exp.simulator
+        run.log.trips(sim.log.columns(), settled=sim.settled_trips())
+
+
+class Checkpointing(Callback):
+    """A checkpoint every ``checkpoint_every`` server steps and/or ``checkpoint_minutes`` of wall
+    time, and at once when Ctrl-C or SIGTERM arrived (then the run stops)."""
+
+    def __init__(self, every_steps: int | None, every_minutes: float | None):
+        self.schedule = CheckpointSchedule(every_steps, every_minutes)
+
+    def on_start(self, run, resumed):
+        self.schedule.done(run.exp.server.version)
+
+    def between_events(self, run):
+        if self.schedule.due(run.exp.server.version):
+            run.checkpoint()
+        if STOP.signal is not None:  # Ctrl-C / SIGTERM arrived during the last event
+            run.checkpoint()
+            STOP.raise_if_requested()
+
+    def on_checkpoint(self, run):
+        self.schedule.done(run.exp.server.version)
+
+
+class ProgressBar(Callback):
+    """A tqdm bar over the trip budget with the latest accuracy (``progress=false``: none)."""
+
+    def __init__(self, max_trips: int, enabled: bool):
+        self.max_trips, self.enabled = max_trips, enabled
+        self.bar: tqdm | None = None
+
+    def on_start(self, run, resumed):
+        self.bar = tqdm(total=self.max_trips, unit="trip", disable=not self.enabled, dynamic_ncols=True)
+        if resumed:
+            self.bar.update(min(run.exp.simulator.trips, self.max_trips))
+
+    def on_evaluation(self, run, progress, row):
+        self.bar.update(min(progress.trips, self.max_trips) - self.bar.n)
+        self.bar.set_postfix(acc=f"{row['val_accuracy']:.3f}", step=progress.server_step)
+        return False
+
+    def on_end(self, run, status, summary):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class WeightShares(Callback):
+    """Fairness of aggregation with label groups (FedStaleWeight Sec. 6.2): each group's share of the
+    aggregation weight, to W&B at every evaluation, and Jain's index of the clients' shares."""
+
+    def __init__(self, clients_per_group: list[int]):
+        self.groups = client_groups(clients_per_group)
+
+    def shares(self, weight_by_client: np.ndarray) -> np.ndarray | None:
+        """Each group's share of the weight so far; None before any weight was logged."""
+        if not weight_by_client.any():
+            return None
+        return np.bincount(self.groups, weights=weight_by_client) / weight_by_client.sum()
+
+    def on_evaluation(self, run, progress, row):
+        shares = self.shares(run.exp.simulator.weight_by_client) if run.cfg.logger == "wandb" else None
+        if shares is not None:
+            run.log.wandb_only({f"weight_share/group_{g}": float(share) for g, share in enumerate(shares)}, progress.trips)
+        return False
+
+    def summary(self, run):
+        weights = run.exp.simulator.weight_by_client
+        shares = self.shares(weights)
+        if shares is None:
+            return {}
+        return {"weight_share_by_group": shares.tolist(), "jain_index": jain_index(weights / weights.sum())}
+
+
+class PrivacyAccounting(Callback):
+    """(epsilon, delta) spent by the private steps taken (dp-accounting), and whether each client
+    contributed at most once per tree, which tree aggregation's single-epoch accounting assumes."""
+
+    def __init__(self, delta: float, restart_every: int | None, per_step: int):
+        self.delta, self.restart_every, self.per_step = delta, restart_every, per_step
+
+    def summary(self, run):
+        from fl_bench.privacy import epsilon
+
+        sim = run.exp.simulator
+        privacy = sim.privacy
+        spent = epsilon(privacy.mechanism, privacy.noise_multiplier, privacy.steps, self.delta, self.restart_every,
+                        len(sim.population), self.per_step)
+        trips = sim.log.columns()
+        used = trips["client"][trips["used"] == 1]
+        most = int(np.bincount(used).max()) if len(used) else 0
+        if privacy.mechanism == "ftrl" and most > 1:
+            logger.warning("dp: a client uploaded %d times; the epsilon of single-epoch tree aggregation assumes at "
+                           "most once per tree (FedBuff: one pass over the clients): this run's dp_epsilon understates",
+                           most)
+        return {"dp_mechanism": privacy.mechanism, "dp_epsilon": spent, "dp_delta": self.delta,
+                "dp_noise_multiplier": privacy.noise_multiplier, "dp_clip": privacy.clip, "dp_max_participations": most}
+
+
+class StragglerAccuracy(Callback):
+    """With persistent stragglers (speed=stragglers), the final model's accuracy on the normal
+    devices' data and on the stragglers': whose data the model learned, where stragglers' updates
+    come late or are dropped."""
+
+    def summary(self, run):
+        predicted, delays, data = run.final_predictions(), run.exp.simulator.delays, run.exp.data
+        if predicted is None or not isinstance(delays, StragglerDelays):
+            return {}
+        correct = (predicted == data.y_val).cpu().numpy().astype(float)
+        accuracy, basis = accuracy_by_group(correct, data.y_val.cpu().numpy(), data.val_offsets, data.y.cpu().numpy(),
+                                            data.offsets, {"normal": ~delays.straggler, "straggler": delays.straggler})
+        return {"final_val_accuracy_by_group": accuracy, "val_accuracy_by_group_basis": basis}

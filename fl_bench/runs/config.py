@@ -1,0 +1,152 @@
+"""The run's config: the root schema that composes one option of every component group with the
+run's own knobs, and its registration in Hydra's ConfigStore.
+
+Each component's schema lives beside the component (``fl_bench.schema``): dataset and partition in
+``fl_bench.data``, model in ``fl_bench.models``, algorithm and server optimizer in
+``fl_bench.algorithms``, delay, speed, availability and selection in ``fl_bench.engine``, DP in
+``fl_bench.privacy``. Importing this module imports those, which registers every built-in option;
+:func:`register_configs` adds the plugins' and the root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+# The built-in options register themselves when their modules are imported.
+from fl_bench.algorithms import buffered, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
+from fl_bench.algorithms.base import AlgorithmConfig
+from fl_bench.data import sources, synthetic, two_means  # noqa: F401,E402
+from fl_bench.data.federated import DatasetConfig
+from fl_bench.data.partition import PartitionConfig
+from fl_bench.engine.availability import AvailabilityConfig
+from fl_bench.engine.delays import DelayConfig, SpeedConfig
+from fl_bench.engine.selection import SelectionConfig
+from fl_bench.models import ModelConfig
+from fl_bench.numerics import MODES as NUMERICS_MODES
+from fl_bench.privacy import DPConfig
+from fl_bench.schema import choice, load_plugins, require
+
+LOGGERS = ("csv", "wandb")
+
+
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+@dataclass
+class WandbConfig:
+    """Where a ``logger=wandb`` run logs: the W&B project, entity and mode (``wandb.<key>``)."""
+
+    project: str = "fl_bench"
+    entity: Optional[str] = None
+    # online | offline | disabled; WANDB_MODE in the environment wins. Online without an API key
+    # falls back to offline (one warning line; `wandb sync` uploads the run later).
+    mode: str = "online"
+
+    def __post_init__(self) -> None:
+        choice("wandb.mode", self.mode, WANDB_MODES)
+
+
+@dataclass
+class Config:
+    """The root schema of a run: one option of every component group and the run's own knobs
+    (budget, evaluation, hardware, logging, checkpoints)."""
+
+    dataset: DatasetConfig = MISSING
+    partition: PartitionConfig = MISSING
+    model: ModelConfig = MISSING
+    algorithm: AlgorithmConfig = MISSING
+    delay: DelayConfig = MISSING
+    availability: AvailabilityConfig = MISSING
+    speed: SpeedConfig = MISSING
+    selection: SelectionConfig = MISSING
+    dp: DPConfig = MISSING
+    experiment_name: str = "default"
+    seed: int = 0
+    # M: clients training at once (async); the cohort size of synchronous algorithms.
+    concurrency: int = 100
+    # Client arrivals per unit of simulated time while fewer than `concurrency` are in flight;
+    # null: concurrency / mean delay, so the system fills in about one mean trip duration.
+    arrival_rate: Optional[float] = None
+    max_trips: int = 20000  # budget of client trips
+    # A budget of rounds (server steps) as well, whichever is spent first (HFL's T = 200 rounds: methods
+    # whose rounds hold different numbers of trips get the same rounds). null: trips only.
+    max_rounds: Optional[int] = None
+    eval_every: int = 500  # evaluate the global model every this many client trips
+    target_accuracy: float = 0.7
+    stop_at_target: bool = False
+    # auto | cpu | cuda | cuda:N. auto: CUDA when there is a GPU and a training example costs at least
+    # 1 MFLOP (below, a GPU is launch-bound and the CPU is faster: fl_bench.clients.hardware)
+    device: str = "auto"
+    # Train a batch of client trips together, one pass per local step over stacked per-trip
+    # parameters (same deltas as the sequential loop on the same seeds; augmentation draws differ).
+    # null (auto): on CUDA, and on a CPU for models of Linear layers, where it is faster (fl_bench.clients.hardware).
+    vmap_clients: Optional[bool] = None
+    # Batched steps captured as CUDA graphs (one replay per local step). null (auto): whenever trips
+    # are batched on CUDA; true needs both.
+    cuda_graphs: Optional[bool] = None
+    # Client forward passes in "fp32", or under "bf16" autocast (parameters, updates and evaluation stay fp32).
+    precision: str = "fp32"
+    vmap_chunk: int = 256  # at most this many trips per vmap pass: bounds activation memory
+    threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
+    # Floating-point kernels (fl_bench.numerics): "native", the fastest this machine has, or "portable",
+    # byte-identical results on any x86-64 CPU (baseline kernels, one thread, on the CPU).
+    numerics: str = "native"
+    data_root: str = "~/.cache/fl_bench"
+    logger: str = "csv"
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    progress: bool = True
+    # Checkpoints (fl_bench.runs.checkpoint): every this many server steps, and/or every this many
+    # minutes of wall time; always when the run is interrupted (Ctrl-C, SIGTERM). null: never.
+    checkpoint_every: Optional[int] = None
+    checkpoint_minutes: Optional[float] = 10.0
+    # null: continue from the run directory's checkpoint if it has one of this config (re-running
+    # the same command resumes); true: there must be one; false: start over, discarding it.
+    resume: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        require(self.seed >= 0, "seed", self.seed, "must be >= 0 (numpy seeds are non-negative)")
+        if isinstance(self.partition, PartitionConfig):
+            require(self.partition.seed >= 0, "partition.seed", self.partition.seed, "must be >= 0")
+        require(self.concurrency >= 1, "concurrency", self.concurrency, "must be a positive integer")
+        require(self.arrival_rate is None or self.arrival_rate > 0, "arrival_rate", self.arrival_rate, "must be > 0 or null")
+        require(self.max_trips >= 1, "max_trips", self.max_trips, "must be >= 1")
+        require(self.max_rounds is None or self.max_rounds >= 1, "max_rounds", self.max_rounds, "must be >= 1 or null")
+        require(self.eval_every >= 1, "eval_every", self.eval_every, "must be >= 1")
+        require(0 < self.target_accuracy <= 1, "target_accuracy", self.target_accuracy, "must be in (0, 1]")
+        require(
+            self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+            "device", self.device, "choose auto, cpu, cuda or cuda:N",
+        )
+        require(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1 or null")
+        require(self.vmap_chunk >= 1, "vmap_chunk", self.vmap_chunk, "must be >= 1")
+        choice("precision", self.precision, ("fp32", "bf16"))
+        choice("numerics", self.numerics, NUMERICS_MODES)
+        if self.numerics == "portable":
+            require(self.threads in (None, 1), "threads", self.threads,
+                     "numerics=portable computes with one intra-op thread: use threads=1 or null "
+                     "(for speed, run several runs at once)")
+            require(self.device in ("auto", "cpu"), "device", self.device, "numerics=portable runs on the CPU: use device=cpu or auto")
+            require(self.precision == "fp32", "precision", self.precision, "numerics=portable computes in fp32")
+        choice("logger", self.logger, LOGGERS)
+        require(self.checkpoint_every is None or self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every,
+                 "must be >= 1 (server steps) or null")
+        require(self.checkpoint_minutes is None or self.checkpoint_minutes > 0, "checkpoint_minutes",
+                 self.checkpoint_minutes, "must be > 0 or null")
+
+
+# Run keys that change where a run writes, how visibly, or on which hardware, not what it computes:
+# a resumed run may change them (a checkpoint of any other difference is refused), and a run
+# directory's finished run counts as this config's whatever they are (fl_bench.runs.experiment).
+NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
+                   "device", "cuda_graphs", "data_root")
+
+
+def register_configs() -> None:
+    """Register the root schema (``config_schema``) and the plugins' components; the built-in
+    options registered themselves when this module imported them."""
+    load_plugins()
+    ConfigStore.instance().store(name="config_schema", node=Config)

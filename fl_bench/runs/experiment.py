@@ -1,0 +1,456 @@
+"""One run, in three parts: ``build`` every object from the Config, ``simulate`` on the engine,
+``summarise``. The run log is closed in a ``finally``: a diverged, failed or interrupted run still
+leaves its metrics.csv, trips.csv and summary.json (with its ``status``). Checkpoints
+(fl_bench.runs.checkpoint) let a killed or interrupted run go on from where it was."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from fl_bench.algorithms import ServerAlgorithm
+from fl_bench.algorithms.synchronous import CentralizedConfig
+from fl_bench.clients.costs import example_flops, trip_flops
+from fl_bench.clients.hardware import Placement, place, resolve_device
+from fl_bench.clients.local_update import LocalTraining
+from fl_bench.clients.task import TASKS, ClassificationTask
+from fl_bench.clients.trainer import ClientTrainer
+from fl_bench.data import FederatedData, build_dataset
+from fl_bench.data.partition import LabelGroupsPartitionConfig
+from fl_bench.engine.population import ClientPopulation
+from fl_bench.engine.protocol import Rounds, build_protocol
+from fl_bench.engine.simulator import Progress, Simulator
+from fl_bench.errors import ConfigError, DivergenceError
+from fl_bench.models import build_model
+from fl_bench.numerics import describe as describe_numerics
+from fl_bench.numerics import kernels, require_portable_process
+from fl_bench.runs.callbacks import (
+    Callback,
+    Checkpointing,
+    CsvLog,
+    PrivacyAccounting,
+    ProgressBar,
+    StragglerAccuracy,
+    Target,
+    WeightShares,
+)
+from fl_bench.runs.checkpoint import (
+    CHECKPOINT,
+    load_checkpoint,
+    remove_checkpoint,
+    remove_partial_checkpoints,
+    save_checkpoint,
+    save_verified,
+    set_rng_states,
+)
+from fl_bench.runs.config import NOT_RESULT_KEYS, Config
+from fl_bench.runs.interrupt import STOP
+from fl_bench.runs.run_dir import RunDirectory
+from fl_bench.runs.run_log import RunLog
+from fl_bench.schema import build
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Experiment:
+    """Every object of one run, as :func:`build_experiment` builds them."""
+
+    cfg: Config
+    data: FederatedData
+    task: ClassificationTask
+    trainer: ClientTrainer
+    server: ServerAlgorithm
+    simulator: Simulator
+    example_flops: float = 0.0  # one example's forward + backward (fl_bench.clients.costs)
+    placement: Placement | None = None  # device, batched trips, CUDA graphs (auto choices resolved)
+
+
+def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
+    """Every object of a run; bad input fails here, before any output is written."""
+    if cfg.numerics == "portable":
+        require_portable_process()
+    torch.manual_seed(cfg.seed)  # model initialisation
+    device = "cpu" if cfg.numerics == "portable" else cfg.device  # the portable kernels are CPU ones
+    resolve_device(device)  # an unavailable device fails before any data is built
+    data = build_dataset(cfg.dataset, cfg.partition)
+    if isinstance(cfg.algorithm, CentralizedConfig):
+        _check_centralized(cfg)
+        data = data.pooled()
+    model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
+    task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform,
+                                 entropy_weight=cfg.algorithm.entropy_weight)
+    local = LocalTraining.from_config(cfg.algorithm)
+    per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
+    placement = place(device, cfg.vmap_clients, cfg.cuda_graphs, model, per_example)
+    device = placement.device
+    data, task = data.to(device), task.to(device)
+    # The initial model, flat in the trainer's layout (every trainable parameter, in module order).
+    initial = torch.cat([p.detach().reshape(-1) for p in task.parameters() if p.requires_grad])
+    server = build(cfg.algorithm, initial, data.num_clients, client_sizes=data.sizes)
+    # The clients step with the algorithm's rule (FedGBO's U, MFL's moving state).
+    trainer = ClientTrainer(task, data, local, vmap=placement.batched, chunk=cfg.vmap_chunk, update=server.local_update(),
+                            graphs=placement.graphs, precision=cfg.precision)
+    population = ClientPopulation(data.sizes, build(cfg.availability, data))
+    delays = build(cfg.speed, cfg.delay, data)
+    selection = build(cfg.selection, population, delays.client_means())
+    simulator = Simulator(
+        server=server,
+        trainer=trainer,
+        population=population,
+        selection=selection,
+        delays=delays,
+        policy=build_protocol(getattr(server, "step_policy", None), cfg.algorithm, cfg.concurrency, cfg.arrival_rate, selection.takes_all),
+        rng=np.random.default_rng(cfg.seed),
+        max_trips=cfg.max_trips,
+        max_steps=cfg.max_rounds,
+        eval_every=cfg.eval_every,
+        on_eval=on_eval,
+        seed=cfg.seed,
+        concurrency=cfg.concurrency,
+        between_events=between_events,
+        flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
+        privacy=build_privacy(cfg, server, data.num_clients, device),
+    )
+    return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement)
+
+
+def dp_plan(cfg: Config, num_clients: int) -> dict[str, Any]:
+    """Uploads per server step (K: the buffer, or the cohort) and the budget of steps the accountant
+    is calibrated for (max_rounds, else max_trips / K)."""
+    algorithm = cfg.algorithm
+    per_step = getattr(algorithm, "buffer_size", None) or getattr(algorithm, "cohort", None) or cfg.concurrency
+    steps = cfg.max_rounds if cfg.max_rounds is not None else -(-cfg.max_trips // per_step)
+    return dict(per_step=per_step, steps=steps, num_clients=num_clients,
+                restart_every=getattr(cfg.dp, "restart_every", None))
+
+
+def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device: torch.device):
+    """The trusted aggregator of a DP run (fl_bench.privacy), its sigma calibrated for dp.target_epsilon."""
+    if cfg.dp.name == "none":
+        return None
+    from fl_bench.privacy import PrivateAggregation, calibrate
+
+    server.dp_check(cfg.dp.name)
+    if cfg.dp.name == "dpsgd" and not issubclass(server.step_policy, Rounds):
+        raise ConfigError(f"dp=dpsgd is not allowed with algorithm={cfg.algorithm.name}: its privacy is amplified by "
+                          f"sampling synchronous cohorts; use dp=ftrl for asynchronous aggregation")
+    if cfg.dp.name == "dpsgd" and (cfg.selection.name, cfg.availability.name) != ("uniform", "always"):
+        # its accounting amplifies by sampling: each cohort a uniform draw from all N clients
+        raise ConfigError(f"dp=dpsgd is not allowed with selection={cfg.selection.name}, availability="
+                          f"{cfg.availability.name}: its epsilon assumes cohorts drawn uniformly from every client; "
+                          f"use selection=uniform availability=always")
+    plan = dp_plan(cfg, num_clients)
+    sigma = cfg.dp.noise_multiplier
+    if cfg.dp.target_epsilon is not None:
+        sigma = calibrate(cfg.dp.name, cfg.dp.target_epsilon, plan["steps"], cfg.dp.delta, plan["restart_every"],
+                          num_clients, plan["per_step"])
+        logger.info("dp: noise multiplier %.4f for epsilon %.3g at delta %.3g over %d steps", sigma,
+                    cfg.dp.target_epsilon, cfg.dp.delta, plan["steps"])
+    return PrivateAggregation(cfg.dp, server.params.numel(), plan["per_step"], sigma, cfg.seed, device)
+
+
+def _check_centralized(cfg: Config) -> None:
+    """The pooled data is one client, always there: a schedule or selection of clients means nothing."""
+    for group, allowed in (("availability", "always"), ("selection", "uniform"), ("speed", "none")):
+        name = getattr(cfg, group).name
+        if name != allowed:
+            raise ConfigError(f"{group}={name} is not allowed with algorithm=centralized: it trains one model on the "
+                              f"pooled data (one client, always available); use {group}={allowed}")
+
+
+def _accuracy_by_class(exp: Experiment, predicted: torch.Tensor | None) -> list[float]:
+    if predicted is None:
+        return []
+    y = exp.data.y_val
+    return [float((predicted[y == c] == c).float().mean()) if (y == c).any() else float("nan")
+            for c in range(exp.data.num_classes)]
+
+
+def _server_step_knob(algorithm: Any) -> str:
+    """' or <the key that sizes the server step> (<value>)', for the divergence message."""
+    if hasattr(algorithm, "server_optimizer"):
+        return f" or algorithm.server_optimizer.lr ({algorithm.server_optimizer.lr})"
+    if hasattr(algorithm, "mixing"):
+        return f" or algorithm.mixing ({algorithm.mixing})"
+    return ""
+
+
+def default_callbacks(cfg: Config, num_clients: int) -> list[Callback]:
+    """The callbacks every run of ``cfg`` has: the logs, fairness where clients form label groups,
+    the target, the progress bar, checkpoints, privacy accounting under DP, and accuracy per group
+    of devices where there are stragglers."""
+    callbacks: list[Callback] = [CsvLog()]
+    if isinstance(cfg.partition, LabelGroupsPartitionConfig):
+        callbacks.append(WeightShares(cfg.partition.clients_per_group))
+    callbacks += [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), ProgressBar(cfg.max_trips, cfg.progress),
+                  Checkpointing(cfg.checkpoint_every, cfg.checkpoint_minutes), StragglerAccuracy()]
+    if cfg.dp.name != "none":
+        plan = dp_plan(cfg, num_clients)
+        callbacks.append(PrivacyAccounting(cfg.dp.delta, plan["restart_every"], plan["per_step"]))
+    return callbacks
+
+
+class Run:
+    """One run around the simulator: it evaluates the global model when the loop asks, writes
+    checkpoints and restores them, and makes the summary; logs, the target, checkpoint scheduling,
+    the progress bar, fairness and privacy accounting hang on it as callbacks
+    (fl_bench.runs.callbacks), called in list order."""
+
+    def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback] = ()):
+        self.cfg, self.run_dir, self.config = cfg, run_dir, config
+        self.extra_callbacks = list(callbacks)
+        self.callbacks: list[Callback] = []  # the defaults and the extra ones, once the objects are built
+        self.resumed_at: list[int] = []  # client trips at which this run was resumed
+        self.seconds_before = 0.0  # wall seconds of the run's earlier (interrupted) parts
+        self.evaluated_since_resume = False  # a divergence before it names the checkpoint as a suspect
+        self._predictions: tuple[torch.Tensor | None] | None = None
+        self.exp: Experiment
+        self.log: RunLog
+
+    def build(self) -> None:
+        """Every object of the run (bad input fails here) and its callbacks."""
+        self.exp = build_experiment(self.cfg, self.on_eval, self.between_events)
+        self.callbacks = default_callbacks(self.cfg, self.exp.data.num_clients) + self.extra_callbacks
+
+    def on_eval(self, p: Progress) -> bool:
+        """The loop's evaluation hook: evaluate the global model, call the callbacks; True: stop."""
+        exp = self.exp
+        exp.trainer.load(exp.server.params)
+        loss, acc = exp.task.evaluate(exp.data.x_val, exp.data.y_val)
+        if not math.isfinite(loss) or math.isinf(acc):  # NaN accuracy: a task without one
+            raise DivergenceError(f"validation loss {loss}", trips=p.trips, server_step=p.server_step)
+        row = dict(trips=p.trips, server_step=p.server_step, sim_time=p.sim_time, val_accuracy=acc, val_loss=loss,
+                   **exp.simulator.costs)
+        stop = False
+        for callback in self.callbacks:
+            stop = bool(callback.on_evaluation(self, p, row)) or stop
+        self.evaluated_since_resume = True
+        logger.info("trips %d, server step %d, sim time %.2f: val accuracy %.4f, loss %.4f",
+                    p.trips, p.server_step, p.sim_time, acc, loss)
+        return stop
+
+    def between_events(self) -> None:
+        """The loop's hook after every event."""
+        for callback in self.callbacks:
+            callback.between_events(self)
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint: the simulator's state, the RNGs, the run's and every callback's state."""
+        sim = self.exp.simulator
+        run = dict(callbacks={callback.key: callback.state_dict() for callback in self.callbacks}, rows=self.log.rows,
+                   resumed_at=self.resumed_at, seconds=self.seconds_before + time.perf_counter() - self.started,
+                   wandb_id=self.log.wandb_id)
+        save_checkpoint(self.run_dir / CHECKPOINT, self.config, sim.state_dict(), run)
+        for callback in self.callbacks:
+            callback.on_checkpoint(self)
+        logger.info("checkpoint at trips %d, server step %d", sim.trips, sim.server.version)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Go on from a checkpoint: the simulator's state, the RNGs, this run's and its callbacks'."""
+        sim, run = self.exp.simulator, state["run"]
+        sim.load_state_dict(state["simulator"])
+        self.exp.server = sim.server
+        set_rng_states(state["rng"])
+        for callback in self.callbacks:
+            if callback.key in run["callbacks"]:
+                callback.load_state_dict(run["callbacks"][callback.key])
+        self.resumed_at = [*run["resumed_at"], sim.trips]
+        self.seconds_before = run["seconds"]
+
+    def final_predictions(self) -> torch.Tensor | None:
+        """The final model's class for every validation example (None: a task without classes),
+        computed once."""
+        if self._predictions is None:
+            exp = self.exp
+            predicted = None
+            if exp.cfg.model.task == "classification":
+                exp.trainer.load(exp.server.params)
+                with torch.no_grad():
+                    exp.task.eval()
+                    predicted = torch.cat([exp.task(x).argmax(-1) for x in exp.data.x_val.split(8192)])
+                    exp.task.train()
+            self._predictions = (predicted,)
+        return self._predictions[0]
+
+    def execute(self, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
+        """Simulate to the end, from ``checkpoint`` if given, and write the logs and summary whatever
+        the outcome (a completed run also ``model.pt``; a completed or diverged one drops its
+        checkpoint). Returns the summary; DivergenceError and KeyboardInterrupt propagate."""
+        cfg, exp, run_dir = self.cfg, self.exp, self.run_dir
+        self.started = time.perf_counter()
+        if checkpoint is not None:
+            self.restore(checkpoint)
+        run = checkpoint["run"] if checkpoint else {}
+        self.log = RunLog(run_dir, self.config, cfg.logger, cfg.wandb, run.get("rows", ()), run.get("wandb_id"))
+        logger.info("%s", exp.placement.describe())
+        if cfg.progress:
+            print(f"fl_bench: {exp.placement.describe()}", flush=True)
+        for callback in self.callbacks:
+            callback.on_start(self, checkpoint is not None)
+        if checkpoint is not None:
+            logger.info("resumed from the checkpoint at trips %d, server step %d", exp.simulator.trips, exp.server.version)
+        status, diverged, simulate_start = "failed", {}, time.perf_counter()
+        try:
+            with STOP.deferred():
+                exp.simulator.run(resume=checkpoint is not None)
+            status = "completed"
+        except DivergenceError as error:
+            status = "diverged"
+            diverged.update(trips=error.trips, server_step=error.server_step)
+            advice = f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}"
+            if checkpoint is not None and not self.evaluated_since_resume:
+                advice = (f"this run went on from {CHECKPOINT} at trips {self.resumed_at[-1]} and diverged before its "
+                          f"first evaluation since: suspect the checkpoint if the run was healthy before it (run again with "
+                          f"resume=false to start over), else {advice}")
+            raise DivergenceError(
+                f"training diverged ({error}) after {error.trips} trips, server step {error.server_step}: {advice}",
+                error.trips, error.server_step,
+            ) from None
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            now = time.perf_counter()
+            timing = dict(wall_seconds=self.seconds_before + now - self.started, simulate_seconds=now - simulate_start)
+            summary = summarise(self, status, timing, diverged)
+            for callback in self.callbacks:
+                callback.on_end(self, status, summary)
+            self.log.finish(exp.simulator.log.columns(), summary)
+            if status in ("completed", "diverged"):  # final: nothing to resume
+                remove_checkpoint(run_dir / CHECKPOINT)
+            if status == "completed":
+                exp.trainer.load(exp.server.params)
+                save_verified(exp.task.model.state_dict(), run_dir / "model.pt")
+            logger.info("%s: %s", status, json.dumps({k: summary[k] for k in _SUMMARY_LINE}))
+        return summary
+
+
+_SUMMARY_LINE = ("final_val_accuracy", "client_trips", "server_steps", "trips_to_target", "sim_time", "wall_seconds")
+
+
+def result_config(cfg: Config) -> dict[str, Any]:
+    """The config as plain containers: what the checkpoint, the digest and the logs record."""
+    return OmegaConf.to_container(OmegaConf.structured(cfg))
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """A short hash of every key that changes results (not where or how visibly a run logs)."""
+    relevant = {key: value for key, value in config.items() if key not in NOT_RESULT_KEYS}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | None = None,
+                   callbacks: list[Callback] = ()) -> dict[str, Any]:
+    """Run ``cfg`` in ``run_dir``, or go on from the checkpoint there (``cfg.resume``). A run
+    directory already holding this config's finished run is left as it is (its summary returned);
+    another config's finished run is replaced, another config's checkpoint refused. ``callbacks``
+    hang on the run after the default ones (fl_bench.runs.callbacks)."""
+    run_dir = Path(run_dir)
+    config = result_config(cfg)
+    run = Run(cfg, run_dir, config, callbacks)
+    directory = RunDirectory(run_dir)
+    with directory.locked(), kernels(cfg.numerics, cfg.threads):
+        try:
+            finished = _finished_summary(directory, cfg, config)
+            if finished is not None:
+                return finished
+            run.build()
+            checkpoint = _checkpoint_to_resume(directory, cfg, config, run.exp.trainer.device)
+        except BaseException:
+            directory.remove_if_fresh()  # bad input leaves no orphan run directory
+            raise
+        directory.save_configs(hydra_files or {})
+        remove_partial_checkpoints(run_dir)
+        return run.execute(checkpoint)
+
+
+def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, Any]) -> dict[str, Any] | None:
+    summary = directory.summary()
+    if cfg.resume is False or summary is None or summary.get("status") not in ("completed", "diverged"):
+        return None
+    if summary.get("config_digest") != config_digest(config):
+        logger.warning("%s holds a finished run of another config: this run replaces it", directory.path)
+        return None
+    logger.info("%s already holds this run (%s); resume=false runs it again", directory.path, summary["status"])
+    print(f"fl_bench: {directory.path} already holds this run ({summary['status']}): nothing to do; resume=false runs it again")
+    return summary
+
+
+def _checkpoint_to_resume(directory: RunDirectory, cfg: Config, config: dict[str, Any], device: torch.device) -> dict[str, Any] | None:
+    path = directory.path / CHECKPOINT
+    if cfg.resume is False or not path.exists():
+        if cfg.resume:
+            raise ConfigError(f"resume=true but {directory.path} holds no {CHECKPOINT}: run without resume=true to start it")
+        return None
+    return load_checkpoint(path, config, device)
+
+
+def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[str, int]) -> dict[str, Any]:
+    """summary.json: the run's own keys, then each callback's."""
+    cfg, exp, log = run.cfg, run.exp, run.log
+    sim, trips = exp.simulator, exp.simulator.log.columns()
+    final = log.rows[-1] if log.rows else {}
+    summary = {
+        "status": status,  # completed | diverged | interrupted | failed
+        # Where a NaN/Inf model (checked after every server step) or loss stopped the run.
+        "diverged_at_trips": diverged.get("trips"),
+        "diverged_at_step": diverged.get("server_step"),
+        "algorithm": cfg.algorithm.name,
+        "dataset": exp.data.name,
+        "seed": cfg.seed,
+        "concurrency": cfg.concurrency,
+        "final_val_accuracy": final.get("val_accuracy"),
+        "final_val_loss": final.get("val_loss"),
+        # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
+        "final_val_accuracy_by_class": _accuracy_by_class(exp, run.final_predictions()),
+        "client_trips": sim.trips,
+        "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
+        "server_steps": exp.server.version,
+        "target_accuracy": cfg.target_accuracy,
+        "max_trips": cfg.max_trips,
+        "eval_every": cfg.eval_every,  # the first evaluation: a table whose arms all reach the target there is saturated
+        "max_rounds": cfg.max_rounds,
+        # exact: the run stops at max_trips; whole rounds: a synchronous run ends on a whole round, so
+        # client_trips may pass max_trips by up to one round's trips (over-selected ones included).
+        "trip_budget": "whole rounds" if isinstance(exp.simulator.policy, Rounds) else "exact",
+        "sim_time": sim.now,
+        "mean_client_time": sim.delays.mean(),  # FedBuff Table 6's unit of wall-clock time
+        "mean_staleness": float(np.mean(trips["staleness"])) if len(sim.log) else 0.0,
+        # Communication (FedGBO Table I): bytes every logged trip downloaded and uploaded.
+        "bytes_down": int(trips["bytes_down"].sum()),
+        "bytes_up": int(trips["bytes_up"].sum()),
+        "flops": float(trips["flops"].sum()),  # local training of the uploaded trips (FedGBO App. B)
+        "flops_per_example": exp.example_flops,  # one example's forward + backward, counted
+        # Where and how clients trained (the auto choices resolved: fl_bench.clients.hardware).
+        "device": str(exp.placement.device),
+        "vmap_clients": exp.placement.batched,
+        "cuda_graphs": exp.placement.graphs,
+        # What computed it: native or portable kernels (fl_bench.numerics), torch and the CPU kernels it used.
+        "numerics": cfg.numerics,
+        **describe_numerics(),
+        # Memory of per-client state: the server algorithm's store and the engine's population arrays.
+        "client_state_bytes": exp.server.client_state_nbytes(),
+        "server_state_bytes": exp.server.server_state_nbytes(),  # e.g. HFL's past models
+        "population_bytes": sim.population.nbytes,
+        **timing,  # wall_seconds: the whole run; simulate_seconds: the event loop (training, aggregation, evaluation)
+        "run_dir": str(run.run_dir),
+        # Client trips at which the run went on from a checkpoint (empty: one uninterrupted run).
+        "resumed_at_trips": run.resumed_at,
+        "wandb_run_id": log.wandb_id,  # logger=wandb: the W&B run (a resumed run continues it)
+        "wandb_group": log.wandb_group,  # its group: the experiment preset (fl_bench.runs.run_log.run_labels)
+        "config_digest": config_digest(run.config),  # equal for runs of one config (seed included)
+    }
+    for callback in run.callbacks:
+        summary.update(callback.summary(run))
+    return summary

@@ -1,0 +1,103 @@
+"""Component schemas: how a component declares its config, and how a config becomes the object.
+
+A component (an algorithm, delay law, speed model, availability pattern, selection policy, model,
+dataset, partition, server optimizer, DP mechanism) is a class or function with its config
+dataclass beside it, in its own module. ``@schema(group, name, target)`` makes that class a
+dataclass whose ``name`` is ``name`` and whose ``_target_`` names ``target``, and stores it in
+Hydra's ConfigStore as ``schema/<group>/<name>``. A YAML option starts from it (``defaults: -
+/schema/<group>@_here_: <name>``), so a misspelt key or a wrongly typed value fails when Hydra
+composes the config; ``__post_init__`` checks value ranges (with :func:`require` and
+:func:`choice`) when the composed config becomes objects, before any work starts.
+
+A package outside ``fl_bench`` adds components the same way: its modules use ``@schema`` and are
+imported before Hydra composes, which :func:`load_plugins` does for the modules named by the
+``fl_bench.plugins`` entry point group (an installed package) and by the ``FL_BENCH_PLUGINS``
+environment variable (comma-separated modules; anything importable).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Callable, TypeVar
+
+from hydra.core.config_store import ConfigStore
+
+from fl_bench.errors import ConfigError
+
+T = TypeVar("T", bound=type)
+
+# group -> option name -> schema dataclass, in registration order (built-in options first)
+SCHEMAS: dict[str, dict[str, type]] = {}
+PLUGINS_ENTRY_POINTS = "fl_bench.plugins"
+PLUGINS_VARIABLE = "FL_BENCH_PLUGINS"
+
+
+def require(ok: bool, key: str, value: Any, allowed: str) -> None:
+    """Refuse a config value with one line naming the key, the value and what is allowed."""
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is not allowed: {allowed}")
+
+
+def choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    """Refuse a value that is not one of ``choices``."""
+    require(value in choices, key, value, "choose one of " + ", ".join(choices))
+
+
+def import_path(obj: Callable | str) -> str:
+    """The import path Hydra's ``_target_`` convention uses for a class or function."""
+    return obj if isinstance(obj, str) else f"{obj.__module__}.{obj.__qualname__}"
+
+
+def schema(group: str, name: str, target: Callable | str | None = None) -> Callable[[T], T]:
+    """Class decorator (in place of ``@dataclass``) for the config of option ``name`` of ``group``:
+    sets the defaults of ``name`` and, given a target, of ``_target_`` (the class or function that
+    :func:`build` calls with the config), makes the class a dataclass and registers it. One option
+    name per group: registering a second class under a taken name is refused."""
+
+    def register(cls: T) -> T:
+        fields = {"name": name} if target is None else {"name": name, "_target_": import_path(target)}
+        # Assigned, not updated: a fresh __annotations__ is what dataclass reads on every Python version.
+        cls.__annotations__ = {**{key: "str" for key in fields}, **inspect.get_annotations(cls)}
+        for key, value in fields.items():
+            setattr(cls, key, value)
+        cls = dataclass(cls)
+        options = SCHEMAS.setdefault(group, {})
+        taken = options.get(name)
+        if taken is not None and import_path(taken) != import_path(cls):
+            raise ConfigError(f"{group} option {name!r} is registered twice: by {import_path(taken)} and "
+                              f"{import_path(cls)} (choose another name)")
+        options[name] = cls
+        ConfigStore.instance().store(group=f"schema/{group}", name=name, node=cls)
+        return cls
+
+    return register
+
+
+def build(cfg: Any, *args: Any, **kwargs: Any) -> Any:
+    """The one way objects are built from config: call what the config's ``_target_`` names
+    (Hydra's convention; a class or a function, by import path) with the config first."""
+    from hydra.utils import get_object
+
+    return get_object(cfg._target_)(cfg, *args, **kwargs)
+
+
+def plugin_modules() -> list[str]:
+    """The modules that register components from outside fl_bench: entry points first, then the
+    environment variable's, in order, without repeats."""
+    named = [point.module for point in entry_points(group=PLUGINS_ENTRY_POINTS)]
+    named += [module.strip() for module in os.environ.get(PLUGINS_VARIABLE, "").split(",") if module.strip()]
+    return list(dict.fromkeys(named))
+
+
+def load_plugins() -> None:
+    """Import every plugin module (their ``@schema`` classes register themselves)."""
+    for module in plugin_modules():
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            source = f"{PLUGINS_VARIABLE}" if module in os.environ.get(PLUGINS_VARIABLE, "") else f"entry point group {PLUGINS_ENTRY_POINTS}"
+            raise ConfigError(f"plugin module {module!r} (from {source}) cannot be imported: {err}") from None

@@ -1,0 +1,193 @@
+"""Guards and evidence: edges of search spaces, verdicts by interval, tuning failures, saturated workloads."""
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from fl_bench.analysis.guards import (
+    edge_side,
+    evidence_markdown,
+    evidence_table,
+    saturated,
+    search_space,
+    search_space_text,
+    tuned_edges,
+)
+from fl_bench.analysis.reproduce import Arm, Reproduction
+
+
+@pytest.fixture
+def spaces(tmp_path):
+    (tmp_path / "toy.yaml").write_text("""
+hydra:
+  sweeper:
+    params:
+      algorithm.client_lr: tag(log, interval(1e-2, 100.0))
+      algorithm.server_optimizer.momentum: choice(0.0, 0.5, 0.9, 0.99)
+      algorithm.lr_decay: interval(0.9, 1.0)
+      algorithm.prox_mu: choice(0.001, 0.01, 0.1, 1.0)
+      algorithm.weighting: choice(uniform, examples)
+""")
+    return tmp_path
+
+
+def test_an_edge_is_the_outer_5_percent_of_an_interval_in_its_own_scale():
+    # log [0.01, 100]: 4 decades, 5% is 0.2 decade: 0.0158 is at the edge, 0.0159 (0.2005 decade) is not
+    assert edge_side(0.0158, 0.01, 100.0, log=True, discrete=False) == "lower"
+    assert edge_side(0.0159, 0.01, 100.0, log=True, discrete=False) is None
+    assert edge_side(70.0, 0.01, 100.0, log=True, discrete=False) == "upper"  # 10**1.845: within 0.2 decade
+    assert edge_side(5.0, 0.0, 10.0, log=False, discrete=False) is None
+    assert edge_side(9.6, 2.0, 10.0, log=False, discrete=False) == "upper"  # 95% of the width
+    assert edge_side(0.2, 0.0, 10.0, log=False, discrete=False) is None  # 0: a natural limit on a linear scale
+    assert edge_side(0.99, 0.0, 0.99, log=False, discrete=True) == "upper"
+    assert edge_side(1.0, 0.001, 1.0, log=True, discrete=True) == "upper"  # 1 is no limit on a log scale
+    assert edge_side(0.0, 0.0, 1.0, log=True, discrete=True) is None  # mu = 0 beside a log grid: the special case
+
+
+def test_a_tuned_setting_s_edges_are_found_in_its_search_space(spaces):
+    assert set(search_space("toy", spaces)) == {"algorithm.client_lr", "algorithm.server_optimizer.momentum",
+                                                  "algorithm.lr_decay", "algorithm.prox_mu", "algorithm.weighting"}
+    tuned = {"study": "fedprox", "space": "toy", "best_params": {
+        "algorithm.client_lr": 80.0,  # upper edge (log)
+        "algorithm.server_optimizer.momentum": 0.0,  # momentum 0: the nested case, not an edge
+        "algorithm.lr_decay": 0.999,  # 1: no decay, a natural limit
+        "algorithm.prox_mu": 1.0,  # the largest of a log grid
+        "algorithm.weighting": "uniform",  # not numeric
+    }}
+    assert [str(e) for e in tuned_edges(tuned, spaces)] == [
+        "fedprox: algorithm.client_lr=80 at the upper edge of [0.01, 100]",
+        "fedprox: algorithm.prox_mu=1 at the upper edge of [0.001, 1]",
+    ]
+    inside = {**tuned, "best_params": {"algorithm.client_lr": 1.0, "algorithm.prox_mu": 0.1}}
+    assert tuned_edges(inside, spaces) == [] and tuned_edges({"best_params": {}}, spaces) == []
+
+
+def test_a_table_s_notes_name_the_edges_of_its_arms_tuning(tmp_path):
+    tuned = tmp_path / "tuned"
+    tuned.mkdir()
+    tuner = {"trials": 32, "startup_trials": 10, "seeds": [100, 101], "objective": "trips_to_target_or_budget",
+             "direction": "minimize"}
+    made = {"overrides": [], "tuner": tuner, "enqueued": {}, "wall_seconds": 1.0}  # tuned under the protocol below
+    OmegaConf.save(OmegaConf.create({"study": "fedprox", "space": "fedbuff_smoke_fedprox", **made,
+                                     "params": search_space_text("fedbuff_smoke_fedprox"),
+                                     "best_params": {"algorithm.client_lr": 1.0, "algorithm.prox_mu": 1.0}}),
+                   tuned / "fedprox.yaml")
+    OmegaConf.save(OmegaConf.create({"study": "fedavg", "space": "fedbuff_smoke_server_sgd", **made,
+                                     "params": search_space_text("fedbuff_smoke_server_sgd"),
+                                     "best_params": {"algorithm.client_lr": 1.0}}), tuned / "fedavg.yaml")
+    spec = tmp_path / "spec.yaml"
+    OmegaConf.save(OmegaConf.create({
+        "workload": [], "runs_dir": str(tmp_path / "runs"), "tuned_dir": str(tuned), "smoke": [],
+        "protocol": {"registered": "2026-11-25", "tuner": tuner, "report_seeds": [1, 2, 3, 4, 5], "verdict": "v"},
+        "studies": {"fedprox": {"space": "fedbuff_smoke_fedprox", "overrides": []},
+                    "fedavg": {"space": "fedbuff_smoke_server_sgd", "overrides": []},
+                    "fedprox_again": {"setting_of": "fedprox", "overrides": []}},
+        "tables": {}}), spec)
+    reproduction = Reproduction(spec, smoke=False, runs_dir=None, jobs=1)
+    notes = reproduction.guards([Arm("a", "fedavg", ()), Arm("b", "fedprox_again", ())])
+    assert notes.startswith("Guard, edge: a tuned value at the edge of its search space")
+    assert "fedprox: algorithm.prox_mu=1 at the upper edge of [0, 1]" in notes and "fedavg" not in notes
+    assert reproduction.guards([Arm("a", "fedavg", ())]) == ""
+
+
+def _runs(trips: dict[str, list[float]], budget: int = 1000, eval_every: int = 10) -> pd.DataFrame:
+    return pd.DataFrame([{"method": m, "seed": s, "trips_to_target": t, "max_trips": budget, "eval_every": eval_every,
+                          "best_val_accuracy": 0.5} for m, values in trips.items() for s, t in enumerate(values)])
+
+
+def test_the_verdict_follows_the_interval_of_the_effect_against_the_paper_s_side():
+    runs = _runs({"fedbuff": [100, 105, 98, 102, 101], "fedavgm": [300, 320, 310, 305, 315],
+                  "fedavg": [100, 200, 150, 120, 170], "similar": [97, 103, 99, 101, 100]})
+    arms = {"fedavgm": {"vs": "fedbuff", "paper": {"trips": [3.3, 1.7, 1.8]}},
+            "fedavg": {"vs": "fedbuff", "paper": {"trips": [1.7]}},
+            "similar": {"vs": "fedbuff", "paper": {"trips": [2.0]}}}
+    table = evidence_table(runs, "fedbuff", arms, "trips").set_index("method")
+    assert table.loc["fedavgm", "verdict"] == "reproduces"  # 310 / 101, its interval above 1.05: the paper's side
+    assert table.loc["fedavgm", "effect [95% CI]"].startswith("3.07×")
+    assert table.loc["fedavg", "verdict"] == "inconclusive"  # 1.47x, but the interval reaches below 1.05
+    assert table.loc["similar", "verdict"] == "differs"  # inside 1 +- 5%, the paper says 2x
+    assert table.loc["fedbuff", "median [95% CI]"] == "101 [98, 105]" and table.loc["fedbuff", "verdict"] == ""
+
+
+def test_a_nested_method_worse_than_its_special_case_is_a_tuning_failure_not_a_finding():
+    runs = _runs({"fedbuff": [100, 102, 98], "fedavg": [150, 160, 155], "fedavgm": [400, 420, 410]})
+    arms = {"fedavg": {"vs": "fedbuff", "paper": {"trips": [1.5]}},
+            "fedavgm": {"vs": "fedbuff", "special_case": "fedavg", "paper": {"trips": [3.0]}}}
+    table = evidence_table(runs, "fedbuff", arms, "trips").set_index("method")
+    assert table.loc["fedavgm", "verdict"] == "tuning failed"
+    assert table.loc["fedavgm", "guard"] == "tuning failed: worse than its special case fedavg"
+    assert table.loc["fedavg", "guard"] == "" and table.loc["fedavg", "verdict"] == "reproduces"
+    assert "Guard, tuning failed: fedavgm: worse than its own special case" in evidence_markdown(runs, "fedbuff", arms, "trips")
+    misspelt = {**arms, "fedavgm": {**arms["fedavgm"], "special_case": "fed_avg"}}
+    with pytest.raises(ValueError, match="arm 'fedavgm': special_case 'fed_avg' is not an arm of this table"):
+        evidence_table(runs, "fedbuff", misspelt, "trips")
+
+
+def test_a_missed_target_counts_as_the_budget_and_a_workload_at_its_floor_or_ceiling_is_saturated():
+    runs = _runs({"fedbuff": [100, 110, 105], "fedasync": [float("nan"), 900, float("nan")]})
+    table = evidence_table(runs, "fedbuff", {"fedasync": {"vs": "fedbuff"}}, "trips").set_index("method")
+    assert table.loc["fedasync", "median [95% CI]"].startswith(">1,000")
+    assert table.loc["fedasync", "effect [95% CI]"].startswith(">9.52×")
+    assert saturated(runs, "trips") == ""
+    assert saturated(_runs({"a": [float("nan")] * 3, "b": [float("nan")] * 3}), "trips") == \
+        "no arm reached the target within the budget"
+    assert saturated(_runs({"a": [10, 10], "b": [10, 10]}), "trips") == "every arm reached the target at its first evaluation"
+    accuracy = pd.DataFrame({"method": ["a"] * 3 + ["b"] * 3, "best_val_accuracy": [0.97, 0.96, 0.975, 0.968, 0.972, 0.96]})
+    assert saturated(accuracy, "best_accuracy").startswith("every arm's median best accuracy lies within")
+    apart = accuracy.assign(best_val_accuracy=[0.97, 0.96, 0.975, 0.80, 0.81, 0.79])
+    assert saturated(apart, "best_accuracy") == ""
+
+
+def test_accuracy_effects_are_differences_in_points_compared_with_the_paper_s_difference():
+    runs = pd.DataFrame({"method": ["fedavg"] * 4 + ["fedlaavg"] * 4,
+                         "best_val_accuracy": [0.80, 0.81, 0.79, 0.80, 0.86, 0.85, 0.87, 0.86]})
+    arms = {"fedavg": {"paper": {"accuracy": 58.0}}, "fedlaavg": {"vs": "fedavg", "paper": {"accuracy": 61.0}}}
+    table = evidence_table(runs, "fedavg", arms, "best_accuracy").set_index("method")
+    assert table.loc["fedlaavg", "effect [95% CI]"].startswith("+6.00")
+    assert table.loc["fedlaavg", "paper"] == "+3.00" and table.loc["fedlaavg", "verdict"] == "reproduces"
+
+
+def test_a_paper_that_states_only_the_direction_of_a_difference_is_compared_by_its_side():
+    runs = pd.DataFrame({"method": ["buffered"] * 4 + ["stale"] * 4 + ["worse"] * 4,
+                         "best_val_accuracy": [0.80, 0.81, 0.79, 0.80, 0.86, 0.85, 0.87, 0.86, 0.70, 0.71, 0.69, 0.70]})
+    runs = pd.concat([runs, runs[runs["method"] == "worse"].assign(method="below")])
+    arms = {"buffered": {}, "stale": {"vs": "buffered", "paper": {"difference": [">0"]}},
+            "worse": {"vs": "buffered", "paper": {"difference": [">0"]}},
+            "below": {"vs": "buffered", "paper": {"difference": ["<0"]}}}
+    table = evidence_table(runs, "buffered", arms, "best_accuracy").set_index("method")
+    assert table.loc["stale", "paper"] == ">0" and table.loc["stale", "verdict"] == "reproduces"
+    assert table.loc["worse", "verdict"] == "differs"
+    assert table.loc["below", "paper"] == "<0" and table.loc["below", "verdict"] == "reproduces"
+
+
+def test_fig4_s_privacy_measure_compares_final_accuracy_and_a_same_utility_claim_by_the_no_difference_band():
+    # best accuracies alike, final ones apart: the privacy measure must read the final ones
+    runs = pd.DataFrame({"method": ["dpsgd"] * 4 + ["ftrl"] * 4 + ["alike"] * 4,
+                         "best_val_accuracy": [0.90] * 12,
+                         "final_val_accuracy": [0.50, 0.501, 0.499, 0.50, 0.60, 0.61, 0.59, 0.60, 0.501, 0.50, 0.499, 0.50]})
+    arms = {"dpsgd": {}, "ftrl": {"vs": "dpsgd", "paper": {"difference": [">0"]}},
+            "alike": {"vs": "dpsgd", "paper": {"difference": ["0"]}}}  # "the same utility" (FedBuff App. C.5)
+    table = evidence_table(runs, "dpsgd", arms, "privacy").set_index("method")
+    assert table.loc["ftrl", "effect [95% CI]"].startswith("+10.00") and table.loc["ftrl", "verdict"] == "reproduces"
+    assert table.loc["alike", "paper"] == "+0.00" and table.loc["alike", "verdict"] == "reproduces"
+    assert "Median final accuracy (%)" in evidence_markdown(runs, "dpsgd", arms, "privacy")
+    assert saturated(runs, "privacy") == "" and saturated(runs, "best_accuracy") != ""
+
+
+def test_a_setting_that_collapses_on_some_report_seeds_is_flagged_unstable_and_does_not_flatten_the_table():
+    # FedLaAvg's FedAvg FCA: the tuned lr reached 65-67% on three report seeds and 30.5%, 42.9% on two
+    accuracy = {"fedavg fca": [0.646, 0.305, 0.673, 0.429, 0.660], "fedlaavg": [0.62, 0.63, 0.61, 0.625, 0.615],
+                "fedavg ica": [0.60, 0.61, 0.59, 0.605, 0.60]}
+    runs = pd.DataFrame([{"method": m, "seed": s + 1, "best_val_accuracy": a}
+                         for m, values in accuracy.items() for s, a in enumerate(values)])
+    table = evidence_table(runs, "fedavg ica", {"fedlaavg": {"vs": "fedavg ica"}}, "best_accuracy").set_index("method")
+    assert table.loc["fedavg fca", "guard"] == "unstable: collapsed on seeds 2, 4 of 5"
+    assert table.loc["fedlaavg", "guard"] == table.loc["fedavg ica", "guard"] == ""
+    assert "Guard, unstable: fedavg fca" in evidence_markdown(runs, "fedavg ica", {}, "best_accuracy")
+    # the typical arm's noise (about 0.8 points), not the collapsed arm's 16: 2 points apart is not flat
+    assert saturated(runs, "best_accuracy") == ""
+    # trips: a miss where the arm's other seeds reached the target, or a divergence
+    trips = _runs({"steady": [100, 110, 105, 95, 100], "fragile": [100, float("nan"), 105, 95, 100]}).assign(
+        status=["completed"] * 9 + ["diverged"])
+    table = evidence_table(trips, "steady", {}, "trips").set_index("method")
+    assert table.loc["fragile", "guard"] == "unstable: collapsed on seeds 1, 4 of 5" and table.loc["steady", "guard"] == ""

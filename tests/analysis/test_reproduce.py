@@ -1,0 +1,225 @@
+"""The reproduction driver and the paper comparison: one point of every FedBuff table runs from the
+sweep file (what CI can afford), and the direction column says what the ratios say."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from fl_bench.analysis.report import compare_with_paper
+from fl_bench.analysis.reproduce import Arm, Reproduction
+
+SPEC = Path(__file__).parents[2] / "sweeps" / "fedbuff_smoke.yaml"
+
+
+@pytest.mark.slow
+def test_one_point_of_every_table_runs_from_the_sweep_file(tmp_path):
+    out, runs = tmp_path / "results", tmp_path / "runs"
+    # logged to W&B offline, and every table published as a W&B Report specification (--dry-run)
+    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(SPEC), "--smoke", "--jobs", "2",
+                           "--out", str(out), "--runs-dir", str(runs), "--publish", "my-team/fl_bench", "--dry-run",
+                           "--override", f"data_root={tmp_path / 'data'}", "logger=wandb"],
+                          capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "offline"})
+    assert done.returncode == 0, done.stderr
+    spec = OmegaConf.load(SPEC)
+    assert len(spec.tables) == 7
+    for name, table in spec.tables.items():
+        text = (out / f"{name}.md").read_text()
+        assert table.title in text and f"| {table.reference} " in text
+        csv = pd.read_csv(out / f"{name}.csv")
+        assert {"method", "algorithm", "concurrency", "seeds", "trips_to_target", "resolution", "paper", "direction"} <= set(csv.columns)
+        assert csv.loc[0, "seeds"] == 1 and csv.loc[0, "concurrency"] == 20  # the smoke workload, one seed
+        for plot in ("curves", "staleness", "examples"):
+            assert (out / f"{name}_{plot}.png").stat().st_size > 0
+        report = json.loads((out / f"{name}_wandb_report.json").read_text())
+        assert report["displayName"] == name and table.title in json.dumps(report)
+    # every run was started with the sweep file's workload and the table's arm overrides
+    logs = "\n".join(p.read_text() for p in runs.glob("*/reproduce.log"))
+    assert "experiment=fedbuff_smoke" in logs and f"data_root={tmp_path / 'data'}" in logs and "algorithm.buffer_size=1000 algorithm.staleness_exponent=10" in logs
+
+
+def test_arms_that_run_the_same_share_a_directory_and_unknown_tables_fail():
+    a = Arm("fedbuff", "fedbuff", ())
+    assert a.key == Arm("K=10", "fedbuff", ()).key != Arm("K=1", "fedbuff", ("algorithm.buffer_size=1",)).key
+    assert "=" not in Arm("x", "fedbuff", ("delay=uniform",)).key  # Hydra's override grammar forbids it
+    with pytest.raises(ValueError, match="unknown table fedbuff_table9: choose from fedbuff_fig3_smoke"):
+        Reproduction(SPEC, smoke=True, runs_dir=None, jobs=1).tables(["fedbuff_table9"])
+
+
+def test_direction_against_the_paper():
+    table = pd.DataFrame({
+        "method": ["ref", "slower", "faster", "missed", "level", "mixed", "other_ref", "vs_other"],
+        "budget": [1000] * 8,
+        "trips_to_target": [100.0, 250.0, 80.0, float("nan"), 103.0, 120.0, 50.0, 100.0],
+        "client_times_to_target": [10.0, 40.0, 8.0, float("nan"), 10.0, 10.0, 5.0, 5.0],
+    })
+    arms = {
+        "slower": {"paper": {"trips": [3.3, 1.7], "time": [3.6]}},  # 2.5x: same side of 1 as the paper
+        "faster": {"paper": {"trips": [1.2]}},                      # 0.8x where the paper has 1.2x
+        "missed": {"paper": {"trips": [">1"]}},                     # >10x (budget / 100) vs "larger"
+        "level": {"paper": {"trips": [1.0, 1.04, 0.96]}},          # paper within 5% of 1: '='
+        "mixed": {"paper": {"trips": [0.94, 1.67]}},               # paper on both sides of 1
+        "vs_other": {"vs": "other_ref", "paper": {"trips": [2.0]}},
+    }
+    got = compare_with_paper(table, arms, "ref").set_index("method")
+    assert got.loc["slower", "ratio"] == "2.50×" and got.loc["slower", "paper"] == "3.3× / 1.7×"
+    assert got.loc["slower", "direction"] == "matches" and got.loc["slower", "direction (time)"] == "matches"
+    assert got.loc["slower", "ratio (time)"] == "4.00×"
+    assert got.loc["faster", "direction"] == "differs"
+    assert got.loc["missed", "ratio"] == ">10.00×" and got.loc["missed", "direction"] == "matches"
+    assert got.loc["level", "direction"] == "matches"  # 1.03x is '=' as every paper value
+    assert got.loc["mixed", "direction"] == "within the paper's range"  # 1.2x in [0.94, 1.67]
+    assert got.loc["vs_other", "ratio"] == "2.00×" and got.loc["vs_other", "direction"] == "matches"
+    assert got.loc["ref", "ratio"] == "" and got.loc["ref", "direction"] == ""
+
+
+def test_an_arm_reruns_only_when_its_command_changed(tmp_path, monkeypatch):
+    repro = Reproduction(SPEC, smoke=True, runs_dir=tmp_path, jobs=1)
+    calls = []
+
+    def fake_run(command, log_dir, check=True):  # what a finished multirun leaves
+        calls.append(command)
+        (log_dir / "0_fedbuff_seed1").mkdir(parents=True)
+        (log_dir / "0_fedbuff_seed1" / "summary.json").write_text("{}")
+        (log_dir / "reproduce.log").write_text(" ".join(command) + "\n")
+        return True
+
+    monkeypatch.setattr(repro, "_run", fake_run)
+    arm = Arm("K=10", "fedbuff", ())
+    repro.run_arm(arm)
+    repro.run_arm(arm)
+    assert len(calls) == 1  # the second call found the runs of the same command
+    monkeypatch.setattr(repro, "tuned", lambda study: {"best_params": {"algorithm.client_lr": 0.5}})
+    repro.run_arm(arm)
+    assert len(calls) == 2 and "algorithm.client_lr=0.5" in calls[1]  # a new setting reruns
+
+
+def _spec(tmp_path, protocol=None, **studies):
+    """A sweep file of ``studies`` under a valid protocol with ``protocol``'s changes."""
+    spec = {"workload": ["experiment=fedbuff_smoke"], "runs_dir": str(tmp_path / "runs"), "tuned_dir": str(tmp_path / "tuned"),
+            "smoke": [], "tables": {},
+            "protocol": {"registered": "2026-11-25", "report_seeds": [1, 2, 3, 4, 5], "verdict": "by the interval",
+                         "tuner": {"trials": 32, "startup_trials": 10, "seeds": [100, 101],
+                                   "objective": "trips_to_target_or_shortfall", "direction": "minimize"}},
+            "studies": studies or {"fedavg": {"space": "fedbuff_smoke_server_sgd", "overrides": ["algorithm=fedavg"]}}}
+    for key, value in (protocol or {}).items():
+        target = spec["protocol"]["tuner"] if key in spec["protocol"]["tuner"] else spec["protocol"]
+        target[key] = value
+    path = tmp_path / "spec.yaml"
+    OmegaConf.save(OmegaConf.create(spec), path)
+    return path
+
+
+FEDAVG = {"space": "fedbuff_smoke_server_sgd", "overrides": ["algorithm=fedavg"]}
+FEDAVGM = {"space": "fedbuff_smoke_server_momentum", "overrides": ["algorithm=fedavgm"],
+           "special_case": {"study": "fedavg", "set": {"algorithm.server_optimizer.momentum": 0.0}}}
+
+
+@pytest.mark.parametrize("protocol, studies, message", [
+    ({"trials": 16}, {}, "protocol.tuner.trials=16: at least 32 for every study"),
+    ({"seeds": [100]}, {}, r"protocol.tuner.seeds=\[100\]: at least 2 distinct seeds"),
+    ({"report_seeds": [1, 2, 3, 4]}, {}, r"protocol.report_seeds=\[1, 2, 3, 4\]: at least 5 distinct seeds"),
+    ({"report_seeds": [1, 2, 3, 4, 100]}, {}, r"seeds \[100\] are both tuning and report seeds"),
+    ({"tuner": None}, {}, "studies fedavg name a search space but protocol.tuner is null"),
+    ({}, {"fedavg": FEDAVG, "fedavgm": {**FEDAVGM, "special_case": {"study": "fedavg", "set": {"algorithm.server_optimizer.momentum": 0.05}}}},
+     r"study fedavgm: its special case's algorithm.server_optimizer.momentum=0.05 lies outside its space"),
+    ({}, {"fedavgm": {**FEDAVGM, "special_case": {"study": "fedavg_x", "set": {}}}}, "special_case.study='fedavg_x' must name another tuned study"),
+    ({}, {"fedavg": FEDAVG, "fedavgm": {**FEDAVGM, "special_case": {"study": "fedavg", "set": {}}}},
+     r"its special case \(fedavg's keys and \[\]\) sets \['algorithm.client_lr', 'algorithm.server_optimizer.lr'\], not its searched keys"),
+    ({}, {"fedprox": {"space": "fedbuff_smoke_fedprox", "overrides": ["algorithm=fedprox"], "paper": {"algorithm.prox_mu": [0.001, 10.0]}}},
+     r"study fedprox: the paper's algorithm.prox_mu values \[10.0\] lie outside its space"),
+    ({}, {"a": {**FEDAVGM, "special_case": {"study": "b", "set": {"algorithm.server_optimizer.momentum": 0.0}}},
+          "b": {**FEDAVGM, "special_case": {"study": "a", "set": {"algorithm.server_optimizer.momentum": 0.0}}}},
+     "its special cases form a cycle"),
+    ({}, {"fedavg": FEDAVG, "fedavgm": {**FEDAVGM, "overrides": ["algorithm=fedavgm", "algorithm.server_optimizer.nesterov=true"]}},
+     "study fedavgm: its special case does not run: algorithm.server_optimizer.nesterov=True is not allowed: Nesterov needs momentum > 0"),
+])
+def test_a_protocol_that_cannot_give_equal_budgets_or_unseen_report_seeds_is_refused_before_any_run(tmp_path, protocol, studies, message):
+    with pytest.raises(ValueError, match=message):
+        Reproduction(_spec(tmp_path, protocol, **studies), smoke=False, runs_dir=None, jobs=1)
+
+
+@pytest.mark.parametrize("spec", sorted((SPEC.parent).glob("*_smoke.yaml")), ids=lambda p: p.stem)
+def test_every_paper_s_sweep_file_states_a_protocol_that_passes_its_checks(spec):
+    repro = Reproduction(spec, smoke=False, runs_dir=None, jobs=1)
+    assert len(repro.seeds) >= 5 and repro.protocol.registered
+    nested = [s for s in repro.spec["studies"].values() if "special_case" in s]
+    if spec.stem in ("fedbuff_smoke", "fedgbo_smoke"):  # FedAvgM, FedProx / FedGBO, MFL, the Mimes, ... reduce to FedAvg
+        assert len(nested) >= 4
+
+
+def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s_budget(tmp_path, monkeypatch):
+    repro = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG, fedavgm=FEDAVGM), smoke=False, runs_dir=None, jobs=1)
+    commands = []
+
+    def fake_run(command, log_dir, check=True):  # what a finished study leaves
+        commands.append(command)
+        log_dir.mkdir(parents=True)
+        best = {"algorithm.client_lr": 0.3, "algorithm.server_optimizer.lr": 2.0}
+        if "algorithm=fedavgm" in command:
+            best["algorithm.server_optimizer.momentum"] = 0.9
+        OmegaConf.save(OmegaConf.create({"best_params": best}), log_dir / "optimization_results.yaml")
+        return True
+
+    monkeypatch.setattr(repro, "_run", fake_run)
+    assert repro.tuned("fedavgm")["best_params"]["algorithm.server_optimizer.momentum"] == 0.9
+    assert len(commands) == 2 and "algorithm=fedavg" in commands[0]  # the special case was tuned first
+    for command in commands:
+        assert {"hydra.sweeper.n_trials=32", "hydra.sweeper.n_startup_trials=10", "hydra.sweeper.seeds=[100,101]",
+                "hydra.sweeper.objective=trips_to_target_or_shortfall"} <= set(command)
+    assert ("hydra.sweeper.enqueue=[{algorithm.client_lr:0.3,algorithm.server_optimizer.lr:2.0,"
+            "algorithm.server_optimizer.momentum:0.0}]") in commands[1]
+    repro.tuned("fedavgm")
+    assert len(commands) == 2  # both on file under this protocol: reused
+    changed = Reproduction(_spec(tmp_path, {"trials": 40}, fedavg=FEDAVG, fedavgm=FEDAVGM), smoke=False, runs_dir=None, jobs=1)
+    monkeypatch.setattr(changed, "_run", fake_run)
+    changed.tuned("fedavgm")
+    assert len(commands) == 4 and "hydra.sweeper.n_trials=40" in commands[3]  # another protocol: tuned again
+    widened = {"algorithm.client_lr": "tag(log, interval(1e-3, 1000.0))", "algorithm.server_optimizer.lr": "x"}
+    monkeypatch.setattr("fl_bench.analysis.reproduce.search_space_text", lambda space: widened)
+    changed.tuned("fedavg")
+    assert len(commands) == 5  # a space with other ranges: tuned again
+
+
+def test_a_bad_protocol_stops_the_command_with_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(_spec(tmp_path, {"trials": 8}))],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == ("fl_bench.analysis.reproduce: error: protocol.tuner.trials=8: at least 32 "
+                                                    "for every study")
+
+
+@pytest.mark.slow
+def test_fedstaleweight_s_fairness_table_runs_from_its_sweep_file_with_its_evidence(tmp_path):
+    out = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(SPEC.parent / "fedstaleweight_smoke.yaml"), "--smoke",
+                           "--out", str(out), "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = (out / "fedstaleweight_fig2_smoke.md").read_text()
+    assert text.startswith("# fedstaleweight_fig2_smoke\n\nFedStaleWeight Fig. 2 at smoke scale")
+    assert "| group 1 weight share" in text and "## Evidence" in text and "Readings" in text and "Protocol (registered" in text
+    assert (out / "fedstaleweight_fig2_smoke_weight_share.png").stat().st_size > 0
+
+
+def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_is_named(tmp_path, monkeypatch):
+    """FedBuff Table 6's K=1000 setting: 57,000 trips on the tuning seeds, most report seeds missing the
+    target (a median the unstable guard cannot see as an outlier)."""
+    repro = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=False, runs_dir=None, jobs=1)
+    monkeypatch.setattr(repro, "tuned", lambda study: {"best_value": 57000.0})
+    arm, shifted = Arm("fedbuff K=1000", "fedavg", ()), Arm("K=1", "fedavg", ("algorithm.buffer_size=1",))
+    for a, values in ((arm, [100000, 120000, 77000, 110000, 100000]), (shifted, [300000] * 5)):
+        for seed, value in enumerate(values):
+            run = tmp_path / a.key / str(seed)
+            run.mkdir(parents=True)
+            (run / "summary.json").write_text(json.dumps({"trips_to_target_or_shortfall": value}))
+    directories = {a.key: tmp_path / a.key for a in (arm, shifted)}
+    text = repro.held_out([arm, shifted], directories)
+    assert text.startswith("Guard, held-out:") and "fedbuff K=1000 (trips_to_target_or_shortfall 57,000 on tuning seeds 100, 101" in text
+    assert "median 100,000 on the report seeds" in text and "K=1" not in text.replace("K=1000", "")  # another setting is not compared
+    monkeypatch.setattr(repro, "tuned", lambda study: {"best_value": 90000.0})  # within 1.5x: nothing to say
+    assert repro.held_out([arm], directories) == ""

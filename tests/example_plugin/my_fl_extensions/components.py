@@ -1,0 +1,196 @@
+"""Eight components (algorithm, delay law, speed model, availability, selection, model, dataset,
+partition), each a class or function with its config dataclass below it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
+from fl_bench.data.federated import DatasetConfig, Examples
+from fl_bench.data.partition import PartitionConfig, federate
+from fl_bench.engine.availability import Availability, AvailabilityConfig
+from fl_bench.engine.delays import ClientDelays, Delay, DelayConfig, SpeedConfig
+from fl_bench.engine.protocol import Rounds
+from fl_bench.engine.selection import Selection, SelectionConfig
+from fl_bench.models import ModelConfig
+from fl_bench.schema import build, require, schema
+
+
+# ----------------------------------------------------------------------------- algorithm
+class TrimmedFedAvg(ServerAlgorithm):
+    """Coordinate-wise trimmed mean (Yin et al. 2018): per coordinate, drop the ``trim_fraction``
+    largest and smallest of the round's updates and average the rest; w <- w - that mean."""
+
+    step_policy = Rounds
+
+    def __init__(self, cfg, params, num_clients, client_sizes=None):
+        super().__init__(cfg, params, num_clients, client_sizes)
+        self.deltas: list[torch.Tensor] = []
+
+    def add(self, upload):
+        self.deltas.append(upload.vector.clone())
+
+    def _step(self):
+        stacked = torch.stack(self.deltas).sort(dim=0).values
+        trim = math.floor(self.cfg.trim_fraction * len(self.deltas))
+        self.params -= stacked[trim: len(self.deltas) - trim].mean(0)
+        self.deltas = []
+
+
+@schema("algorithm", "trimmed_fedavg", TrimmedFedAvg)
+class TrimmedFedAvgConfig(SyncConfig):
+    trim_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(0 <= self.trim_fraction < 0.5, "algorithm.trim_fraction", self.trim_fraction, "must be in [0, 0.5)")
+
+
+# ----------------------------------------------------------------------------- delay law
+class LogNormalDelay(Delay):
+    """exp(N(mu, sigma^2)) per trip."""
+
+    def __init__(self, cfg):
+        self.mu, self.sigma = cfg.mu, cfg.sigma
+
+    def sample(self, rng, num_examples):
+        return float(rng.lognormal(self.mu, self.sigma))
+
+    def mean(self, num_examples):
+        return math.exp(self.mu + self.sigma**2 / 2) * np.ones_like(num_examples)
+
+
+@schema("delay", "lognormal", LogNormalDelay)
+class LogNormalDelayConfig(DelayConfig):
+    mu: float = 0.0
+    sigma: float = 0.5
+
+    def __post_init__(self) -> None:
+        require(self.sigma > 0, "delay.sigma", self.sigma, "must be > 0")
+
+
+# ----------------------------------------------------------------------------- speed model
+def by_size(cfg, delay_cfg, data) -> ClientDelays:
+    """Client i's draws are multiplied by (n_i / mean n)^exponent: larger clients are slower."""
+    factor = (data.sizes / data.sizes.mean()) ** cfg.exponent
+    return ClientDelays([build(delay_cfg)], data.sizes, factor=factor)
+
+
+@schema("speed", "by_size", by_size)
+class BySizeSpeedConfig(SpeedConfig):
+    exponent: float = 1.0
+
+
+# ----------------------------------------------------------------------------- availability
+class Alternating(Availability):
+    """Even clients are available during [2kP, (2k + 1)P), odd ones during [(2k + 1)P, (2k + 2)P)."""
+
+    def __init__(self, cfg, data):
+        super().__init__(cfg, data.num_clients)
+        self.period = cfg.period
+        self._next = 1  # the next change is at 1 * period
+        self._parity = np.arange(self.num_clients) % 2
+
+    def initial(self):
+        return self._parity == 0
+
+    def next_change(self):
+        return self._next * self.period
+
+    def pop_change(self):
+        clock, turn = self._next * self.period, self._next % 2
+        self._next += 1
+        on = np.flatnonzero(self._parity == turn)
+        return clock, on, np.flatnonzero(self._parity != turn)
+
+    def max_available(self):
+        return (self.num_clients + 1) // 2
+
+    def window_end(self, client, t):
+        return (math.floor(t / self.period) + 1) * self.period
+
+
+@schema("availability", "alternating", Alternating)
+class AlternatingAvailabilityConfig(AvailabilityConfig):
+    period: float = 5.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.period > 0, "availability.period", self.period, "must be > 0")
+
+
+# ----------------------------------------------------------------------------- selection
+class FastestSelection(Selection):
+    """The available idle clients with the shortest expected trips first."""
+
+    def __init__(self, cfg, population, client_means):
+        super().__init__(cfg, population, client_means)
+        self.client_means = client_means
+
+    def select(self, population, count, rng):
+        candidates = population.pool.members().copy()
+        order = np.argsort(self.client_means[candidates], kind="stable")
+        return self._take(population, candidates[order[:count]])
+
+
+@schema("selection", "fastest", FastestSelection)
+class FastestSelectionConfig(SelectionConfig):
+    pass
+
+
+# ----------------------------------------------------------------------------- model
+def tanh_mlp(cfg, input_shape, num_classes, vocab=None) -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), cfg.hidden), nn.Tanh(),
+                         nn.Linear(cfg.hidden, num_classes))
+
+
+@schema("model", "tanh_mlp", tanh_mlp)
+class TanhMLPConfig(ModelConfig):
+    hidden: int = 16
+
+
+# ----------------------------------------------------------------------------- dataset
+def blobs(cfg, partition_cfg):
+    """Gaussian blobs: one mean per class, examples split into clients by the run's partition."""
+    rng = np.random.default_rng(cfg.data_seed)
+    centres = rng.normal(0.0, cfg.separation, (cfg.num_classes, cfg.dim))
+
+    def draw(n):
+        y = rng.integers(0, cfg.num_classes, n)
+        return Examples((centres[y] + rng.normal(0.0, 1.0, (n, cfg.dim))).astype(np.float32), y.astype(np.int64))
+
+    return federate(cfg.name, draw(cfg.num_examples), draw(cfg.num_examples // 4), partition_cfg, cfg.num_classes)
+
+
+@schema("dataset", "blobs", blobs)
+class BlobsConfig(DatasetConfig):
+    num_examples: int = 2000
+    num_classes: int = 4
+    dim: int = 5
+    separation: float = 2.0
+    data_seed: int = 0
+
+
+# ----------------------------------------------------------------------------- partition
+def label_shards(cfg, pool, num_classes):
+    """McMahan et al. (2017)'s pathological split: examples sorted by label, dealt into
+    ``num_clients`` contiguous shards whose sizes grow linearly, the last ``size_ratio`` times the first."""
+    order = np.argsort(pool.y, kind="stable")
+    weights = np.linspace(1.0, cfg.size_ratio, cfg.num_clients)
+    sizes = np.floor(weights / weights.sum() * len(pool)).astype(np.int64)
+    sizes[-1] += len(pool) - sizes.sum()
+    return order, sizes
+
+
+@schema("partition", "label_shards", label_shards)
+class LabelShardsPartitionConfig(PartitionConfig):
+    num_clients: int = 20
+    size_ratio: float = 3.0
+
+    def __post_init__(self) -> None:
+        require(self.num_clients >= 1, "partition.num_clients", self.num_clients, "must be >= 1")
+        require(self.size_ratio >= 1, "partition.size_ratio", self.size_ratio, "must be >= 1")

@@ -1,0 +1,100 @@
+"""Components from a package outside fl_bench (tests/example_plugin): every kind, registered by its
+own ``@schema`` classes, loaded from FL_BENCH_PLUGINS or an entry point, with the same typo and
+range checks as the built-in ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+
+from fl_bench.errors import ConfigError
+from fl_bench.schema import load_plugins, plugin_modules, schema
+
+PLUGIN = Path(__file__).parent / "example_plugin"
+SEARCHPATH = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
+ALL_EIGHT = ("dataset=blobs", "partition=label_shards", "model=tanh_mlp", "algorithm=trimmed_fedavg", "delay=lognormal",
+             "speed=by_size", "availability=alternating", "selection=fastest")
+
+
+@pytest.fixture
+def plugin(monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    monkeypatch.setenv("FL_BENCH_PLUGINS", "my_fl_extensions")
+    load_plugins()
+
+
+def test_a_package_outside_fl_bench_adds_every_kind_of_component(plugin, run_config):
+    # sigma ~ 0: every draw is exp(mu) = 1, so a trip lasts exactly its client's speed factor n_i / mean n
+    summary, metrics, trips = run_config(SEARCHPATH, *ALL_EIGHT, "delay.sigma=1e-9", "availability.period=5",
+                                         "concurrency=4", "max_trips=200", "eval_every=40")
+    assert summary["algorithm"] == "trimmed_fedavg" and summary["dataset"] == "blobs" and summary["server_steps"] == 50
+    assert metrics.val_accuracy.iloc[-1] > metrics.val_accuracy.iloc[0]
+    # partition: 20 label shards growing linearly to 3x the first (2,000 blobs examples)
+    weights = np.linspace(1, 3, 20)
+    sizes = pd.Series(np.floor(weights / weights.sum() * 2000).astype(int))
+    sizes.iloc[-1] += 2000 - sizes.sum()
+    assert (trips.num_examples == sizes[trips.client].to_numpy()).all()
+    # model: 5 -> 16 (tanh) -> 4 classes, 4-byte floats
+    assert (trips.bytes_down == 4 * (5 * 16 + 16 + 16 * 4 + 4)).all()
+    # delay x speed: duration = exp(0) * n_i / mean n
+    mean_size = 2000 / 20
+    assert np.allclose(trips.end_time - trips.start_time, trips.num_examples / mean_size, rtol=1e-6)
+    # availability: a trip starts only in its client's half of the period (even: [0, 5), odd: [5, 10))
+    assert ((trips.start_time // 5).astype(int) % 2 == trips.client % 2).all()
+    # selection: each round takes the fastest (smallest) clients of those available then
+    for start, round_trips in trips.groupby("start_time"):
+        available = sizes[sizes.index % 2 == int(start // 5) % 2]
+        chosen = round_trips.client.tolist()
+        assert len(chosen) == 4 and available[chosen].max() <= available.drop(chosen).min()
+
+
+def test_the_plugin_algorithm_trims_each_coordinate_by_hand(plugin):
+    from my_fl_extensions.components import TrimmedFedAvg
+
+    server = TrimmedFedAvg(SimpleNamespace(trim_fraction=0.25), torch.zeros(2), num_clients=4)
+    for delta in ([1.0, -4.0], [2.0, 0.0], [3.0, 1.0], [10.0, 2.0]):
+        server.add(SimpleNamespace(vector=torch.tensor(delta)))
+    server.step()
+    # trim 1 of 4 each side: coordinate 0 keeps 2, 3 -> 2.5; coordinate 1 keeps 0, 1 -> 0.5
+    assert server.params.tolist() == [-2.5, -0.5] and server.version == 1
+
+
+def test_plugin_knobs_are_checked_like_built_in_ones(plugin, compose_config):
+    cfg = compose_config(SEARCHPATH, *ALL_EIGHT, "algorithm.trim_fraction=0.3", "partition.size_ratio=2")
+    assert cfg.algorithm.trim_fraction == 0.3 and cfg.partition.size_ratio == 2.0
+    assert cfg.algorithm._target_ == "my_fl_extensions.components.TrimmedFedAvg"
+    with pytest.raises(ConfigCompositionException, match="trim_fractoin"):
+        compose_config(SEARCHPATH, "algorithm=trimmed_fedavg", "algorithm.trim_fractoin=0.3")
+    with pytest.raises(ConfigCompositionException, match="trim_fraction"):  # typed: a float
+        compose_config(SEARCHPATH, "algorithm=trimmed_fedavg", "algorithm.trim_fraction=lots")
+    with pytest.raises(ConfigError, match=r"algorithm.trim_fraction=0.6 is not allowed: must be in \[0, 0.5\)"):
+        compose_config(SEARCHPATH, "algorithm=trimmed_fedavg", "algorithm.trim_fraction=0.6")
+    with pytest.raises(ConfigError, match="availability.period=0.0 is not allowed"):
+        compose_config(SEARCHPATH, "availability=alternating", "availability.period=0")
+
+
+def test_plugin_modules_come_from_entry_points_then_the_environment(tmp_path, monkeypatch):
+    info = tmp_path / "my_fl_extensions-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-fl-extensions\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[fl_bench.plugins]\nmine = my_fl_extensions.components\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FL_BENCH_PLUGINS", " other_pkg , my_fl_extensions.components")
+    assert plugin_modules() == ["my_fl_extensions.components", "other_pkg"]
+    monkeypatch.setenv("FL_BENCH_PLUGINS", "no_such_package_here")
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    with pytest.raises(ConfigError, match="plugin module 'no_such_package_here' .from FL_BENCH_PLUGINS. cannot be imported"):
+        load_plugins()
+
+
+def test_an_option_name_is_registered_once():
+    with pytest.raises(ConfigError, match="delay option 'uniform' is registered twice"):
+        @schema("delay", "uniform", "somewhere.Else")
+        class Another:
+            pass
