@@ -258,7 +258,11 @@ class Run:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Go on from a checkpoint: the simulator's state, the RNGs, this run's and its callbacks'."""
-        sim, run = self.exp.simulator, state["run"]
+        run = state["run"]
+        if "callbacks" not in run:  # written before the run's state moved into its callbacks (issue 30)
+            raise ConfigError(f"{self.run_dir / CHECKPOINT} was written by an older fl_bench, without its callbacks' "
+                              f"state: it cannot be resumed; run again with resume=false to start over")
+        sim = self.exp.simulator
         sim.load_state_dict(state["simulator"])
         self.exp.server = sim.server
         set_rng_states(state["rng"])

@@ -238,3 +238,9 @@ def test_a_divergence_right_after_a_resume_names_the_checkpoint_as_a_suspect(tmp
     with pytest.raises(DivergenceError, match=r"this run went on from checkpoint.pt at trips \d+ and diverged before its "
                                               r"first evaluation since: suspect the checkpoint .* else lower algorithm.client_lr"):
         run_experiment(cfg, tmp_path)
+
+
+def test_a_checkpoint_without_callback_states_is_refused_with_one_line(tmp_path, compose_config):
+    run = Run(compose_config(*WORKLOAD), tmp_path, {})
+    with pytest.raises(ConfigError, match="written by an older fl_bench.*resume=false"):
+        run.restore({"run": {"reached": {}, "rows": []}, "simulator": {}, "rng": {}})
