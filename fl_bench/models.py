@@ -480,8 +480,6 @@ class ScalarMeanConfig(ModelConfig):
 class LogRegConfig(ModelConfig):
     """model=logreg: multinomial logistic regression (HFL's convex model)."""
 
-    pass
-
 
 @schema("model", "mlp", mlp)
 class MLPConfig(ModelConfig):
@@ -524,7 +522,6 @@ class CNN4Config(ModelConfig):
 @schema("model", "tutorial_cnn", TutorialCNN)
 class TutorialCNNConfig(ModelConfig):
     """FedLaAvg: the PyTorch CIFAR-10 tutorial CNN (2 conv + 2 FC + linear)."""
-
 
 
 @schema("model", "cnn_fedgbo", ConvPoolCNN)

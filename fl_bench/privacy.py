@@ -98,8 +98,8 @@ class PrivateAggregation:
     step's noised weighted mean of clipped Deltas, (1/K) sum_i a_i Clip(Delta_i, L) + noise, K =
     ``per_step`` (the buffer size, or the cohort), a_i = ``weight(upload_i)`` <= 1 the algorithm's
     own weight of that upload (``ServerAlgorithm.private_weight``: FedBuff's staleness s(tau)), so
-    one client moves the step by at most L / K whatever the others send. DP-SGD: noise N(0, (sigma L / K)^2) per step. DP-FTRL: the difference of consecutive
-    noisy prefix sums of the tree (std sigma L / K per node), i.e. mean_t + (noise_t - noise_{t-1}):
+    one client moves the step by at most L / K whatever the others send. DP-SGD: noise
+    N(0, (sigma L / K)^2) per step. DP-FTRL: the difference of consecutive noisy prefix sums of the tree (std sigma L / K per node), i.e. mean_t + (noise_t - noise_{t-1}):
     the model then holds the tree's noisy prefix sum (Alg. 1 lines 14-15, as TF Privacy's tree
     residual query); with ``restart_every`` a fresh tree every that many steps."""
 
@@ -212,14 +212,12 @@ class DPConfig:
 class NoDPConfig(DPConfig):
     """dp=none: no clipping, no noise; the server sees every upload."""
 
-    pass
-
 
 @dataclass
 class PrivateDPConfig(DPConfig):
     """User-level DP in the trusted aggregator (FedBuff Alg. 1, lines marked DP, "in TEE"): every
     upload's Delta is clipped to norm ``clip`` (L) before the server sees it, a step's clipped uploads
-    are averaged, and Gaussian noise calibrated to L / (uploads per step) is added; the server
+    are weighted (``ServerAlgorithm.private_weight``, at most 1) and summed over K, and Gaussian noise calibrated to L / (uploads per step) is added; the server
     algorithm only ever sees that noised mean. ``noise_multiplier`` sigma, or ``target_epsilon``:
     sigma is calibrated by the accountant (dp-accounting) for the run's budget of steps."""
 

@@ -85,19 +85,23 @@ def build(cfg: Any, *args: Any, **kwargs: Any) -> Any:
     return get_object(cfg._target_)(cfg, *args, **kwargs)
 
 
+def _from_environment() -> list[str]:
+    return [module.strip() for module in os.environ.get(PLUGINS_VARIABLE, "").split(",") if module.strip()]
+
+
 def plugin_modules() -> list[str]:
     """The modules that register components from outside fl_bench: entry points first, then the
     environment variable's, in order, without repeats."""
-    named = [point.module for point in entry_points(group=PLUGINS_ENTRY_POINTS)]
-    named += [module.strip() for module in os.environ.get(PLUGINS_VARIABLE, "").split(",") if module.strip()]
+    named = [point.module for point in entry_points(group=PLUGINS_ENTRY_POINTS)] + _from_environment()
     return list(dict.fromkeys(named))
 
 
 def load_plugins() -> None:
     """Import every plugin module (their ``@schema`` classes register themselves)."""
+    from_environment = set(_from_environment())
     for module in plugin_modules():
         try:
             importlib.import_module(module)
         except ImportError as err:
-            source = f"{PLUGINS_VARIABLE}" if module in os.environ.get(PLUGINS_VARIABLE, "") else f"entry point group {PLUGINS_ENTRY_POINTS}"
+            source = PLUGINS_VARIABLE if module in from_environment else f"entry point group {PLUGINS_ENTRY_POINTS}"
             raise ConfigError(f"plugin module {module!r} (from {source}) cannot be imported: {err}") from None

@@ -64,7 +64,7 @@ class ServerAlgorithm(ABC):
         return Broadcast(self.version, self.params)
 
     def local_update(self) -> LocalUpdate:
-        """The clients' local step rule (fl_bench.clients.trainer.LocalUpdate): SGD with FedProx's term by
+        """The clients' local step rule (fl_bench.clients.local_update.LocalUpdate): SGD with FedProx's term by
         default; FedGBO's family steps with its optimizer statistics."""
         return LocalUpdate(self.cfg.prox_mu)
 
@@ -119,7 +119,7 @@ class ServerAlgorithm(ABC):
 
 class ServerOptimizerStep:
     """A torch.optim optimizer stepping ``params`` in place with a pseudo-gradient, built from
-    ``cfg.server_optimizer`` (fl_bench.runs.config.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
+    ``cfg.server_optimizer`` (fl_bench.algorithms.base.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
     momentum, m <- beta m + Dbar, w <- w - lr m (torch's convention; FedBuff Alg. 1 line 12), or
     Nesterov's variant; adam, Adam with the configured betas and eps; rmsprop, v <- beta v +
     (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps)."""
@@ -184,7 +184,6 @@ class SGDServerOptimizerConfig(ServerOptimizerConfig):
     """Plain SGD: w <- w - lr * Dbar (FedAvg, FedBuff with beta = 0)."""
 
 
-
 @schema("server_optimizer", "momentum")
 class MomentumServerOptimizerConfig(ServerOptimizerConfig):
     """SGD with momentum, torch's convention: m <- beta m + Dbar, w <- w - lr m (FedAvgM; FedBuff
@@ -238,8 +237,6 @@ def _schema_server_optimizer() -> ServerOptimizerConfig:
 
 
 WEIGHTINGS = ("examples", "uniform")
-
-
 
 
 REDUCTIONS = ("sum", "mean")

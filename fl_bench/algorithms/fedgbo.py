@@ -140,8 +140,6 @@ class FedGBOConfig(GlobalStatisticsConfig):
     """FedGBO (Mills et al., Alg. 1): s fixed on clients; the server tracks the mean local gradient
     it inverts from the mean update, so ``local_steps`` K must be set."""
 
-    pass
-
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.local_steps is not None, "algorithm.local_steps", self.local_steps,
@@ -151,8 +149,6 @@ class FedGBOConfig(GlobalStatisticsConfig):
 @schema("algorithm", "mfl", MFL)
 class MFLConfig(GlobalStatisticsConfig):
     """MFL (Liu et al. 2020): s moves with every local step; the server averages the clients' s."""
-
-    pass
 
 
 @schema("algorithm", "mimelite", Mimelite)

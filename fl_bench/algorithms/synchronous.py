@@ -49,13 +49,10 @@ class FedAvgConfig(SyncConfig):
     """FedAvg (McMahan et al. 2017): synchronous rounds; the server steps with the examples-weighted
     mean of the round's updates (``server_optimizer``: plain SGD unless chosen)."""
 
-    pass
-
 
 @schema("algorithm", "fedavgm", FedAvgM)
 class FedAvgMConfig(SyncConfig):
     """Server momentum: conf/algorithm/fedavgm.yaml chooses algorithm/server_optimizer=momentum (beta 0.9)."""
-
 
 
 @schema("algorithm", "fedprox", FedProx)
@@ -70,7 +67,6 @@ class FedProxConfig(SyncConfig):
 class AdaptiveFedOptConfig(SyncConfig):
     """AdaptiveFedOpt (FedGBO's AFO): FedAvg with a server SGDm / RMSProp / Adam step
     (conf/algorithm/adaptive_fedopt.yaml chooses algorithm/server_optimizer=adam, eps 1e-3)."""
-
 
 
 @schema("algorithm", "fedmax", FedMAX)

@@ -313,7 +313,6 @@ class NaturalPartitionConfig(PartitionConfig):
     """One client per natural owner: a LEAF user, or a generated Synthetic(gamma, xi) device."""
 
 
-
 @dataclass
 class _CountedPartitionConfig(PartitionConfig):
     num_clients: int = 100
@@ -325,7 +324,6 @@ class _CountedPartitionConfig(PartitionConfig):
 @schema("partition", "iid", iid_partition)
 class IIDPartitionConfig(_CountedPartitionConfig):
     """Shuffle, then deal the examples into num_clients near-equal shares."""
-
 
 
 @schema("partition", "dirichlet", dirichlet_partition)

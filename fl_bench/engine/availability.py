@@ -241,8 +241,6 @@ class AvailabilityConfig:
 class AlwaysAvailableConfig(AvailabilityConfig):
     """Every client available all the time (FedLaAvg's full client availability)."""
 
-    pass
-
 
 @schema("availability", "diurnal", Diurnal)
 class DiurnalAvailabilityConfig(AvailabilityConfig):

@@ -285,8 +285,6 @@ class SpeedConfig:
 class NoSpeedConfig(SpeedConfig):
     """speed=none: no persistent speeds; every client draws from the run's delay law."""
 
-    pass
-
 
 @schema("speed", "two_tier", two_tier)
 class TwoTierSpeedConfig(SpeedConfig):

@@ -103,21 +103,15 @@ class SelectionConfig:
 class UniformSelectionConfig(SelectionConfig):
     """selection=uniform: uniformly at random among the available idle clients."""
 
-    pass
-
 
 @schema("selection", "longest_absent", LongestAbsentSelection)
 class LongestAbsentSelectionConfig(SelectionConfig):
     """selection=longest_absent: the available clients selected longest ago first (FedLaAvg)."""
 
-    pass
-
 
 @schema("selection", "all_available", AllAvailableSelection)
 class AllAvailableSelectionConfig(SelectionConfig):
     """selection=all_available: every available idle client (synchronous rounds only)."""
-
-    pass
 
 
 @schema("selection", "weighted", WeightedSelection)

@@ -243,7 +243,7 @@ class StragglerAccuracy(Callback):
     come late or are dropped."""
 
     def summary(self, run):
-        predicted, delays, data = run.final_predictions(), run.exp.simulator.delays, run.exp.data
+        predicted, delays, data = run.final_predictions, run.exp.simulator.delays, run.exp.data
         if predicted is None or not isinstance(delays, StragglerDelays):
             return {}
         correct = (predicted == data.y_val).cpu().numpy().astype(float)

@@ -29,8 +29,8 @@ from typing import Any, BinaryIO, Callable
 import numpy as np
 import torch
 
-from fl_bench.runs.config import NOT_RESULT_KEYS
 from fl_bench.errors import ConfigError
+from fl_bench.runs.config import NOT_RESULT_KEYS
 
 CHECKPOINT = "checkpoint.pt"
 FORMAT = 2  # 2: with a SHA-256 digest file

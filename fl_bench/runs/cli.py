@@ -21,8 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
-from fl_bench.runs.config import register_configs
 from fl_bench.errors import ConfigError, FLBenchError
+from fl_bench.runs.config import register_configs
 from fl_bench.runs.interrupt import stop_signals_handled
 from fl_bench.runs.run_dir import RunDirectory
 

@@ -11,6 +11,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,8 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         population=population,
         selection=selection,
         delays=delays,
-        policy=build_protocol(getattr(server, "step_policy", None), cfg.algorithm, cfg.concurrency, cfg.arrival_rate, selection.takes_all),
+        policy=build_protocol(getattr(server, "step_policy", None), cfg.algorithm, cfg.concurrency, cfg.arrival_rate,
+                              selection.takes_all),
         rng=np.random.default_rng(cfg.seed),
         max_trips=cfg.max_trips,
         max_steps=cfg.max_rounds,
@@ -211,10 +213,10 @@ class Run:
         self.cfg, self.run_dir, self.config = cfg, run_dir, config
         self.extra_callbacks = list(callbacks)
         self.callbacks: list[Callback] = []  # the defaults and the extra ones, once the objects are built
+        self._between: list[Callback] = []
         self.resumed_at: list[int] = []  # client trips at which this run was resumed
         self.seconds_before = 0.0  # wall seconds of the run's earlier (interrupted) parts
         self.evaluated_since_resume = False  # a divergence before it names the checkpoint as a suspect
-        self._predictions: tuple[torch.Tensor | None] | None = None
         self.exp: Experiment
         self.log: RunLog
 
@@ -222,6 +224,8 @@ class Run:
         """Every object of the run (bad input fails here) and its callbacks."""
         self.exp = build_experiment(self.cfg, self.on_eval, self.between_events)
         self.callbacks = default_callbacks(self.cfg, self.exp.data.num_clients) + self.extra_callbacks
+        # between_events runs after every event: call only the callbacks that override it
+        self._between = [c for c in self.callbacks if type(c).between_events is not Callback.between_events]
 
     def on_eval(self, p: Progress) -> bool:
         """The loop's evaluation hook: evaluate the global model, call the callbacks; True: stop."""
@@ -242,7 +246,7 @@ class Run:
 
     def between_events(self) -> None:
         """The loop's hook after every event."""
-        for callback in self.callbacks:
+        for callback in self._between:
             callback.between_events(self)
 
     def checkpoint(self) -> None:
@@ -272,20 +276,19 @@ class Run:
         self.resumed_at = [*run["resumed_at"], sim.trips]
         self.seconds_before = run["seconds"]
 
+    @cached_property
     def final_predictions(self) -> torch.Tensor | None:
         """The final model's class for every validation example (None: a task without classes),
-        computed once."""
-        if self._predictions is None:
-            exp = self.exp
-            predicted = None
-            if exp.cfg.model.task == "classification":
-                exp.trainer.load(exp.server.params)
-                with torch.no_grad():
-                    exp.task.eval()
-                    predicted = torch.cat([exp.task(x).argmax(-1) for x in exp.data.x_val.split(8192)])
-                    exp.task.train()
-            self._predictions = (predicted,)
-        return self._predictions[0]
+        computed once, when the summary asks."""
+        exp = self.exp
+        if exp.cfg.model.task != "classification":
+            return None
+        exp.trainer.load(exp.server.params)
+        with torch.no_grad():
+            exp.task.eval()
+            predicted = torch.cat([exp.task(x).argmax(-1) for x in exp.data.x_val.split(8192)])
+            exp.task.train()
+        return predicted
 
     def execute(self, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
         """Simulate to the end, from ``checkpoint`` if given, and write the logs and summary whatever
@@ -417,7 +420,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "final_val_accuracy": final.get("val_accuracy"),
         "final_val_loss": final.get("val_loss"),
         # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
-        "final_val_accuracy_by_class": _accuracy_by_class(exp, run.final_predictions()),
+        "final_val_accuracy_by_class": _accuracy_by_class(exp, run.final_predictions),
         "client_trips": sim.trips,
         "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": exp.server.version,

@@ -19,8 +19,8 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from fl_bench.runs.config import WANDB_MODES, WandbConfig
 from fl_bench.errors import ConfigError
+from fl_bench.runs.config import WANDB_MODES, WandbConfig
 
 # bytes_down, bytes_up, flops: totals over the trips over so far (FedGBO Table IV's cost axes)
 METRIC_COLUMNS = ("trips", "server_step", "sim_time", "val_accuracy", "val_loss", "bytes_down", "bytes_up", "flops")
