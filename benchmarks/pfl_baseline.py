@@ -475,7 +475,7 @@ def run_fl_bench(args: argparse.Namespace) -> None:
     import throughput
     from stand_in import rss_mb
 
-    from fl_bench.runs.experiment import resolve_device, run_experiment
+    from fl_bench.runs.experiment import run_experiment
 
     with np.load(args.workload) as z:
         root, overrides = str(z["data_root"]), str(z["overrides"]).split()
@@ -496,7 +496,7 @@ def run_fl_bench(args: argparse.Namespace) -> None:
         "path": path,
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),
-        "device": str(resolve_device(cfg.device)),
+        "device": summary["device"],
         "cohort": args.cohort,
         "rounds": args.rounds,
         "server_steps": summary["server_steps"],

@@ -19,7 +19,7 @@ classes, about 109 examples per client); ``cnn`` is a FEMNIST-shaped stand-in (2
 
     python benchmarks/throughput.py                       # the matrix; --markdown FILE writes it
     python benchmarks/throughput.py --workloads logreg --concurrency 100 --algorithms fedbuff
-    python benchmarks/throughput.py --device cuda --workloads cnn cnn4   # on a GPU machine
+    python benchmarks/throughput.py --accelerator cuda --workloads cnn cnn4   # on a GPU machine
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -45,16 +46,20 @@ from fl_bench.clients.task import ClassificationTask
 from fl_bench.data import build_dataset
 from fl_bench.models import build_model
 from fl_bench.runs.cli import CONFIG_DIR
-from fl_bench.runs.experiment import resolve_device, run_experiment
+from fl_bench.clients.hardware import resolve_accelerator
+from fl_bench.runs.experiment import run_experiment
 
 WORKLOADS = {
     "logreg": ["model=logreg"],
     "cnn": ["dataset=femnist", "dataset.max_users=null"],  # femnist's default model: cnn_fedgbo
     "cnn4": ["dataset=celeba"],  # celeba's default model: cnn4
+    # Sent140's LSTM on frozen stand-in GloVe vectors (FedBuff Table 1's model)
+    "lstm": ["dataset=sent140", "model.glove_path=${data_root}/glove.txt"],
 }
 # FEMNIST's 3,000 writers, but about 24 examples each (FEMNIST has ~226) so CPU trips stay short.
 CNN_USERS, CNN_MEAN_EXAMPLES, CNN_TEST_EXAMPLES = 3000, 24, 256
 CELEBA_USERS, CELEBA_MEAN_EXAMPLES = 9343, 21  # LEAF CelebA: 200,288 images of 9,343 celebrities
+LSTM_USERS, LSTM_MEAN_EXAMPLES, LSTM_TOKENS, LSTM_WORDS = 3000, 20, 25, 5000  # tweets of 25 tokens
 
 
 def compose_config(workload: str, root: str, overrides: list[str]):
@@ -66,7 +71,7 @@ def compose_config(workload: str, root: str, overrides: list[str]):
 
 def bare_loop(cfg, trips: int) -> float:
     """Trips per second of plain torch local SGD over uniformly drawn clients."""
-    device = resolve_device(cfg.device)
+    device = torch.device(resolve_accelerator(cfg.accelerator, cfg.devices, math.inf)[0])  # as a run's, auto: a GPU if any
     data = build_dataset(cfg.dataset, cfg.partition).to(device)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab).to(device)
@@ -97,7 +102,7 @@ def measure(cell: dict) -> dict:
     """One cell, in this process: {'trips_per_s', 'peak_rss_mb'}."""
     cfg = compose_config(cell["workload"], cell["root"], cell["overrides"])
     torch.set_num_threads(cfg.threads or torch.get_num_threads())
-    batched = None
+    batched, device = None, resolve_accelerator(cfg.accelerator, cfg.devices, math.inf)[0]
     if cell["path"] == "bare":
         tps = bare_loop(cfg, cell["trips"])
     else:
@@ -106,9 +111,9 @@ def measure(cell: dict) -> dict:
         # Trips trained per second: a run trains every trip started before the last upload it
         # needs, so at concurrency 1000 a short run also trains up to 1000 trips it never uses.
         tps = summary["trips_trained"] / summary["simulate_seconds"]
-        batched = summary["vmap_clients"]
+        batched, device = summary["vmap_clients"], summary["device"]
     return {"trips_per_s": tps, "peak_rss_mb": rss_mb("VmHWM"), "threads": torch.get_num_threads(),
-            "device": str(resolve_device(cfg.device)), "batched": batched}
+            "device": str(device), "batched": batched}
 
 
 def run_cell(cell: dict) -> dict:
@@ -129,24 +134,35 @@ def prepare_stand_ins(root: str, workloads: list[str]) -> None:
         rng = np.random.default_rng(0)
         sizes = lognormal_sizes(CELEBA_USERS, CELEBA_MEAN_EXAMPLES, 0.5, rng)
         write_stand_in(cfg.dataset, sizes, (3, 32, 32), 2, rng, test_examples=CNN_TEST_EXAMPLES)
+    if "lstm" in workloads:
+        cfg = compose_config("lstm", root, [])
+        rng = np.random.default_rng(0)
+        words = [f"w{i}" for i in range(LSTM_WORDS)]
+        vectors = rng.standard_normal((LSTM_WORDS, cfg.model.embed_dim)).astype(np.float32)
+        Path(cfg.model.glove_path).write_text("".join(f"{w} " + " ".join(f"{v:.3f}" for v in row) + "\n"
+                                                      for w, row in zip(words, vectors)))
+        sizes = lognormal_sizes(LSTM_USERS, LSTM_MEAN_EXAMPLES, 0.5, rng)
+        write_stand_in(cfg.dataset, sizes, (LSTM_TOKENS,), 2, rng, dtype=np.int32, high=LSTM_WORDS + 2,
+                       vocab=["<pad>", "<unk>", *words], test_examples=CNN_TEST_EXAMPLES)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cell", help=argparse.SUPPRESS)
-    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--workloads", nargs="+", default=["logreg", "cnn", "cnn4"], choices=list(WORKLOADS))
     parser.add_argument("--concurrency", nargs="+", type=int, default=[10, 100, 1000])
     parser.add_argument("--algorithms", nargs="+", default=["fedbuff", "fedavg"])
-    parser.add_argument("--trips", type=json.loads, default={"logreg": 20_000, "cnn": 3_000, "cnn4": 3_000},
-                        help='client trips per run, per workload (JSON), default {"logreg": 20000, "cnn": 3000, "cnn4": 3000}')
-    parser.add_argument("--device", default="cpu", help="device of every run: cpu (default), cuda, cuda:N or auto")
+    parser.add_argument("--trips", type=json.loads, default={"logreg": 20_000, "cnn": 3_000, "cnn4": 3_000, "lstm": 3_000},
+                        help='client trips per run, per workload (JSON), default {"logreg": 20000, "cnn": 3000, '
+                             '"cnn4": 3000, "lstm": 3000}')
+    parser.add_argument("--accelerator", default="cpu", help="accelerator of every run: cpu (default), cuda or auto")
     parser.add_argument("--markdown", type=Path, help="also write the table (and the machine) to this file")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. device=cuda threads=2")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. accelerator=cuda threads=2")
     args = parser.parse_args()
     if args.cell:
         print(json.dumps(measure(json.loads(args.cell))))
         return
-    args.overrides = [f"device={args.device}", *args.overrides]
+    args.overrides = [f"accelerator={args.accelerator}", *args.overrides]
     rows, began = [], time.perf_counter()
     with tempfile.TemporaryDirectory() as root:
         prepare_stand_ins(root, args.workloads)

@@ -54,8 +54,8 @@ def test_a_process_that_started_without_the_portable_environment_is_refused(tmp_
 
 @pytest.mark.parametrize("override, message", [
     ("threads=4", "threads=4 is not allowed: numerics=portable computes with one intra-op thread"),
-    ("device=cuda", "device='cuda' is not allowed: numerics=portable runs on the CPU"),
-    ("precision=bf16", "precision='bf16' is not allowed: numerics=portable computes in fp32"),
+    ("accelerator=cuda", "accelerator='cuda' is not allowed: numerics=portable runs on the CPU"),
+    ("precision=bf16-mixed", "precision='bf16-mixed' is not allowed: numerics=portable computes in 32-true"),
 ])
 def test_what_portable_numerics_cannot_promise_is_refused(override, message):
     with pytest.raises(ConfigError, match=message):

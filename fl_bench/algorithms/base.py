@@ -48,6 +48,10 @@ class ServerAlgorithm(ABC):
     # The last step's normalised weight of each upload, in add order, for an algorithm that defines
     # one (FedStaleWeight's alpha_j): the engine logs it in trips.csv's ``weight`` (fairness metrics).
     step_weights: list[float] | None = None
+    # The server's math reads the clients' lr eta_t or update rule (Delta / eta, U(eta, g, s)): their
+    # trips must step with local_update() at algorithm.client_lr, never with an optimizer of their own
+    # (a task=lightning module's configure_optimizers; fl_bench.clients.lightning_task).
+    reads_client_rule: ClassVar[bool] = False
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes: np.ndarray | None = None):
         """``cfg``: the algorithm's config; ``params``: the initial flat model, which the algorithm

@@ -36,6 +36,7 @@ class _GlobalStatistics(ServerAlgorithm):
     i.e. x_t - mean Delta_i (Alg. 1: 1/|S_t| sum y_K, ``weighting=uniform``)."""
 
     step_policy = Rounds
+    reads_client_rule = True
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)

@@ -26,6 +26,7 @@ class FedLaAvg(ServerAlgorithm):
     """
 
     step_policy = Rounds
+    reads_client_rule = True
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)

@@ -4,8 +4,11 @@
   local step rule (``LocalUpdate``: SGD with FedProx's term; FedGBO's family subclass it).
 - ``trainer``: ``ClientTrainer`` trains a batch of trips, one after the other or together.
 - ``batched``: the kernels of the batched step (bmm chains, written-out gradients, CUDA graphs).
-- ``task``: the loss and evaluation around a model.
-- ``hardware``: the device, batching and CUDA-graph choices of ``device=auto``.
+- ``task``: the loss and evaluation around a model (``task=builtin``); ``lightning_task``: a user's
+  LightningModule as the task, and its trainer (``task=lightning``).
+- ``hardware``: Lightning Fabric's accelerator, devices, processes and precision, and the batching and
+  CUDA-graph choices of ``auto``.
+- ``distributed``: one run across processes: each trains its share of a batch of trips.
 - ``costs``: the FLOPs of a trip's local training (FedGBO App. B).
 
 Depends on ``fl_bench.data``, ``fl_bench.models`` and the shared base; not on the engine's loop or

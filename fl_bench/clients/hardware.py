@@ -1,13 +1,17 @@
-"""Where a run trains and how: the device, batched client trips, CUDA graphs.
+"""Where a run trains and how: Lightning Fabric's accelerator, devices, processes and precision,
+plus fl_bench's own choices of batched client trips and CUDA graphs.
 
-``auto`` (the default for all three) picks from the workload, deterministically: no timing probe,
-so one config trains on the same hardware every time on one machine. The rules follow what
-``benchmarks/throughput.py`` measured (results/benchmarks.md):
+Fabric resolves the names Lightning users know (``accelerator``, ``devices``, ``num_nodes``,
+``strategy``, ``precision``), launches the processes of a multi-process run and gives their
+collectives (fl_bench.clients.distributed). ``auto`` (the default for the accelerator, batching and
+graphs) picks from the workload, deterministically: no timing probe, so one config trains on the
+same hardware every time on one machine. The rules follow what ``benchmarks/throughput.py``
+measured (results/benchmarks.md):
 
-- device: a GPU only pays off once a trip has real arithmetic. Logistic regression (2.4 kFLOP per
-  training example) trains 2-4x faster batched on a 2-core CPU than batched on an H100, which is
-  launch-bound; FEMNIST's CNN (19 MFLOP) 9-24x faster on the H100 than on the CPU. CUDA is chosen from
-  ``CUDA_MIN_FLOPS`` per example (forward + backward, fl_bench.clients.costs) up.
+- accelerator: a GPU only pays off once a trip has real arithmetic. Logistic regression (2.4 kFLOP
+  per training example) trains 2-4x faster batched on a 2-core CPU than batched on an H100, which
+  is launch-bound; FEMNIST's CNN (19 MFLOP) 9-24x faster on the H100 than on the CPU. CUDA is
+  chosen from ``CUDA_MIN_FLOPS`` per example (forward + backward, fl_bench.clients.costs) up.
 - batched trips: always on CUDA (one launch sequence per step for the whole batch); on a CPU only
   for models of Linear layers (a baddbmm chain: 1.7-4x the sequential loop), since batched
   convolutions and unrolled RNNs are 2-7x slower there than one trip at a time.
@@ -17,6 +21,7 @@ so one config trains on the same hardware every time on one machine. The rules f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,36 +30,43 @@ from fl_bench.errors import ConfigError
 from fl_bench.models import _UnrollableRNN
 
 CUDA_MIN_FLOPS = 1e6  # per training example: below, a run is launch-bound on a GPU
-
-
-def resolve_device(name: str) -> torch.device:
-    """An explicit device, checked; ``auto``: CUDA where torch sees a GPU (see :func:`place`)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device={name} is not available: torch sees no CUDA GPU on this machine; use device=auto or cpu")
-        index = torch.device(name).index
-        if index is not None and index >= torch.cuda.device_count():
-            raise ConfigError(f"device={name} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
-    return torch.device(name)
+ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
+STRATEGIES = ("auto", "ddp")  # every process trains its own clients: nothing shards or replicates one model
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
+AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where and how a run trains (:func:`place`): the device, whether client trips are batched
-    and whether they step through CUDA graphs, and why ``auto`` chose so."""
+    """Where and how a run trains (:func:`place`): the Lightning ``fabric`` (this process's device,
+    precision, rank and the run's processes), whether client trips are batched and whether they step
+    through CUDA graphs, and why ``auto`` chose so."""
 
-    device: torch.device
+    fabric: Any  # lightning.fabric.Fabric (imported where a run is built)
     batched: bool  # vmap_clients
     graphs: bool  # cuda_graphs
+    precision: str  # 32-true | bf16-mixed | 16-mixed
     why: str  # the auto choices' reasons, for the run's first line
 
+    @property
+    def device(self) -> torch.device:
+        """This process's device."""
+        return self.fabric.device
+
+    @property
+    def processes(self) -> int:
+        """Processes of the run (devices x num_nodes)."""
+        return self.fabric.world_size
+
     def describe(self) -> str:
-        """One line for the run's start: device, batching and graphs, with the auto choices' reasons."""
+        """One line for the run's start: device, processes, precision, batching and graphs, with the
+        auto choices' reasons."""
         how = "batched client trips" if self.batched else "one client trip at a time"
         graphs = ", CUDA graphs" if self.graphs else ""
-        return f"training on {self.device} with {how}{graphs}" + (f" ({self.why})" if self.why else "")
+        processes = f" x {self.processes} processes" if self.processes > 1 else ""
+        precision = "" if self.precision == "32-true" else f", {self.precision} precision"
+        return (f"training on {self.device}{processes} with {how}{graphs}{precision}"
+                + (f" ({self.why})" if self.why else ""))
 
 
 def dense_only(model: nn.Module) -> bool:
@@ -62,29 +74,63 @@ def dense_only(model: nn.Module) -> bool:
     return all(isinstance(m, nn.Linear) for m in model.modules() if next(m.parameters(recurse=False), None) is not None)
 
 
-def place(device: str, vmap_clients: bool | None, cuda_graphs: bool | None, model: nn.Module,
-          example_flops: float) -> Placement:
-    """Resolve the run's ``device``, ``vmap_clients`` and ``cuda_graphs`` (None: auto) for ``model``,
-    whose training example costs ``example_flops`` (forward + backward)."""
-    why = []
-    chosen = resolve_device(device)
-    if device == "auto" and chosen.type == "cuda" and example_flops < CUDA_MIN_FLOPS:
-        chosen = torch.device("cpu")
-        why.append(f"auto: {example_flops / 1e3:.1f} kFLOP per example is launch-bound on a GPU, "
-                   f"below the {CUDA_MIN_FLOPS / 1e6:g} MFLOP where CUDA pays off")
-    elif device == "auto" and chosen.type == "cuda":
-        why.append(f"auto: {example_flops / 1e6:.1f} MFLOP per example")
+def resolve_accelerator(accelerator: str, devices: Any, example_flops: float) -> tuple[str, str]:
+    """``accelerator`` as Fabric takes it (cpu | cuda) and why auto chose so: ``auto`` is CUDA where
+    torch sees a GPU and a training example costs at least ``CUDA_MIN_FLOPS``; an explicit GPU that
+    is not there fails in one line."""
+    if accelerator == "auto":
+        if not torch.cuda.is_available():
+            return "cpu", ""
+        if example_flops < CUDA_MIN_FLOPS:
+            return "cpu", (f"auto: {example_flops / 1e3:.1f} kFLOP per example is launch-bound on a GPU, "
+                           f"below the {CUDA_MIN_FLOPS / 1e6:g} MFLOP where CUDA pays off")
+        return "cuda", f"auto: {example_flops / 1e6:.1f} MFLOP per example"
+    if accelerator in ("cuda", "gpu"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"accelerator={accelerator} is not available: torch sees no CUDA GPU on this machine; "
+                              f"use accelerator=auto or cpu")
+        count = torch.cuda.device_count()
+        wanted = devices if isinstance(devices, (list, tuple)) else range(int(devices))
+        if max(wanted) >= count:
+            raise ConfigError(f"devices={devices} is not available: this machine has {count} CUDA GPU(s)")
+        return "cuda", ""
+    return accelerator, ""
+
+
+def place(accelerator: str, devices: Any, num_nodes: int, strategy: str, precision: str, vmap_clients: bool | None,
+          cuda_graphs: bool | None, model: nn.Module, example_flops: float, loggers: list[Any] = ()) -> Placement:
+    """Build the run's Fabric from Lightning's ``accelerator``, ``devices``, ``num_nodes``, ``strategy``
+    and ``precision`` (``accelerator=auto`` resolved by the measured rule above), and resolve
+    ``vmap_clients`` and ``cuda_graphs`` (None: auto) for ``model``, whose training example costs
+    ``example_flops`` (forward + backward); ``loggers``: Fabric's (where a LightningModule's ``self.log``
+goes). The processes are not launched yet (``fabric.launch()``)."""
+    from lightning.fabric import Fabric  # Lightning costs seconds to import: only where a run is built
+
+    chosen, why = resolve_accelerator(accelerator, devices, example_flops)
+    why = [why] if why else []
+    processes = (len(devices) if isinstance(devices, (list, tuple)) else int(devices)) * num_nodes
+    if processes > 1 or strategy == "ddp":
+        from fl_bench.clients.distributed import client_parallel_strategy
+
+        strategy = client_parallel_strategy()
+    try:
+        fabric = Fabric(accelerator=chosen, devices=devices, num_nodes=num_nodes, strategy=strategy, precision=precision,
+                        loggers=list(loggers))
+    except (ValueError, RuntimeError) as error:  # Lightning's MisconfigurationException is a ValueError
+        raise ConfigError(f"accelerator={accelerator} devices={devices} num_nodes={num_nodes} strategy={strategy} "
+                          f"precision={precision}: {str(error).splitlines()[0]}") from None
+    device = fabric.device
     batched = vmap_clients
     if batched is None:
         rnn = any(isinstance(m, _UnrollableRNN) for m in model.modules())
-        batched = not rnn and (chosen.type == "cuda" or dense_only(model))
-        if chosen.type == "cpu":
+        batched = not rnn and (device.type == "cuda" or dense_only(model))
+        if device.type == "cpu":
             why.append("batched: a model of Linear layers" if batched else
                        "sequential: batched convolutions and RNNs are slower than one trip at a time on a CPU")
     graphs = cuda_graphs
     if graphs is None:
-        graphs = batched and chosen.type == "cuda"
-    elif graphs and not (batched and chosen.type == "cuda"):
-        raise ConfigError(f"cuda_graphs=true needs batched trips on a CUDA device (device={chosen}, "
+        graphs = batched and device.type == "cuda"
+    elif graphs and not (batched and device.type == "cuda"):
+        raise ConfigError(f"cuda_graphs=true needs batched trips on a CUDA device (accelerator={chosen}, "
                           f"vmap_clients={batched}); use cuda_graphs=null (auto) or false")
-    return Placement(chosen, batched, graphs, "; ".join(why))
+    return Placement(fabric, batched, graphs, precision, "; ".join(why))

@@ -1,21 +1,61 @@
-"""The learning task as a LightningModule: model + loss + metrics.
+"""The learning task: a model with its local objective and its evaluation.
 
-Federated local training calls ``loss`` from a lean loop (fl_bench.clients.trainer); ``training_step`` and
-``validation_step`` make the same module usable with a Lightning ``Trainer`` for centralized runs.
+The built-in tasks (``task=builtin``) wrap the model group's network in a plain ``nn.Module`` whose
+``loss`` the trainers call from a lean loop (fl_bench.clients.trainer), so a run that never touches
+a LightningModule never imports Lightning for its task. ``task=lightning`` makes a user's own
+LightningModule the task instead (fl_bench.clients.lightning_task).
 """
 
 from __future__ import annotations
 
 import math
 
-import lightning as L
+from dataclasses import field
+from typing import Any, Optional
+
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchmetrics.functional.classification import multiclass_accuracy
 
 from fl_bench.data.transforms import ImageTransform
 from fl_bench.errors import ConfigError
+from fl_bench.schema import require, schema
+
+
+@schema("task", "builtin")
+class TaskConfig:
+    """``task=builtin``: the model group's network scored by ``model.task`` (cross-entropy and accuracy,
+    or FedLaAvg Example 1's squared error), trained by fl_bench's own loop."""
+
+
+@schema("task", "lightning")
+class LightningTaskConfig(TaskConfig):
+    """``task=lightning``: a user's LightningModule is the client task (fl_bench.clients.lightning_task).
+    ``module`` is instantiated as Hydra does (``_target_`` and the constructor's arguments); arguments
+    named ``model``, ``num_classes``, ``input_shape`` or ``vocab_size`` that it does not set come from
+    the run (the model group's network, the dataset's shape and classes)."""
+
+    module: dict[str, Any] = field(default_factory=lambda: {"_target_": "???"})
+    # null: training_step gets (inputs, targets) tuples; two names, e.g. [image, label]: dict batches
+    batch_keys: Optional[list[str]] = None
+    # What validation_step (or test_step) logs as the loss and accuracy of metrics.csv (no accuracy: NaN)
+    loss_key: str = "val_loss"
+    accuracy_key: str = "val_acc"
+
+    def __post_init__(self) -> None:
+        target = self.module.get("_target_")
+        require(isinstance(target, str) and target not in ("", "???"), "task.module._target_", target,
+                "name your LightningModule class, e.g. task.module._target_=my_package.MyModule")
+        require(self.batch_keys is None or (len(self.batch_keys) == 2 and len(set(self.batch_keys)) == 2),
+                "task.batch_keys", self.batch_keys, "null (tuple batches) or two distinct names, e.g. [image, label]")
+
+
+def model_inputs(transform: ImageTransform | None, x: torch.Tensor, train: bool,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """Stored examples -> model inputs: images scaled/augmented/normalised, token ids as int64."""
+    if transform is not None:
+        return transform(x, train, generator)
+    return x.long() if x.dtype in (torch.int32, torch.int16) else x
 
 
 def max_entropy_gap(activations: torch.Tensor) -> torch.Tensor:
@@ -25,16 +65,17 @@ def max_entropy_gap(activations: torch.Tensor) -> torch.Tensor:
     return -math.log(activations.shape[-1]) - F.log_softmax(activations, dim=-1).mean(-1)
 
 
-class ClassificationTask(L.LightningModule):
+class ClassificationTask(nn.Module):
     """A model with its local objective (cross-entropy, plus the L2 and FedMAX terms when set)
     and its evaluation (loss, accuracy); ``transform`` turns stored examples into model inputs."""
+
+    predicts_classes = True  # the model's outputs are class logits (per-class accuracy of the final model)
 
     def __init__(
         self,
         model: nn.Module,
         num_classes: int,
         weight_decay: float = 0.0,
-        lr: float = 0.1,
         transform: ImageTransform | None = None,
         entropy_weight: float = 0.0,
     ):
@@ -42,7 +83,6 @@ class ClassificationTask(L.LightningModule):
         self.model = model
         self.num_classes = num_classes
         self.weight_decay = weight_decay
-        self.lr = lr
         self.transform = transform
         self.entropy_weight = entropy_weight  # FedMAX's alpha
         self.features: torch.Tensor | None = None  # the last training forward's penultimate activations
@@ -65,10 +105,8 @@ class ClassificationTask(L.LightningModule):
         linears[-1].register_forward_pre_hook(keep)
 
     def inputs(self, x: torch.Tensor, train: bool, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Stored examples -> model inputs: images scaled/augmented/normalised, token ids as int64."""
-        if self.transform is not None:
-            return self.transform(x, train, generator)
-        return x.long() if x.dtype in (torch.int32, torch.int16) else x
+        """Stored examples -> model inputs (:func:`model_inputs` with the dataset's transform)."""
+        return model_inputs(self.transform, x, train, generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits of stored examples ``x``, preprocessed for evaluation (no augmentation)."""
@@ -99,6 +137,8 @@ class ClassificationTask(L.LightningModule):
     @torch.no_grad()
     def evaluate(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 8192) -> tuple[float, float]:
         """Mean cross-entropy and accuracy over (x, y), in chunks to bound memory."""
+        from torchmetrics.functional.classification import multiclass_accuracy  # a second to import: once a run evaluates
+
         was_training = self.training
         self.eval()
         loss_sum, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
@@ -111,29 +151,13 @@ class ClassificationTask(L.LightningModule):
         self.train(was_training)
         return (loss_sum / len(y)).item(), (correct / len(y)).item()
 
-    # --- Lightning hooks (centralized training with a Trainer)
-    def training_step(self, batch, batch_idx):
-        """Lightning: the batch's :meth:`loss`, logged as train_loss."""
-        loss = self.loss(*batch)
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        """Lightning: log the batch's val_loss (cross-entropy) and val_accuracy."""
-        x, y = batch
-        logits = self(x)
-        self.log("val_loss", F.cross_entropy(logits, y))
-        self.log("val_accuracy", multiclass_accuracy(logits, y, num_classes=self.num_classes, average="micro"))
-
-    def configure_optimizers(self):
-        """Lightning: SGD at ``lr`` over every parameter."""
-        return torch.optim.SGD(self.parameters(), lr=self.lr)
-
 
 class MeanSquaredErrorTask(ClassificationTask):
     """Regression on the model's residuals (FedLaAvg Example 1: the model outputs w - x): objective
     1/2 r^2 averaged over the batch, so a full batch's gradient is exactly w - mean(x). It has no
     accuracy: ``evaluate`` returns (validation objective, NaN)."""
+
+    predicts_classes = False
 
     def objective(self, residuals, y, params, weights: torch.Tensor | None = None, features=None) -> torch.Tensor:
         """1/2 r^2 of the model's outputs r = ``residuals``, averaged over the batch (or weighted per

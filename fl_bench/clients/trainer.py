@@ -119,7 +119,7 @@ class ClientTrainer:
         chunk: int = 256,
         update: LocalUpdate | None = None,
         graphs: bool = False,
-        precision: str = "fp32",
+        precision: str = "32-true",
     ):
         self.task = task
         self.data = data
@@ -129,7 +129,7 @@ class ClientTrainer:
         self.chunk = chunk  # most trips per vmap pass
         # Batched trips step on fixed buffers (fl_bench.clients.batched.StepGraph), captured as CUDA graphs on a GPU
         self.graphs = graphs
-        self.precision = precision  # "bf16": forward and loss under bfloat16 autocast; parameters stay fp32
+        self.precision = precision  # "bf16-mixed": forward and loss under bfloat16 autocast; parameters stay fp32
         self._buffers: torch.Tensor | None = None
         self._step_graphs: dict[int, StepGraph] = {}
         self.flat, self.params = flatten_parameters(task)
@@ -143,7 +143,7 @@ class ClientTrainer:
             self._check_vmappable()
         # Linear/ReLU models with the plain objective get their batched gradients written out (no autograd)
         layers = linear_chain(task.model)
-        plain = type(task) is ClassificationTask and not task.entropy_weight and precision == "fp32"
+        plain = type(task) is ClassificationTask and not task.entropy_weight and precision == "32-true"
         trainable = all(p.requires_grad for p in task.model.parameters())
         self.chain = LinearChain(layers) if vmap and plain and trainable and layers is not None else None
 
@@ -166,9 +166,10 @@ class ClientTrainer:
         return views(vector, self.shapes)
 
     def autocast(self) -> torch.autocast:
-        """The forward pass's precision: bfloat16 autocast with ``precision="bf16"``, else a no-op.
+        """The forward pass's precision: bfloat16 autocast with ``precision="bf16-mixed"``, else a no-op.
         No cast cache: each step's parameters are new leaves, and CUDA graph capture forbids it."""
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16", cache_enabled=False)
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16-mixed",
+                              cache_enabled=False)
 
     def static_steps(self) -> bool:
         """Whether batched trips step on :class:`StepGraph`'s fixed buffers: asked for (``graphs``),

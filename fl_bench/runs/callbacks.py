@@ -23,6 +23,7 @@ import logging
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from tqdm.auto import tqdm
 
 from fl_bench.engine.delays import StragglerDelays
@@ -250,3 +251,48 @@ class StragglerAccuracy(Callback):
         accuracy, basis = accuracy_by_group(correct, data.y_val.cpu().numpy(), data.val_offsets, data.y.cpu().numpy(),
                                             data.offsets, {"normal": ~delays.straggler, "straggler": delays.straggler})
         return {"final_val_accuracy_by_group": accuracy, "val_accuracy_by_group_basis": basis}
+
+
+class TaskMetricsLog(Callback):
+    """task=lightning: what the module's ``self.log`` sent, at each evaluation, into task_metrics.csv
+    (trips, server_step, stage, name, value; train: the mean over the steps of the trips trained
+    since the last evaluation, pooled over processes; val: the mean over the validation batches)
+    and W&B (``train/<name>``, ``val/<name>``)."""
+
+    COLUMNS = ("trips", "server_step", "stage", "name", "value")
+
+    def __init__(self, metrics):
+        self.metrics = metrics  # the task's Fabric logger (fl_bench.clients.lightning_task.task_metrics_logger)
+        self.rows: list[tuple] = []
+
+    def on_start(self, run, resumed):
+        pd.DataFrame(self.rows, columns=list(self.COLUMNS)).to_csv(self._path(run), index=False)
+
+    def on_evaluation(self, run, progress, row):
+        task, placement = run.exp.task, run.exp.placement
+        gather = None
+        if placement.processes > 1:
+            import torch.distributed as dist
+
+            def gather(trips):
+                parts = [None] * placement.processes
+                dist.all_gather_object(parts, trips)
+                return parts
+        logged = {"train": self.metrics.take_training(gather), "val": task.last_validation}
+        rows = [(progress.trips, progress.server_step, stage, name, value)
+                for stage, values in logged.items() for name, value in sorted(values.items())]
+        self.rows += rows
+        pd.DataFrame(rows, columns=list(self.COLUMNS)).to_csv(self._path(run), mode="a", header=False, index=False)
+        run.log.wandb_only({f"{stage}/{name}": value for _, _, stage, name, value in rows}, progress.trips)
+        return False
+
+    @staticmethod
+    def _path(run):
+        return run.run_dir / "task_metrics.csv"
+
+    def state_dict(self):
+        return {"rows": self.rows, "sums": self.metrics.state_dict()}
+
+    def load_state_dict(self, state):
+        self.rows = list(state["rows"])
+        self.metrics.load_state_dict(state["sums"])

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
+from fl_bench.clients.distributed import launched_rank
 from fl_bench.errors import ConfigError, FLBenchError
 from fl_bench.runs.config import register_configs
 from fl_bench.runs.interrupt import stop_signals_handled
@@ -86,6 +87,8 @@ def _main(dict_cfg: DictConfig) -> float | None:
             raise
         # Exit from inside the job: Hydra would otherwise add its own "Error executing job" line.
         exit_with_error(error)
+    if launched_rank() != 0:  # a multi-process run's other processes: rank 0 prints the result
+        return None
     console = Console(stderr=False)
     target = summary["trips_to_target"]
     console.print(

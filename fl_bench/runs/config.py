@@ -11,7 +11,7 @@ Each component's schema lives beside the component (``fl_bench.schema``): datase
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -19,6 +19,8 @@ from omegaconf import MISSING
 # The built-in options register themselves when their modules are imported.
 from fl_bench.algorithms import buffered, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
 from fl_bench.algorithms.base import AlgorithmConfig
+from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES
+from fl_bench.clients.task import TaskConfig
 from fl_bench.data import sources, synthetic, two_means  # noqa: F401,E402
 from fl_bench.data.federated import DatasetConfig
 from fl_bench.data.partition import PartitionConfig
@@ -28,9 +30,24 @@ from fl_bench.engine.selection import SelectionConfig
 from fl_bench.models import ModelConfig
 from fl_bench.numerics import MODES as NUMERICS_MODES
 from fl_bench.privacy import DPConfig
+from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, load_plugins, require
 
 LOGGERS = ("csv", "wandb")
+
+
+def _devices_ok(devices: Any) -> bool:
+    """A process count >= 1, or a non-empty list of distinct GPU indices."""
+    if isinstance(devices, bool):
+        return False
+    if isinstance(devices, int):
+        return devices >= 1
+    try:
+        indices = list(devices)
+    except TypeError:
+        return False
+    return bool(indices) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices) \
+        and len(set(indices)) == len(indices)
 
 
 WANDB_MODES = ("online", "offline", "disabled")
@@ -64,6 +81,7 @@ class Config:
     speed: SpeedConfig = MISSING
     selection: SelectionConfig = MISSING
     dp: DPConfig = MISSING
+    task: TaskConfig = MISSING
     experiment_name: str = "default"
     seed: int = 0
     # M: clients training at once (async); the cohort size of synchronous algorithms.
@@ -78,9 +96,16 @@ class Config:
     eval_every: int = 500  # evaluate the global model every this many client trips
     target_accuracy: float = 0.7
     stop_at_target: bool = False
-    # auto | cpu | cuda | cuda:N. auto: CUDA when there is a GPU and a training example costs at least
-    # 1 MFLOP (below, a GPU is launch-bound and the CPU is faster: fl_bench.clients.hardware)
-    device: str = "auto"
+    # Where and how clients train, in Lightning Fabric's names (fl_bench.clients.hardware).
+    # accelerator: auto | cpu | cuda | gpu. auto: CUDA when there is a GPU and a training example costs
+    # at least 1 MFLOP (below, a GPU is launch-bound and the CPU is faster).
+    accelerator: str = "auto"
+    # Processes per node (CPU) or GPUs (a count, or a list of GPU indices: [1] is cuda:1). Above one,
+    # every process runs the same simulation and trains its share of each batch of client trips.
+    devices: Any = 1
+    num_nodes: int = 1
+    # auto (ddp when devices x num_nodes > 1) | ddp: the processes' launch and collectives (gloo on CPU, NCCL on GPU)
+    strategy: str = "auto"
     # Train a batch of client trips together, one pass per local step over stacked per-trip
     # parameters (same deltas as the sequential loop on the same seeds; augmentation draws differ).
     # null (auto): on CUDA, and on a CPU for models of Linear layers, where it is faster (fl_bench.clients.hardware).
@@ -88,8 +113,9 @@ class Config:
     # Batched steps captured as CUDA graphs (one replay per local step). null (auto): whenever trips
     # are batched on CUDA; true needs both.
     cuda_graphs: Optional[bool] = None
-    # Client forward passes in "fp32", or under "bf16" autocast (parameters, updates and evaluation stay fp32).
-    precision: str = "fp32"
+    # Lightning's precision: 32-true, or client forward passes under bf16-mixed / 16-mixed autocast
+    # (parameters, updates and evaluation stay fp32; 16-mixed scales the loss, for task=lightning).
+    precision: str = "32-true"
     vmap_chunk: int = 256  # at most this many trips per vmap pass: bounds activation memory
     threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
     # Floating-point kernels (fl_bench.numerics): "native", the fastest this machine has, or "portable",
@@ -117,20 +143,25 @@ class Config:
         require(self.max_rounds is None or self.max_rounds >= 1, "max_rounds", self.max_rounds, "must be >= 1 or null")
         require(self.eval_every >= 1, "eval_every", self.eval_every, "must be >= 1")
         require(0 < self.target_accuracy <= 1, "target_accuracy", self.target_accuracy, "must be in (0, 1]")
-        require(
-            self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
-            "device", self.device, "choose auto, cpu, cuda or cuda:N",
-        )
+        choice("accelerator", self.accelerator, ACCELERATORS)
+        require(_devices_ok(self.devices), "devices", self.devices,
+                "must be a number of processes >= 1 or a list of distinct GPU indices, e.g. [0, 1]")
+        require(self.num_nodes >= 1, "num_nodes", self.num_nodes, "must be >= 1")
+        choice("strategy", self.strategy, STRATEGIES)
         require(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1 or null")
         require(self.vmap_chunk >= 1, "vmap_chunk", self.vmap_chunk, "must be >= 1")
-        choice("precision", self.precision, ("fp32", "bf16"))
+        if self.precision in ("fp32", "bf16"):
+            raise ConfigError(f"precision={self.precision} is Lightning's "
+                              f"{'32-true' if self.precision == 'fp32' else 'bf16-mixed'} now: choose one of {', '.join(PRECISIONS)}")
+        choice("precision", self.precision, PRECISIONS)
         choice("numerics", self.numerics, NUMERICS_MODES)
         if self.numerics == "portable":
             require(self.threads in (None, 1), "threads", self.threads,
                      "numerics=portable computes with one intra-op thread: use threads=1 or null "
                      "(for speed, run several runs at once)")
-            require(self.device in ("auto", "cpu"), "device", self.device, "numerics=portable runs on the CPU: use device=cpu or auto")
-            require(self.precision == "fp32", "precision", self.precision, "numerics=portable computes in fp32")
+            require(self.accelerator in ("auto", "cpu"), "accelerator", self.accelerator,
+                    "numerics=portable runs on the CPU: use accelerator=cpu or auto")
+            require(self.precision == "32-true", "precision", self.precision, "numerics=portable computes in 32-true")
         choice("logger", self.logger, LOGGERS)
         require(self.checkpoint_every is None or self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every,
                  "must be >= 1 (server steps) or null")
@@ -142,7 +173,7 @@ class Config:
 # a resumed run may change them (a checkpoint of any other difference is refused), and a run
 # directory's finished run counts as this config's whatever they are (fl_bench.runs.experiment).
 NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
-                   "device", "cuda_graphs", "data_root")
+                   "accelerator", "devices", "num_nodes", "strategy", "cuda_graphs", "data_root")
 
 
 def register_configs() -> None:

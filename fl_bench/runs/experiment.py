@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import math
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,9 +23,10 @@ from omegaconf import OmegaConf
 from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.algorithms.synchronous import CentralizedConfig
 from fl_bench.clients.costs import example_flops, trip_flops
-from fl_bench.clients.hardware import Placement, place, resolve_device
-from fl_bench.clients.local_update import LocalTraining
-from fl_bench.clients.task import TASKS, ClassificationTask
+from fl_bench.clients.distributed import DistributedTrainer, launched_rank
+from fl_bench.clients.hardware import Placement, place, resolve_accelerator
+from fl_bench.clients.local_update import LocalTraining, LocalUpdate
+from fl_bench.clients.task import TASKS, ClassificationTask, LightningTaskConfig
 from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.data.partition import LabelGroupsPartitionConfig
@@ -43,6 +45,7 @@ from fl_bench.runs.callbacks import (
     ProgressBar,
     StragglerAccuracy,
     Target,
+    TaskMetricsLog,
     WeightShares,
 )
 from fl_bench.runs.checkpoint import (
@@ -76,32 +79,68 @@ class Experiment:
     example_flops: float = 0.0  # one example's forward + backward (fl_bench.clients.costs)
     placement: Placement | None = None  # device, batched trips, CUDA graphs (auto choices resolved)
 
+    def describe(self) -> list[str]:
+        """The run's first lines: where and how clients train (and, for a LightningModule, how it steps)."""
+        describe = getattr(self.trainer, "describe", None)
+        return [self.placement.describe(), *([describe()] if describe else [])]
+
 
 def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
-    """Every object of a run; bad input fails here, before any output is written."""
+    """Every object of a run; bad input fails here, before any output is written. A multi-process run
+    (``devices`` x ``num_nodes`` > 1) launches its processes here (Lightning Fabric)."""
     if cfg.numerics == "portable":
         require_portable_process()
     torch.manual_seed(cfg.seed)  # model initialisation
-    device = "cpu" if cfg.numerics == "portable" else cfg.device  # the portable kernels are CPU ones
-    resolve_device(device)  # an unavailable device fails before any data is built
+    accelerator = "cpu" if cfg.numerics == "portable" else cfg.accelerator  # the portable kernels are CPU ones
+    resolve_accelerator(accelerator, cfg.devices, example_flops=0.0)  # an unavailable GPU fails before any data is built
     data = build_dataset(cfg.dataset, cfg.partition)
     if isinstance(cfg.algorithm, CentralizedConfig):
         _check_centralized(cfg)
         data = data.pooled()
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
-    task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform,
-                                 entropy_weight=cfg.algorithm.entropy_weight)
+    lightning = isinstance(cfg.task, LightningTaskConfig)
+    if lightning:
+        from fl_bench.clients.lightning_task import LightningClientTrainer, build_lightning_task, task_metrics_logger
+
+        task = build_lightning_task(cfg.task, model, data)
+        if cfg.vmap_clients:
+            raise ConfigError("vmap_clients=true is not allowed with task=lightning: batching cannot prove that a "
+                              "module's training_step gives each trip the same result; use vmap_clients=null or false")
+    else:
+        task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform,
+                                     entropy_weight=cfg.algorithm.entropy_weight)
     local = LocalTraining.from_config(cfg.algorithm)
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
-    placement = place(device, cfg.vmap_clients, cfg.cuda_graphs, model, per_example)
+    metrics = task_metrics_logger() if lightning else None
+    placement = place(accelerator, cfg.devices, cfg.num_nodes, cfg.strategy, cfg.precision,
+                      False if lightning else cfg.vmap_clients, cfg.cuda_graphs, task.model, per_example,
+                      loggers=[metrics] if lightning else [])
+    placement.fabric.launch()  # a multi-process run's other processes start here and build the same objects
     device = placement.device
-    data, task = data.to(device), task.to(device)
+    data = data.to(device)
+    if lightning:
+        task.set_up(placement.fabric, metrics)
+    else:
+        task = task.to(device)
     # The initial model, flat in the trainer's layout (every trainable parameter, in module order).
     initial = torch.cat([p.detach().reshape(-1) for p in task.parameters() if p.requires_grad])
     server = build(cfg.algorithm, initial, data.num_clients, client_sizes=data.sizes)
     # The clients step with the algorithm's rule (FedGBO's U, MFL's moving state).
-    trainer = ClientTrainer(task, data, local, vmap=placement.batched, chunk=cfg.vmap_chunk, update=server.local_update(),
-                            graphs=placement.graphs, precision=cfg.precision)
+    update = server.local_update()
+    if lightning:
+        own_optimizer = type(update) is LocalUpdate and not server.reads_client_rule
+        if cfg.precision == "16-mixed" and not own_optimizer:
+            raise ConfigError(f"precision=16-mixed is not allowed with algorithm={cfg.algorithm.name}: its clients step "
+                              f"with the algorithm's rule, which takes no scaled loss; use bf16-mixed or 32-true")
+        trainer = LightningClientTrainer(task, data, local, update, placement.fabric, own_optimizer, cfg.precision)
+    else:
+        if cfg.precision == "16-mixed":
+            raise ConfigError("precision=16-mixed is not allowed with task=builtin: its batched steps take no scaled "
+                              "loss; use bf16-mixed (as fast on GPUs that have it) or task=lightning")
+        trainer = ClientTrainer(task, data, local, vmap=placement.batched, chunk=cfg.vmap_chunk, update=update,
+                                graphs=placement.graphs, precision=cfg.precision)
+    if placement.processes > 1:
+        trainer = DistributedTrainer(trainer, placement.fabric)
     population = ClientPopulation(data.sizes, build(cfg.availability, data))
     delays = build(cfg.speed, cfg.delay, data)
     selection = build(cfg.selection, population, delays.client_means())
@@ -188,18 +227,20 @@ def _server_step_knob(algorithm: Any) -> str:
     return ""
 
 
-def default_callbacks(cfg: Config, num_clients: int) -> list[Callback]:
+def default_callbacks(cfg: Config, num_clients: int, progress: bool = True, task_metrics=None) -> list[Callback]:
     """The callbacks every run of ``cfg`` has: the logs, fairness where clients form label groups,
     the target, the progress bar, checkpoints, privacy accounting under DP, and accuracy per group
     of devices where there are stragglers."""
     callbacks: list[Callback] = [CsvLog()]
     if isinstance(cfg.partition, LabelGroupsPartitionConfig):
         callbacks.append(WeightShares(cfg.partition.clients_per_group))
-    callbacks += [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), ProgressBar(cfg.max_trips, cfg.progress),
+    callbacks += [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), ProgressBar(cfg.max_trips, cfg.progress and progress),
                   Checkpointing(cfg.checkpoint_every, cfg.checkpoint_minutes), StragglerAccuracy()]
     if cfg.dp.name != "none":
         plan = dp_plan(cfg, num_clients)
         callbacks.append(PrivacyAccounting(cfg.dp.delta, plan["restart_every"], plan["per_step"]))
+    if task_metrics is not None:  # task=lightning: what the module logs
+        callbacks.append(TaskMetricsLog(task_metrics))
     return callbacks
 
 
@@ -209,8 +250,12 @@ class Run:
     the progress bar, fairness and privacy accounting hang on it as callbacks
     (fl_bench.runs.callbacks), called in list order."""
 
-    def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback] = ()):
+    def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback] = (),
+                 writes: bool = True):
         self.cfg, self.run_dir, self.config = cfg, run_dir, config
+        # False in a multi-process run's processes other than rank 0: the same simulation, no checkpoints,
+        # logs in a scratch directory (fl_bench.clients.distributed)
+        self.writes = writes
         self.extra_callbacks = list(callbacks)
         self.callbacks: list[Callback] = []  # the defaults and the extra ones, once the objects are built
         self._between: list[Callback] = []
@@ -223,7 +268,8 @@ class Run:
     def build(self) -> None:
         """Every object of the run (bad input fails here) and its callbacks."""
         self.exp = build_experiment(self.cfg, self.on_eval, self.between_events)
-        self.callbacks = default_callbacks(self.cfg, self.exp.data.num_clients) + self.extra_callbacks
+        self.callbacks = default_callbacks(self.cfg, self.exp.data.num_clients, progress=self.writes,
+                                           task_metrics=getattr(self.exp.task, "metrics", None)) + self.extra_callbacks
         # between_events runs after every event: call only the callbacks that override it
         self._between = [c for c in self.callbacks if type(c).between_events is not Callback.between_events]
 
@@ -250,7 +296,10 @@ class Run:
             callback.between_events(self)
 
     def checkpoint(self) -> None:
-        """Write a checkpoint: the simulator's state, the RNGs, the run's and every callback's state."""
+        """Write a checkpoint: the simulator's state, the RNGs, the run's and every callback's state
+        (rank 0 alone in a multi-process run: every process holds the same state)."""
+        if not self.writes:
+            return
         sim = self.exp.simulator
         run = dict(callbacks={callback.key: callback.state_dict() for callback in self.callbacks}, rows=self.log.rows,
                    resumed_at=self.resumed_at, seconds=self.seconds_before + time.perf_counter() - self.started,
@@ -281,7 +330,7 @@ class Run:
         """The final model's class for every validation example (None: a task without classes),
         computed once, when the summary asks."""
         exp = self.exp
-        if exp.cfg.model.task != "classification":
+        if not exp.task.predicts_classes:
             return None
         exp.trainer.load(exp.server.params)
         with torch.no_grad():
@@ -299,10 +348,12 @@ class Run:
         if checkpoint is not None:
             self.restore(checkpoint)
         run = checkpoint["run"] if checkpoint else {}
-        self.log = RunLog(run_dir, self.config, cfg.logger, cfg.wandb, run.get("rows", ()), run.get("wandb_id"))
-        logger.info("%s", exp.placement.describe())
-        if cfg.progress:
-            print(f"fl_bench: {exp.placement.describe()}", flush=True)
+        self.log = RunLog(run_dir, self.config, cfg.logger if self.writes else "csv", cfg.wandb, run.get("rows", ()),
+                          run.get("wandb_id"))
+        for line in exp.describe():
+            logger.info("%s", line)
+            if cfg.progress and self.writes:
+                print(f"fl_bench: {line}", flush=True)
         for callback in self.callbacks:
             callback.on_start(self, checkpoint is not None)
         if checkpoint is not None:
@@ -365,6 +416,8 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
     hang on the run after the default ones (fl_bench.runs.callbacks)."""
     run_dir = Path(run_dir)
     config = result_config(cfg)
+    if launched_rank() != 0:
+        return _run_other_process(cfg, run_dir, config, callbacks)
     run = Run(cfg, run_dir, config, callbacks)
     directory = RunDirectory(run_dir)
     with directory.locked(), kernels(cfg.numerics, cfg.threads):
@@ -382,7 +435,22 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
         return run.execute(checkpoint)
 
 
-def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, Any]) -> dict[str, Any] | None:
+def _run_other_process(cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback]) -> dict[str, Any]:
+    """A multi-process run's process other than rank 0: the same simulation, in step with rank 0, that
+    writes nothing into ``run_dir`` (its logs go to a scratch directory, removed after) and resumes
+    from the checkpoint rank 0 wrote there."""
+    directory = RunDirectory(run_dir)
+    with tempfile.TemporaryDirectory(prefix="fl_bench_rank_") as scratch, kernels(cfg.numerics, cfg.threads):
+        finished = _finished_summary(directory, cfg, config, quiet=True)
+        if finished is not None:
+            return finished
+        run = Run(cfg, Path(scratch), config, callbacks, writes=False)
+        run.build()
+        return run.execute(_checkpoint_to_resume(directory, cfg, config, run.exp.trainer.device))
+
+
+def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, Any], quiet: bool = False
+                      ) -> dict[str, Any] | None:
     summary = directory.summary()
     if cfg.resume is False or summary is None or summary.get("status") not in ("completed", "diverged"):
         return None
@@ -390,7 +458,8 @@ def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, An
         logger.warning("%s holds a finished run of another config: this run replaces it", directory.path)
         return None
     logger.info("%s already holds this run (%s); resume=false runs it again", directory.path, summary["status"])
-    print(f"fl_bench: {directory.path} already holds this run ({summary['status']}): nothing to do; resume=false runs it again")
+    if not quiet:
+        print(f"fl_bench: {directory.path} already holds this run ({summary['status']}): nothing to do; resume=false runs it again")
     return summary
 
 
@@ -443,6 +512,8 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "device": str(exp.placement.device),
         "vmap_clients": exp.placement.batched,
         "cuda_graphs": exp.placement.graphs,
+        "processes": exp.placement.processes,  # devices x num_nodes (fl_bench.clients.distributed)
+        "precision": exp.placement.precision,
         # What computed it: native or portable kernels (fl_bench.numerics), torch and the CPU kernels it used.
         "numerics": cfg.numerics,
         **describe_numerics(),

@@ -110,12 +110,12 @@ def test_the_bmm_chain_is_the_vmap_forward():
 
 @pytest.mark.parametrize("vmap", [False, True])
 def test_bf16_autocast_changes_the_deltas_a_little(vmap):
-    """precision="bf16" runs forward and loss in bfloat16 (parameters stay fp32): Deltas within a
+    """precision="bf16-mixed" runs forward and loss in bfloat16 (parameters stay fp32): Deltas within a
     few percent of fp32's, and not equal to them."""
     data, local = many_clients_data(), LocalTraining(lr=0.2, batch_size=8, epochs=2)
     fp32 = trainer(data, local, vmap=vmap)
     expected = fp32.train(starts(fp32), CLIENTS, SEEDS)
-    bf16 = trainer(data, local, vmap=vmap, precision="bf16")
+    bf16 = trainer(data, local, vmap=vmap, precision="bf16-mixed")
     got = bf16.train(starts(bf16), CLIENTS, SEEDS)
     assert got.dtype == torch.float32 and not torch.equal(got, expected)
     assert ((got - expected).norm(dim=1) / expected.norm(dim=1)).max() < 0.05

@@ -88,16 +88,16 @@ def test_the_not_prepared_hint_repeats_every_data_override(tmp_path, compose_con
     assert cache_dir(prepared.dataset) == cache_dir(cfg.dataset)
 
 
-def test_a_gpu_device_without_a_gpu_fails_in_one_line(monkeypatch):
+def test_a_gpu_accelerator_without_a_gpu_fails_in_one_line_before_any_data_is_built(monkeypatch, tmp_path):
     import torch
 
     from fl_bench.errors import ConfigError
-    from fl_bench.runs.experiment import resolve_device
+    from fl_bench.runs.experiment import run_experiment
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ConfigError, match="device=cuda:1 is not available: torch sees no CUDA GPU"):
-        resolve_device("cuda:1")
-    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(ConfigError, match="^accelerator=gpu is not available: torch sees no CUDA GPU"):
+        run_experiment(compose_run_config("accelerator=gpu", "devices=[1]", "dataset=cifar10"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 def test_bad_input_leaves_no_run_directory_and_an_unwritable_one_fails_in_one_line(tmp_path):

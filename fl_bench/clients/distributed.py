@@ -1,0 +1,98 @@
+"""One run across processes (``devices=N``, ``num_nodes``): every process runs the same deterministic
+simulation and trains its share of each batch of client trips; the uploads are gathered so that
+every process steps the same server model.
+
+Lightning Fabric launches the processes (locally, or under ``srun`` / ``torchrun``, whose
+environment it reads) and gives the collectives (gloo on CPU, NCCL on GPU). Its DDP strategy would
+wrap the client model in ``DistributedDataParallel``, which averages gradients across processes:
+here each process trains other clients, so :class:`ClientParallelStrategy` keeps DDP's launch and
+process group and leaves the module unwrapped.
+
+A trip's Delta depends only on its start model and seed (fl_bench.clients.trainer), so which
+process trains it does not change it: on the sequential CPU path a run gives the same bytes with
+1 process or N.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from fl_bench.engine.messages import Broadcast
+from fl_bench.errors import FLBenchError
+
+logger = logging.getLogger(__name__)
+
+
+def launched_rank() -> int:
+    """This process's rank as its launcher's environment says, before Fabric is built (0 where none
+    says): torchrun's RANK, Fabric's own launch (NODE_RANK, LOCAL_RANK), or SLURM's task id. Only
+    whether it is 0 matters: rank 0 alone writes the run directory."""
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"])
+    if "LOCAL_RANK" in env or "NODE_RANK" in env:
+        return int(env.get("NODE_RANK", 0)) + int(env.get("LOCAL_RANK", 0))
+    return int(env.get("SLURM_PROCID", 0))
+
+
+def client_parallel_strategy() -> Any:
+    """A Fabric strategy with DDP's launch and process group, whose modules stay unwrapped."""
+    from lightning.fabric.strategies import DDPStrategy
+
+    class ClientParallelStrategy(DDPStrategy):
+        """DDP's processes and collectives; no gradient averaging: each process trains its own clients."""
+
+        def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
+            """The module as it is (Fabric has moved it to this process's device)."""
+            return module
+
+    return ClientParallelStrategy()
+
+
+class PeerLost(FLBenchError):
+    """Another process of the run stopped (killed, out of memory, its node lost)."""
+
+
+class DistributedTrainer:
+    """A trainer whose ``train`` splits each batch of trips over the run's processes, trains this
+    process's contiguous share with ``trainer`` and gathers every process's uploads into ``out``.
+    Everything else is the wrapped trainer's."""
+
+    def __init__(self, trainer: Any, fabric: Any):
+        self.trainer = trainer
+        self.fabric = fabric
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.trainer, name)
+
+    def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int],
+              out: Sequence[torch.Tensor] | None = None) -> Sequence[torch.Tensor]:
+        """As the wrapped trainer's ``train``: trip i of ``clients[i]`` from ``starts[i]``, its upload
+        written into ``out[i]``. Process r trains trips [r * share, (r + 1) * share)."""
+        b = len(clients)
+        if out is None:
+            out = torch.empty(b, self.trainer.upload_size, device=self.trainer.device)
+        world, rank = self.fabric.world_size, self.fabric.global_rank
+        share = -(-b // world)
+        mine = slice(min(rank * share, b), min((rank + 1) * share, b))
+        local = torch.zeros(share, self.trainer.upload_size, device=self.trainer.device)  # equal shapes to gather
+        if mine.stop > mine.start:
+            self.trainer.train(starts[mine], clients[mine], seeds[mine], local[: mine.stop - mine.start])
+        gathered = self.gather(local).reshape(world * share, -1)
+        for i in range(b):
+            out[i].copy_(gathered[i])
+        return out
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Every process's ``tensor``, stacked in rank order; a lost process stops the run in one line."""
+        try:
+            return self.fabric.all_gather(tensor)
+        except (RuntimeError, OSError) as error:  # gloo: connection closed; NCCL: the communicator aborted
+            raise PeerLost(f"process {self.fabric.global_rank} of {self.fabric.world_size}: another process of this run "
+                           f"stopped ({str(error).splitlines()[0][:120]}); run the same command again to go on from "
+                           f"the last checkpoint") from None

@@ -1,0 +1,122 @@
+"""LightningModules written as their users write them, for ``task=lightning``: torchmetrics inside,
+``save_hyperparameters``, schedulers, ``self.log`` calls, tuple and dict batches. Nothing here knows
+about fl_bench.
+
+    python -m fl_bench task=lightning task.module._target_=my_fl_extensions.lightning_modules.DigitsClassifier \
+        dataset=digits algorithm=fedavg
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchmetrics.classification import MulticlassAccuracy
+
+
+class DigitsClassifier(L.LightningModule):
+    """An MLP classifier with its own optimizer (SGD, optionally with momentum), a per-step StepLR
+    schedule, torchmetrics accuracy and ``self.log`` in training and validation."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, hidden: int = 32, lr: float = 0.1, momentum: float = 0.0,
+                 gamma: float = 1.0):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.ReLU(),
+                                 nn.Linear(hidden, num_classes))
+        self.train_accuracy = MulticlassAccuracy(num_classes, average="micro")
+        self.val_accuracy = MulticlassAccuracy(num_classes, average="micro")
+        self.seen_lrs: list[float] = []  # every step's lr, recorded by a hook (tests read it)
+        self.hooks: list[str] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        loss = F.cross_entropy(logits, y)
+        self.log("train_loss", loss)
+        self.log("train_acc", self.train_accuracy(logits, y))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.log("val_loss", F.cross_entropy(logits, y))
+        self.log("val_acc", self.val_accuracy(logits, y))
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr, momentum=self.hparams.momentum)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=self.hparams.gamma)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_before_optimizer_step(self, optimizer):
+        self.seen_lrs.append(optimizer.param_groups[0]["lr"])
+
+    def on_train_start(self):
+        self.hooks.append("train_start")
+
+    def on_train_epoch_start(self):
+        self.hooks.append("epoch_start")
+
+    def on_train_epoch_end(self):
+        self.hooks.append("epoch_end")
+
+    def on_train_end(self):
+        self.hooks.append("train_end")
+
+
+class WrappedNetwork(L.LightningModule):
+    """Takes fl_bench's network from the model group (its ``model`` argument) with the plain objective
+    and SGD at ``lr``: trains as the built-in task does."""
+
+    def __init__(self, model: nn.Module, lr: float = 0.1):
+        super().__init__()
+        self.save_hyperparameters(ignore=["model"])
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss)
+        return {"loss": loss}
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class DictBatchClassifier(L.LightningModule):
+    """Reads dict batches ({"image": ..., "label": ...}), steps Adam with an epoch-interval
+    scheduler in a list, and has no validation_step (fl_bench scores its logits)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, lr: float = 0.01):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        loss = F.cross_entropy(self(batch["image"]), batch["label"])
+        self.log_dict({"loss": loss, "batch_size": float(len(batch["label"]))})
+        return loss
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        return [optimizer], [torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.9)]
+
+
+class NotALightningModule(nn.Module):
+    """A plain torch module: task=lightning refuses it in one line."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(2, 2)
