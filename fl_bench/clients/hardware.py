@@ -107,6 +107,9 @@ goes). The processes are not launched yet (``fabric.launch()``)."""
     from lightning.fabric import Fabric  # Lightning costs seconds to import: only where a run is built
 
     chosen, why = resolve_accelerator(accelerator, devices, example_flops)
+    if chosen == "cpu" and precision == "16-mixed":  # Fabric would fall back to bf16 with a warning
+        raise ConfigError(f"precision=16-mixed is not allowed on the CPU (accelerator={accelerator}): float16 autocast "
+                          f"needs a GPU; use bf16-mixed or 32-true")
     why = [why] if why else []
     processes = (len(devices) if isinstance(devices, (list, tuple)) else int(devices)) * num_nodes
     if processes > 1 or strategy == "ddp":

@@ -332,7 +332,6 @@ class LightningClientTrainer(ClientTrainer):
         task.reset_buffers()
         task.metrics.trip = seed
         optimizer, schedulers = self._optimizer() if self.own_optimizer else (None, [])
-        base_lrs = [group["lr"] for group in optimizer.param_groups] if optimizer else []
         self._hook("on_train_start")
         for step, count in enumerate(counts):
             batch_idx = step % per_epoch
@@ -349,11 +348,12 @@ class LightningClientTrainer(ClientTrainer):
                 self._hook("on_before_backward", loss)
                 self.fabric.backward(loss)
                 self._hook("on_after_backward")
-                for group, lr in zip(optimizer.param_groups, base_lrs):
+                lrs = [group["lr"] for group in optimizer.param_groups]  # the module's scheduler sets them
+                for group, lr in zip(optimizer.param_groups, lrs):
                     group["lr"] = lr * scale
                 self._hook("on_before_optimizer_step", optimizer)
                 optimizer.step()
-                for group, lr in zip(optimizer.param_groups, base_lrs):
+                for group, lr in zip(optimizer.param_groups, lrs):
                     group["lr"] = lr
                 self._hook("on_before_zero_grad", optimizer)
                 optimizer.zero_grad()

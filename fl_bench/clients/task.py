@@ -35,7 +35,7 @@ class LightningTaskConfig(TaskConfig):
     named ``model``, ``num_classes``, ``input_shape`` or ``vocab_size`` that it does not set come from
     the run (the model group's network, the dataset's shape and classes)."""
 
-    module: dict[str, Any] = field(default_factory=lambda: {"_target_": "???"})
+    module: dict[str, Any] = field(default_factory=lambda: {"_target_": None})
     # null: training_step gets (inputs, targets) tuples; two names, e.g. [image, label]: dict batches
     batch_keys: Optional[list[str]] = None
     # What validation_step (or test_step) logs as the loss and accuracy of metrics.csv (no accuracy: NaN)
@@ -44,7 +44,7 @@ class LightningTaskConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         target = self.module.get("_target_")
-        require(isinstance(target, str) and target not in ("", "???"), "task.module._target_", target,
+        require(isinstance(target, str) and target != "", "task.module._target_", target,
                 "name your LightningModule class, e.g. task.module._target_=my_package.MyModule")
         require(self.batch_keys is None or (len(self.batch_keys) == 2 and len(set(self.batch_keys)) == 2),
                 "task.batch_keys", self.batch_keys, "null (tuple batches) or two distinct names, e.g. [image, label]")
