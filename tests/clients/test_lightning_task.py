@@ -164,6 +164,8 @@ def test_a_resumed_lightning_run_ends_identical_to_an_uninterrupted_one(tmp_path
     (("task=lightning", *DIGITS), r"^task.module._target_=None is not allowed: name your LightningModule"),
     (lightning("DigitsClassifier", "task.batch_keys=[x]"), r"^task.batch_keys=\['x'\] is not allowed"),
     (lightning("DigitsClassifier", "precision=16-mixed"), r"precision=16-mixed"),
+    (lightning("WrappedNetwork", "task.accuracy_key=acc"),
+     r"^task.accuracy_key=acc names a logged metric, but WrappedNetwork has no validation_step or test_step"),
     (lightning("WrappedNetwork", "algorithm=fedgbo", "precision=bf16-mixed", "precision=16-mixed"), r"precision=16-mixed"),
 ])
 def test_what_cannot_work_is_refused_in_one_line(overrides, message):

@@ -150,13 +150,6 @@ def test_read_idx_rejects_bad_files(tmp_path):
         read_idx(tmp_path / "nothere")
 
 
-def test_read_idx_matches_torchvision(tmp_path):
-    mnist = pytest.importorskip("torchvision.datasets.mnist")
-    arr = np.random.default_rng(4).integers(-(2**31), 2**31 - 1, (4, 3), dtype=np.int32)
-    path = _write_idx(tmp_path / "x-idx2-int", arr, 0x0C, gz=False)
-    np.testing.assert_array_equal(read_idx(path), mnist.read_sn3_pascalvincent_tensor(str(path)).numpy())
-
-
 def _write_mnist(directory: Path, rng: np.random.Generator, gz: dict[str, bool]) -> dict[str, np.ndarray]:
     arrays = {
         "train-images-idx3-ubyte": rng.integers(0, 256, (5, 28, 28), dtype=np.uint8),

@@ -24,6 +24,7 @@ def test_same_config_and_seed_give_identical_runs(run_config, algorithm):
     assert not metrics_c.val_accuracy.equals(metrics_a.val_accuracy)
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("name, overrides", [
     ("fedbuff", ["algorithm=fedbuff"]),
     ("fedavgm", ["algorithm=fedavgm"]),
@@ -66,6 +67,7 @@ def assert_golden_metrics(metrics: pd.DataFrame, name: str, exact: bool) -> None
     pd.testing.assert_series_equal(metrics.val_loss, golden.val_loss, check_exact=False, rtol=LOSS_RTOL, atol=0)
 
 
+@pytest.mark.golden
 def test_native_kernels_stay_within_the_tolerance_other_architectures_are_held_to(run_config):
     """This machine's own kernels (not portable) give other bytes, within the tolerance above: the
     check an ARM machine runs instead of the exact one."""
