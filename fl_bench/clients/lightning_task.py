@@ -84,13 +84,13 @@ def build_lightning_task(cfg: LightningTaskConfig, model: nn.Module, data: Feder
         raise ConfigError(f"task.module._target_={target} sets automatic_optimization=False: fl_bench steps the "
                           f"optimizer of configure_optimizers itself; use automatic optimization")
     task = LightningTask(module, cfg, data, uses_model="model" in extra)
-    defaults = LightningTaskConfig.__dataclass_fields__
-    for key in ("loss_key", "accuracy_key"):
-        value = getattr(cfg, key)
-        if task.evaluator is None and value != defaults[key].default:  # else a silently ignored knob
-            raise ConfigError(f"task.{key}={value} names a logged metric, but {cls.__qualname__} has no "
-                              f"validation_step or test_step: fl_bench computes its loss and accuracy itself; "
-                              f"leave task.{key} unset or add a validation_step")
+    # Without a validation_step nothing is logged to read these keys from: set, they would be ignored.
+    changed = [key for key in ("loss_key", "accuracy_key") if getattr(cfg, key) != getattr(LightningTaskConfig, key)]
+    if task.evaluator is None and changed:
+        key = changed[0]
+        raise ConfigError(f"task.{key}={getattr(cfg, key)} names a logged metric, but {cls.__qualname__} has no "
+                          f"validation_step or test_step: fl_bench computes its loss and accuracy itself; "
+                          f"leave task.{key} unset or add a validation_step")
     return task
 
 
