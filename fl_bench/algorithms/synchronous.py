@@ -28,12 +28,6 @@ class FedProx(FedAvg):
     (the proximal gradient is added in fl_bench.clients.trainer)."""
 
 
-class Centralized(FedAvg):
-    """Sequential SGD on the pooled data (FedLaAvg's and HFL's S-SGD): the experiment pools every
-    client's examples into one client, each round is one trip of local steps on it, and w <- y
-    (FedAvg with a cohort of one and server lr 1)."""
-
-
 class AdaptiveFedOpt(FedAvg):
     """AdaptiveFedOpt (Reddi et al. 2021; FedGBO's AFO): FedAvg clients (SGD), a server SGDm /
     RMSProp / Adam step (``server_optimizer``, torch.optim) on the mean update as pseudo-gradient."""
@@ -83,11 +77,13 @@ class FedMAXConfig(SyncConfig):
                  self.entropy_weight, "FedMAX's alpha must be >= 0")
 
 
-@schema("algorithm", "centralized", Centralized)
+# Not a server algorithm: a lightning.Trainer run of its own (a string target: algorithms do not import runs).
+@schema("algorithm", "centralized", "fl_bench.runs.centralized.CentralizedRun")
 class CentralizedConfig(SyncConfig):
-    """Sequential SGD on the pooled data (FedLaAvg's S-SGD, HFL's S-SGD): every round one trip of the
-    same local steps, batch size and lr schedule as the federated runs, on all clients' examples
-    pooled into one; w <- its result. Logged on the same axes (rounds, trips) as the others."""
+    """Sequential SGD on the pooled data (FedLaAvg's S-SGD, HFL's S-SGD) on a lightning.Trainer
+    (fl_bench.runs.centralized): every round one trip of the same local steps, batch size and lr
+    schedule as the federated runs, on all clients' examples pooled into one. Logged on the same axes
+    (rounds, trips) as the others."""
 
     cohort: Optional[int] = 1
     weighting: str = "uniform"
@@ -96,3 +92,8 @@ class CentralizedConfig(SyncConfig):
         super().__post_init__()
         require(self.cohort == 1, "algorithm.cohort", self.cohort, "centralized training is one model: must be 1")
         require(self.over_selection == 0, "algorithm.over_selection", self.over_selection, "must be 0 (one model)")
+        # what acts on a client's anchor or a server step has nothing to act on (round timing, deadline and
+        # fixed_rounds, has no clock to act on either: sim_time is empty; the HFL presets set them for all arms)
+        require(self.prox_mu == 0, "algorithm.prox_mu", self.prox_mu, "must be 0 (no downloaded model to stay near)")
+        require((self.server_optimizer.name, self.server_optimizer.lr) == ("sgd", 1.0), "algorithm.server_optimizer",
+                f"{self.server_optimizer.name} (lr {self.server_optimizer.lr})", "must be sgd at lr 1: there is no server step")

@@ -10,11 +10,13 @@ Each component's schema lives beside the component (``fl_bench.schema``): datase
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 # The built-in options register themselves when their modules are imported.
 from fl_bench.algorithms import buffered, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
@@ -174,6 +176,17 @@ class Config:
 # directory's finished run counts as this config's whatever they are (fl_bench.runs.experiment).
 NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
                    "accelerator", "devices", "num_nodes", "strategy", "cuda_graphs", "data_root")
+
+
+def result_config(cfg: Config) -> dict[str, Any]:
+    """The config as plain containers: what the checkpoint, the digest and the logs record."""
+    return OmegaConf.to_container(OmegaConf.structured(cfg))
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """A short hash of every key that changes results (not where or how visibly a run logs)."""
+    relevant = {key: value for key, value in config.items() if key not in NOT_RESULT_KEYS}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def register_configs() -> None:

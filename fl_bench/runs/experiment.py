@@ -5,7 +5,6 @@ leaves its metrics.csv, trips.csv and summary.json (with its ``status``). Checkp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -57,7 +56,9 @@ from fl_bench.runs.checkpoint import (
     save_verified,
     set_rng_states,
 )
-from fl_bench.runs.config import NOT_RESULT_KEYS, Config
+from fl_bench.runs.centralized import CentralizedRun
+from fl_bench.runs.config import Config, config_digest, result_config
+from fl_bench.runs.fairness import accuracy_by_class
 from fl_bench.runs.interrupt import STOP
 from fl_bench.runs.run_dir import RunDirectory
 from fl_bench.runs.run_log import RunLog
@@ -93,10 +94,10 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     torch.manual_seed(cfg.seed)  # model initialisation
     accelerator = "cpu" if cfg.numerics == "portable" else cfg.accelerator  # the portable kernels are CPU ones
     resolve_accelerator(accelerator, cfg.devices, example_flops=0.0)  # an unavailable GPU fails before any data is built
-    data = build_dataset(cfg.dataset, cfg.partition)
     if isinstance(cfg.algorithm, CentralizedConfig):
-        _check_centralized(cfg)
-        data = data.pooled()
+        raise ConfigError("algorithm=centralized trains with lightning.Trainer, not on the simulator: "
+                          "run it with run_experiment (fl_bench.runs.centralized)")
+    data = build_dataset(cfg.dataset, cfg.partition)
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     lightning = isinstance(cfg.task, LightningTaskConfig)
     if lightning:
@@ -199,23 +200,6 @@ def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device
         logger.info("dp: noise multiplier %.4f for epsilon %.3g at delta %.3g over %d steps", sigma,
                     cfg.dp.target_epsilon, cfg.dp.delta, plan["steps"])
     return PrivateAggregation(cfg.dp, server.params.numel(), plan["per_step"], sigma, cfg.seed, device)
-
-
-def _check_centralized(cfg: Config) -> None:
-    """The pooled data is one client, always there: a schedule or selection of clients means nothing."""
-    for group, allowed in (("availability", "always"), ("selection", "uniform"), ("speed", "none")):
-        name = getattr(cfg, group).name
-        if name != allowed:
-            raise ConfigError(f"{group}={name} is not allowed with algorithm=centralized: it trains one model on the "
-                              f"pooled data (one client, always available); use {group}={allowed}")
-
-
-def _accuracy_by_class(exp: Experiment, predicted: torch.Tensor | None) -> list[float]:
-    if predicted is None:
-        return []
-    y = exp.data.y_val
-    return [float((predicted[y == c] == c).float().mean()) if (y == c).any() else float("nan")
-            for c in range(exp.data.num_classes)]
 
 
 def _server_step_knob(algorithm: Any) -> str:
@@ -325,6 +309,16 @@ class Run:
         self.resumed_at = [*run["resumed_at"], sim.trips]
         self.seconds_before = run["seconds"]
 
+    def checkpoint_to_resume(self, directory: RunDirectory) -> dict[str, Any] | None:
+        """The run directory's checkpoint, when ``resume`` allows (refused in one line when it is
+        another config's or damaged)."""
+        path = directory.path / CHECKPOINT
+        if self.cfg.resume is False or not path.exists():
+            if self.cfg.resume:
+                raise ConfigError(f"resume=true but {directory.path} holds no {CHECKPOINT}: run without resume=true to start it")
+            return None
+        return load_checkpoint(path, self.config, self.exp.trainer.device)
+
     @cached_property
     def final_predictions(self) -> torch.Tensor | None:
         """The final model's class for every validation example (None: a task without classes),
@@ -397,17 +391,6 @@ class Run:
 _SUMMARY_LINE = ("final_val_accuracy", "client_trips", "server_steps", "trips_to_target", "sim_time", "wall_seconds")
 
 
-def result_config(cfg: Config) -> dict[str, Any]:
-    """The config as plain containers: what the checkpoint, the digest and the logs record."""
-    return OmegaConf.to_container(OmegaConf.structured(cfg))
-
-
-def config_digest(config: dict[str, Any]) -> str:
-    """A short hash of every key that changes results (not where or how visibly a run logs)."""
-    relevant = {key: value for key, value in config.items() if key not in NOT_RESULT_KEYS}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | None = None,
                    callbacks: list[Callback] = ()) -> dict[str, Any]:
     """Run ``cfg`` in ``run_dir``, or go on from the checkpoint there (``cfg.resume``). A run
@@ -418,7 +401,7 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
     config = result_config(cfg)
     if launched_rank() != 0:
         return _run_other_process(cfg, run_dir, config, callbacks)
-    run = Run(cfg, run_dir, config, callbacks)
+    run = (CentralizedRun if isinstance(cfg.algorithm, CentralizedConfig) else Run)(cfg, run_dir, config, callbacks)
     directory = RunDirectory(run_dir)
     with directory.locked(), kernels(cfg.numerics, cfg.threads):
         try:
@@ -426,7 +409,7 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
             if finished is not None:
                 return finished
             run.build()
-            checkpoint = _checkpoint_to_resume(directory, cfg, config, run.exp.trainer.device)
+            checkpoint = run.checkpoint_to_resume(directory)
         except BaseException:
             directory.remove_if_fresh()  # bad input leaves no orphan run directory
             raise
@@ -446,7 +429,7 @@ def _run_other_process(cfg: Config, run_dir: Path, config: dict[str, Any], callb
             return finished
         run = Run(cfg, Path(scratch), config, callbacks, writes=False)
         run.build()
-        return run.execute(_checkpoint_to_resume(directory, cfg, config, run.exp.trainer.device))
+        return run.execute(run.checkpoint_to_resume(directory))
 
 
 def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, Any], quiet: bool = False
@@ -461,15 +444,6 @@ def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, An
     if not quiet:
         print(f"fl_bench: {directory.path} already holds this run ({summary['status']}): nothing to do; resume=false runs it again")
     return summary
-
-
-def _checkpoint_to_resume(directory: RunDirectory, cfg: Config, config: dict[str, Any], device: torch.device) -> dict[str, Any] | None:
-    path = directory.path / CHECKPOINT
-    if cfg.resume is False or not path.exists():
-        if cfg.resume:
-            raise ConfigError(f"resume=true but {directory.path} holds no {CHECKPOINT}: run without resume=true to start it")
-        return None
-    return load_checkpoint(path, config, device)
 
 
 def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[str, int]) -> dict[str, Any]:
@@ -489,7 +463,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "final_val_accuracy": final.get("val_accuracy"),
         "final_val_loss": final.get("val_loss"),
         # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
-        "final_val_accuracy_by_class": _accuracy_by_class(exp, run.final_predictions),
+        "final_val_accuracy_by_class": accuracy_by_class(exp.data.y_val, run.final_predictions, exp.data.num_classes),
         "client_trips": sim.trips,
         "trips_trained": sim.trained,  # more than client_trips when trips in flight at the end were trained
         "server_steps": exp.server.version,

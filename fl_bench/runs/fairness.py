@@ -16,6 +16,15 @@ import numpy as np
 import pandas as pd
 
 
+def accuracy_by_class(y_val, predicted, num_classes: int) -> list[float]:
+    """The accuracy of ``predicted`` (tensors) on each label's validation rows (NaN for a label without
+    rows); empty without predictions (a task without classes)."""
+    if predicted is None:
+        return []
+    return [float((predicted[y_val == c] == c).float().mean()) if (y_val == c).any() else float("nan")
+            for c in range(num_classes)]
+
+
 def client_groups(clients_per_group: list[int]) -> np.ndarray:
     """Group of every client of a label_groups partition (clients numbered group by group)."""
     return np.repeat(np.arange(len(clients_per_group)), clients_per_group)

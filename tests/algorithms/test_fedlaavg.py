@@ -102,6 +102,3 @@ def test_centralized_trains_one_model_on_the_pooled_data(tmp_path):
         "max_trips=50", "eval_every=25"), tmp_path)
     assert summary["client_trips"] == summary["server_steps"] == 50  # one pooled trip per round
     assert summary["best_val_accuracy"] > 0.5  # 50 x 5 SGD steps of batch 5 on all digits, from 0.1
-    with pytest.raises(ConfigError, match="availability=diurnal is not allowed with algorithm=centralized"):
-        build_experiment(compose_run_config("algorithm=centralized", "availability=diurnal", "dataset=digits",
-                                            "partition=one_class"), lambda p: False)

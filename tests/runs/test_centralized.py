@@ -1,0 +1,127 @@
+"""algorithm=centralized on a real lightning.Trainer (fl_bench.runs.centralized): the same S-SGD as
+the rounds' trips (pinned against a hand loop), on the federated axes, Lightning's logs and
+checkpoints, an exact resume, a user's LightningModule, and one-line refusals."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from fl_bench.clients.local_update import LocalTraining
+from fl_bench.clients.task import TASKS
+from fl_bench.clients.trainer import minibatch_plan
+from fl_bench.data import build_dataset
+from fl_bench.errors import ConfigError
+from fl_bench.models import build_model
+from fl_bench.runs.callbacks import Callback
+from fl_bench.runs.experiment import run_experiment
+from tests.conftest import compose_run_config
+
+PLUGIN = Path(__file__).resolve().parents[1] / "example_plugin"
+# Digits pooled (1,797 examples); 6 rounds of 4 steps of batch 10 with a decaying lr and LR-norm.
+POOLED = ("algorithm=centralized", "dataset=digits", "model=mlp", "max_trips=6", "eval_every=2",
+          "algorithm.local_steps=4", "algorithm.batch_size=10", "algorithm.client_lr=0.3", "algorithm.lr_decay=0.8",
+          "accelerator=cpu", "checkpoint_minutes=null")
+
+
+def hand_sgd(cfg) -> torch.Tensor:
+    """S-SGD written out: round t's minibatches are the plan of trip seed ``seed << 32 | t``, and each
+    step is w <- w - client_lr * decay^t * grad of the task's loss."""
+    torch.manual_seed(cfg.seed)
+    data = build_dataset(cfg.dataset, cfg.partition).pooled()
+    model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
+    task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform)
+    local = LocalTraining.from_config(cfg.algorithm)
+    x, y = data.client(0)
+    params = list(model.parameters())
+    for t in range(cfg.max_trips):
+        seed = (cfg.seed << 32) + t
+        plan = minibatch_plan(np.array([len(y)]), [seed], local)
+        generator = torch.Generator().manual_seed(seed)
+        for step in range(int(plan.steps[0])):
+            rows = plan.rows[0, step][plan.mask[0, step]]
+            grads = torch.autograd.grad(task.loss(x[rows], y[rows], generator), params)
+            with torch.no_grad():
+                for p, g in zip(params, grads):
+                    p.sub_(0.3 * 0.8**t * g)
+    return torch.cat([p.detach().flatten() for p in params])
+
+
+def final_model(run_dir: Path) -> torch.Tensor:
+    return torch.cat([t.flatten() for t in torch.load(run_dir / "model.pt").values()])
+
+
+def test_the_trainer_runs_the_rounds_sgd_on_the_pooled_data_on_the_federated_axes(tmp_path):
+    cfg = compose_run_config(*POOLED)
+    summary = run_experiment(cfg, tmp_path)
+    torch.testing.assert_close(final_model(tmp_path), hand_sgd(cfg), rtol=0, atol=1e-6)
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert metrics["trips"].tolist() == metrics["server_step"].tolist() == [0, 2, 4, 6]  # the initial model too
+    assert metrics["val_accuracy"].iloc[-1] > metrics["val_accuracy"].iloc[0]
+    assert summary["client_trips"] == summary["server_steps"] == 6 and summary["trainer"] == "lightning.Trainer"
+    assert summary["status"] == "completed" and len(summary["final_val_accuracy_by_class"]) == 10
+    assert (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").exists()  # Lightning's own logger
+
+
+def test_the_final_model_is_evaluated_off_the_grid_and_the_target_stops_the_run(tmp_path):
+    summary = run_experiment(compose_run_config(*POOLED, "max_trips=5", "max_rounds=5"), tmp_path / "grid")
+    assert pd.read_csv(tmp_path / "grid" / "metrics.csv")["trips"].tolist() == [0, 2, 4, 5]
+    stopped = run_experiment(compose_run_config(*POOLED, "target_accuracy=0.2", "stop_at_target=true"), tmp_path / "t")
+    assert stopped["trips_to_target"] == stopped["client_trips"] == 2  # trained no further than the evaluation
+
+
+class CrashAtRound(Callback):
+    """A run killed at its evaluation of round ``at`` (after the checkpoint of round at - 2)."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_evaluation(self, run, progress, row):
+        if progress.trips == self.at:
+            raise RuntimeError("killed")
+        return False
+
+
+def test_a_killed_run_resumes_from_lightnings_checkpoint_and_ends_as_an_uninterrupted_one(tmp_path):
+    overrides = (*POOLED, "checkpoint_every=2")
+    whole = tmp_path / "whole"
+    run_experiment(compose_run_config(*overrides), whole)
+    cut = tmp_path / "cut"
+    with pytest.raises(RuntimeError, match="killed"):
+        run_experiment(compose_run_config(*overrides), cut, callbacks=[CrashAtRound(4)])
+    assert (cut / "checkpoints" / "last.ckpt").exists() and not (cut / "model.pt").exists()
+    summary = run_experiment(compose_run_config(*overrides), cut)
+    assert summary["status"] == "completed" and summary["resumed_at_trips"] == [2]
+    assert torch.equal(final_model(cut), final_model(whole))
+    pd.testing.assert_frame_equal(pd.read_csv(cut / "metrics.csv"), pd.read_csv(whole / "metrics.csv"))
+    with pytest.raises(ConfigError, match="holds a checkpoint of another config"):
+        (cut / "summary.json").unlink()
+        run_experiment(compose_run_config(*overrides, "algorithm.client_lr=0.1"), cut)
+
+
+def test_a_users_lightning_module_is_fitted_by_the_trainer(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    summary = run_experiment(compose_run_config(
+        *POOLED, "task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DigitsClassifier",
+        "+task.module.lr=0.3"), tmp_path)
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert metrics["trips"].tolist() == [0, 2, 4, 6] and metrics["val_accuracy"].iloc[-1] > 0.3
+    logged = pd.read_csv(tmp_path / "lightning_logs" / "version_0" / "metrics.csv")
+    assert {"train_loss", "train_acc", "val_loss", "val_acc"} <= set(logged.columns)  # its self.log calls
+    assert summary["status"] == "completed"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("availability=diurnal",), "availability=diurnal is not allowed with algorithm=centralized"),
+    (("devices=2",), "devices=2 num_nodes=1 is not allowed with algorithm=centralized"),
+    (("vmap_clients=true",), "vmap_clients=true is not allowed with algorithm=centralized"),
+    (("task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.WrappedNetwork"),
+     "WrappedNetwork has no validation_step"),
+])
+def test_what_has_nothing_to_act_on_is_refused_in_one_line(tmp_path, monkeypatch, overrides, message):
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    with pytest.raises(ConfigError, match=message):
+        run_experiment(compose_run_config(*POOLED, *overrides), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,81 @@
+"""One run across processes (devices=N; fl_bench.clients.distributed), through the command line as a
+user launches it: every process runs the same simulation and trains its share of each batch of
+trips; rank 0 alone writes the run directory; a lost process stops the run in one line, and the
+same command resumes it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+PLUGIN = Path(__file__).resolve().parents[1] / "example_plugin"
+# The sequential path on CPU, one intra-op thread per process: bitwise-equal trips whatever the process count.
+WORKLOAD = ("dataset=digits", "model=mlp", "vmap_clients=false", "threads=1", "accelerator=cpu", "max_trips=120",
+            "eval_every=40", "concurrency=10", "algorithm.buffer_size=5", "progress=false")
+
+
+def fl_bench(*overrides, cwd, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "fl_bench", *overrides], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": f"{PLUGIN}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **(env or {})},
+        timeout=600,
+    )
+
+
+def outputs(run_dir: Path):
+    model = torch.load(run_dir / "model.pt")
+    return (pd.read_csv(run_dir / "trips.csv"), pd.read_csv(run_dir / "metrics.csv"),
+            torch.cat([t.flatten() for t in model.values()]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", [(), ("task=lightning",
+                                       "task.module._target_=my_fl_extensions.lightning_modules.DigitsClassifier")])
+def test_two_processes_give_the_same_run_as_one(tmp_path, task):
+    """The built-in task and a LightningModule: 1 process and 2 (gloo) write the same trips.csv and
+    metrics.csv, and the same final model bit for bit; only rank 0 writes the run directory."""
+    runs = {}
+    for devices in (1, 2):
+        run_dir = tmp_path / f"devices{devices}"
+        result = fl_bench(*WORKLOAD, *task, f"devices={devices}", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        runs[devices] = outputs(run_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["processes"] == devices
+    one, two = runs[1], runs[2]
+    pd.testing.assert_frame_equal(one[0], two[0])
+    pd.testing.assert_frame_equal(one[1], two[1])
+    assert torch.equal(one[2], two[2])
+    written = {p.name for p in (tmp_path / "devices2").iterdir()}
+    assert "summary.json" in written and not any("rank" in name for name in written if name.endswith(".csv"))
+
+
+@pytest.mark.slow
+def test_a_lost_process_stops_the_run_in_one_line_and_the_same_command_resumes_it(tmp_path):
+    """Rank 1 dies at its 8th batch of trips (after checkpoints at server steps 3 and 6): rank 0 stops
+    with one line naming the lost process; the same command goes on from the last checkpoint and
+    ends as an uninterrupted run."""
+    run_dir = tmp_path / "run"
+    command = (*WORKLOAD, "devices=2", "checkpoint_every=3", f"hydra.run.dir={run_dir}")
+    killed = fl_bench(*command, cwd=tmp_path, env={"FL_BENCH_PLUGINS": "kill_rank", "KILL_RANK": "1",
+                                                    "KILL_AT_TRAIN": "8"})
+    assert killed.returncode == 1
+    errors = [line for line in killed.stderr.splitlines() if line.startswith("fl_bench: error:")]
+    assert len(errors) == 1 and "another process of this run stopped" in errors[0], killed.stderr
+    assert (run_dir / "checkpoint.pt").exists()
+    resumed = fl_bench(*command, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    whole = tmp_path / "whole"
+    assert fl_bench(*WORKLOAD, "devices=1", f"hydra.run.dir={whole}", cwd=tmp_path).returncode == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["resumed_at_trips"] and summary["status"] == "completed"
+    for a, b in zip(outputs(run_dir), outputs(whole)):
+        if isinstance(a, pd.DataFrame):
+            pd.testing.assert_frame_equal(a, b)
+        else:
+            assert torch.equal(a, b)
