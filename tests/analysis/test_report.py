@@ -147,7 +147,7 @@ def test_runs_of_one_algorithm_with_different_configs_are_not_averaged(tmp_path,
 
 def test_runs_that_differ_only_in_the_seed_and_where_they_ran_are_averaged(tmp_path, capsys):
     fake_run(tmp_path, "seed0", 200, {"seed": 0})
-    fake_run(tmp_path, "seed1", 400, {"seed": 1, "device": "cuda", "data_root": "/data", "wandb.project": "other"})
+    fake_run(tmp_path, "seed1", 400, {"seed": 1, "accelerator": "cuda", "data_root": "/data", "wandb.project": "other"})
     table = table_of(tmp_path)
     assert list(table.index) == ["fedbuff"] and table.loc["fedbuff", "seeds"] == 2
     assert table.loc["fedbuff", "trips_to_target"] == 300
