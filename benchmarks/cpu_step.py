@@ -5,8 +5,10 @@ against the same trip with channels-last memory, ``torch.compile`` (inductor) of
 Every variant starts from the same model, trains on the same minibatches with dropout off (a compiled
 or channels-last model draws its dropout masks in another order: same distribution, other draws), and
 its Delta is compared with eager's (max abs difference, relative L2). Trips/s is the median over
-``--repeats`` timed blocks of ``--trips`` trips each, after warm-up (compilation excluded: reported
-apart, as a run pays it once).
+``--repeats`` timed blocks of ``--trips`` trips each, the variants' blocks interleaved after every
+variant's warm-up (a variant timed first alone ran 4x slower here than in its second minute);
+compilation is excluded and reported apart, as a run pays it once. These are the raw steps: a run's
+trips/s also pays data transforms, the event loop and aggregation (benchmarks/pfl_baseline.py).
 
     .venv/bin/python benchmarks/cpu_step.py --workload cnn_pfl --threads 2 [--json out.json]
     .venv/bin/python benchmarks/cpu_step.py --workload lstm --threads 2
@@ -78,22 +80,30 @@ def trip(model, forward, x, y, channels_last: bool, lr: float = 0.1) -> torch.Te
     return delta
 
 
-def measure(workload: str, channels_last: bool, compiled: bool, trips: int, repeats: int) -> dict:
-    model, forward = build(workload, channels_last, compiled)
+def measure(workload: str, variants: list[tuple[bool, bool]], trips: int, repeats: int) -> list[dict]:
+    """Every variant warmed up first (compiled, 3 trips), then timed in interleaved blocks, so that no
+    variant gains or loses from running first or from what else the machine did meanwhile."""
     x, y = batches(workload)
-    started = time.perf_counter()
-    delta = trip(model, forward, x, y, channels_last)  # compiles on the first trip
-    first = time.perf_counter() - started
-    for _ in range(3):
-        trip(model, forward, x, y, channels_last)
-    rates = []
-    for _ in range(repeats):
+    rows = []
+    for channels_last, compiled in variants:
+        model, forward = build(workload, channels_last, compiled)
         started = time.perf_counter()
-        for _ in range(trips):
+        delta = trip(model, forward, x, y, channels_last)  # compiles on the first trip
+        first = time.perf_counter() - started
+        for _ in range(3):
             trip(model, forward, x, y, channels_last)
-        rates.append(trips / (time.perf_counter() - started))
-    return dict(channels_last=channels_last, compiled=compiled, trips_per_s=statistics.median(rates),
-                first_trip_s=first, delta=delta)
+        rows.append(dict(channels_last=channels_last, compiled=compiled, first_trip_s=first, delta=delta,
+                         model=model, forward=forward, rates=[]))
+    for _ in range(repeats):
+        for row in rows:
+            started = time.perf_counter()
+            for _ in range(trips):
+                trip(row["model"], row["forward"], x, y, row["channels_last"])
+            row["rates"].append(trips / (time.perf_counter() - started))
+    for row in rows:
+        row["trips_per_s"] = statistics.median(row.pop("rates"))
+        del row["model"], row["forward"]
+    return rows
 
 
 def main() -> None:
@@ -108,7 +118,7 @@ def main() -> None:
     variants = [(False, False), (True, False), (False, True), (True, True)]
     if args.workload == "lstm":
         variants = [(False, False), (False, True)]  # no image memory format
-    rows = [measure(args.workload, cl, comp, args.trips, args.repeats) for cl, comp in variants]
+    rows = measure(args.workload, variants, args.trips, args.repeats)
     eager = rows[0]
     print(f"{args.workload}, {args.threads} threads, torch {torch.__version__}")
     print("| variant | trips/s | vs eager | first trip (s) | max abs diff of Delta | rel. L2 |")

@@ -54,7 +54,7 @@ WORKLOADS = {
     "cnn": ["dataset=femnist", "dataset.max_users=null"],  # femnist's default model: cnn_fedgbo
     "cnn4": ["dataset=celeba"],  # celeba's default model: cnn4
     # Sent140's LSTM on frozen stand-in GloVe vectors (FedBuff Table 1's model)
-    "lstm": ["dataset=sent140", "model.glove_path=${data_root}/glove.txt"],
+    "lstm": ["dataset=sent140", "model.glove_path=${data_root}/glove.txt", "model.vocab_size=5000"],  # the stand-in GloVe: LSTM_WORDS
 }
 # FEMNIST's 3,000 writers, but about 24 examples each (FEMNIST has ~226) so CPU trips stay short.
 CNN_USERS, CNN_MEAN_EXAMPLES, CNN_TEST_EXAMPLES = 3000, 24, 256

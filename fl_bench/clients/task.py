@@ -88,14 +88,6 @@ class ClassificationTask(nn.Module):
         self.features: torch.Tensor | None = None  # the last training forward's penultimate activations
         if entropy_weight:
             self._watch_penultimate()
-        # The training forward: the model, or its torch.compile'd wrapper (kept out of the module tree, so the
-        # state_dict and the parameters stay the model's own)
-        object.__setattr__(self, "train_forward", model)
-
-    def compile_training(self) -> None:
-        """Train through ``torch.compile(model)`` (inductor): fused kernels for the training forward and
-        backward; evaluation stays eager (its batches are another shape)."""
-        object.__setattr__(self, "train_forward", torch.compile(self.model))
 
     def _watch_penultimate(self) -> None:
         """Keep the input of the model's last linear layer (FedMAX's activation vector a, as FedGBO's
@@ -123,8 +115,7 @@ class ClassificationTask(nn.Module):
     def loss(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """The objective of one training minibatch of stored examples (training-time augmentation
         drawn from ``generator``; FedMAX's activations from this very forward)."""
-        return self.objective(self.train_forward(self.inputs(x, True, generator)), y, self.model.parameters(),
-                              features=self.features)
+        return self.objective(self.model(self.inputs(x, True, generator)), y, self.model.parameters(), features=self.features)
 
     def objective(self, logits, y, params, weights: torch.Tensor | None = None, features: torch.Tensor | None = None) -> torch.Tensor:
         """The local objective: cross-entropy averaged over the batch (or weighted per example by

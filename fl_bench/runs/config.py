@@ -119,10 +119,6 @@ class Config:
     # (parameters, updates and evaluation stay fp32; 16-mixed scales the loss, for task=lightning).
     precision: str = "32-true"
     vmap_chunk: int = 256  # at most this many trips per vmap pass: bounds activation memory
-    # torch.compile (inductor) of the model's training forward and backward on the sequential path (one trip
-    # at a time): about 2x a CNN trip on a CPU once compiled (results/benchmarks.md); the same math, other
-    # kernels, so results agree with eager to float rounding, not byte for byte. Off by default.
-    compile: bool = False
     threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
     # Floating-point kernels (fl_bench.numerics): "native", the fastest this machine has, or "portable",
     # byte-identical results on any x86-64 CPU (baseline kernels, one thread, on the CPU).
@@ -168,8 +164,6 @@ class Config:
             require(self.accelerator in ("auto", "cpu"), "accelerator", self.accelerator,
                     "numerics=portable runs on the CPU: use accelerator=cpu or auto")
             require(self.precision == "32-true", "precision", self.precision, "numerics=portable computes in 32-true")
-            require(not self.compile, "compile", self.compile,
-                    "numerics=portable computes with torch's baseline kernels; inductor writes its own: use compile=false")
         choice("logger", self.logger, LOGGERS)
         require(self.checkpoint_every is None or self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every,
                  "must be >= 1 (server steps) or null")

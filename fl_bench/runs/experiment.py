@@ -123,12 +123,6 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         task.set_up(placement.fabric, metrics)
     else:
         task = task.to(device)
-    if cfg.compile:
-        if lightning or placement.batched:
-            raise ConfigError(f"compile=true is not allowed with {'task=lightning' if lightning else 'batched trips'}: it "
-                              f"compiles the built-in task's forward on the sequential path; use "
-                              f"{'compile=false' if lightning else 'vmap_clients=false'}")
-        task.compile_training()
     # The initial model, flat in the trainer's layout (every trainable parameter, in module order).
     initial = torch.cat([p.detach().reshape(-1) for p in task.parameters() if p.requires_grad])
     server = build(cfg.algorithm, initial, data.num_clients, client_sizes=data.sizes)
@@ -492,7 +486,6 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "device": str(exp.placement.device),
         "vmap_clients": exp.placement.batched,
         "cuda_graphs": exp.placement.graphs,
-        "compile": cfg.compile,
         "processes": exp.placement.processes,  # devices x num_nodes (fl_bench.clients.distributed)
         "precision": exp.placement.precision,
         # What computed it: native or portable kernels (fl_bench.numerics), torch and the CPU kernels it used.
