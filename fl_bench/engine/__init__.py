@@ -7,6 +7,7 @@
 - ``selection``: selection policies (uniform, longest absent, all available, weighted);
 - ``availability``: availability schedules (always, diurnal, trace);
 - ``delays``: delay laws and persistent client speeds;
+- ``behaviour``: how devices behave during a trip (failures, communication time);
 - ``messages``: what crosses the network (Broadcast, Upload);
 - ``trip_log``: the per-trip record.
 """

@@ -84,16 +84,18 @@ class Trip:
     """The loop's record of one client trip: its client, the model version it downloaded, when it
     runs, whether it was cut short, and its upload row and trip-log row."""
 
-    __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row", "log_row")
+    __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row", "log_row", "failed", "comm_time")
     id: int
     client: int
     version: int  # the model version downloaded
     start: float
     end: float
     round: int  # the round that started it (-1: asynchronous)
-    aborted: bool  # over before uploading (availability drop, or a round closed on it)
+    aborted: bool  # over before uploading (availability drop, a failure, or a round closed on it)
     row: int  # its upload row (batching trainer), -1 otherwise
     log_row: int  # its row in the trip log once it is over, -1 before
+    failed: bool  # the device failed part-way (fl_bench.engine.behaviour)
+    comm_time: float  # of its duration, the time spent downloading and uploading
 
 
 # Event priorities at equal times: scheduled starts first (a ramp-up arrival that ties with a trip
@@ -148,6 +150,7 @@ class Simulator:
         max_steps: int | None = None,
         flops_by_client: np.ndarray | None = None,
         privacy=None,
+        behaviour=None,
     ):
         self.server, self.trainer, self.population = server, trainer, population
         self.selection, self.delays, self.policy, self.rng = selection, delays, policy, rng
@@ -163,7 +166,9 @@ class Simulator:
         self.ended = 0  # trips over (counted when the policy says)
         self.trained = 0  # trips whose local training ran
         self.stopped = False
-        self.log = TripLog()
+        # fl_bench.engine.behaviour.UnreliableDevices: failures and communication time; None: neither
+        self.behaviour = behaviour
+        self.log = TripLog(behaviour=behaviour is not None)
         self.buffer: list[Trip] = []  # uploads for the next server step, in arrival order
         self._in_flight: dict[int, Trip] = {}
         self._pending: dict[int, Trip] = {}  # started, not trained yet
@@ -186,6 +191,7 @@ class Simulator:
         # FLOPs of one trip's local training, per client (fl_bench.clients.costs); 0 where not counted
         self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client
         self.costs = {"bytes_down": 0, "bytes_up": 0, "flops": 0.0}  # totals over the trips over so far
+        self.failures = {"failed_trips": 0, "failed_compute_time": 0.0}  # trips lost part-way, the compute they spent
         self.privacy = privacy  # fl_bench.privacy.PrivateAggregation: DP in the trusted aggregator, or None
 
     def _check_enough_clients(self, concurrency: int | None) -> None:
@@ -299,7 +305,11 @@ class Simulator:
         version, drop = self.server.version, self.availability.on_unavailable == "drop"
         trips = []
         for client, duration in zip(clients, durations):
-            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1)
+            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, False, 0.0)
+            if self.behaviour is not None:
+                shape = self.behaviour.shape(client, duration, self.bytes_down, self.bytes_up)
+                trip.end, trip.comm_time = self.now + shape.duration, shape.comm_time
+                trip.aborted = trip.failed = shape.failed  # a failed trip spends its time and sends nothing
             if drop:  # cut at the end of the client's availability window
                 closes = self.availability.window_end(client, self.now)
                 if trip.end > closes:
@@ -395,7 +405,10 @@ class Simulator:
         trip.log_row = len(self.log)
         up, flops = (self.bytes_up, float(self.flops_by_client[trip.client])) if used else (0, 0.0)
         self.log.append(trip.client, int(self.sizes[trip.client]), trip.version, trip.start, trip.end, staleness,
-                        int(used), self.bytes_down, up, flops)
+                        int(used), self.bytes_down, up, flops, trip.failed, trip.comm_time)
+        if trip.failed:
+            self.failures["failed_trips"] += 1
+            self.failures["failed_compute_time"] += max(trip.end - trip.start - trip.comm_time, 0.0)
         self.costs["bytes_down"] += self.bytes_down
         self.costs["bytes_up"] += up
         self.costs["flops"] += flops

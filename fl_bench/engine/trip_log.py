@@ -13,16 +13,23 @@ class TripLog:
 
     COLUMNS = ("client", "num_examples", "download_version", "start_time", "end_time", "staleness", "used",
                "bytes_down", "bytes_up", "flops", "weight")
+    # under behaviour=unreliable (fl_bench.engine.behaviour): whether the device failed part-way, and the
+    # time spent communicating (end - start - comm_time is compute); absent otherwise, so that a run
+    # without behaviours writes the same trips.csv as before
+    BEHAVIOUR_COLUMNS = ("failed", "comm_time")
     # weight: the upload's normalised share of its server step, where the algorithm defines one
     # (FedStaleWeight), else NaN
     # flops: the local training of an uploaded trip (FedGBO App. B), 0 for one that uploaded nothing
-    _TYPES = {"start_time": "d", "end_time": "d", "used": "b", "flops": "d", "weight": "d"}
+    _TYPES = {"start_time": "d", "end_time": "d", "used": "b", "flops": "d", "weight": "d", "failed": "b",
+              "comm_time": "d"}
 
-    def __init__(self) -> None:
-        for name in self.COLUMNS:
+    def __init__(self, behaviour: bool = False) -> None:
+        self.names = self.COLUMNS + (self.BEHAVIOUR_COLUMNS if behaviour else ())
+        for name in self.COLUMNS + self.BEHAVIOUR_COLUMNS:
             setattr(self, name, array(self._TYPES.get(name, "q")))
 
-    def append(self, client, num_examples, version, start, end, staleness, used, bytes_down, bytes_up, flops) -> None:
+    def append(self, client, num_examples, version, start, end, staleness, used, bytes_down, bytes_up, flops,
+               failed=False, comm_time=0.0) -> None:
         """Add the row of a trip that is over; its ``weight`` stays NaN until its server step writes it."""
         self.client.append(client)
         self.num_examples.append(num_examples)
@@ -35,6 +42,8 @@ class TripLog:
         self.bytes_up.append(bytes_up)
         self.flops.append(flops)
         self.weight.append(float("nan"))
+        self.failed.append(failed)
+        self.comm_time.append(comm_time)
 
     def __len__(self) -> int:
         return len(self.client)
@@ -42,4 +51,4 @@ class TripLog:
     def columns(self) -> dict[str, np.ndarray]:
         """Every column as a zero-copy numpy array over the log. Drop them before the next
         :meth:`append`: a column whose buffer is exported cannot grow."""
-        return {name: np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode) for name in self.COLUMNS}
+        return {name: np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode) for name in self.names}

@@ -58,7 +58,8 @@ EVAL_BATCH = 8192
 
 def check_centralized(cfg: Config) -> None:
     """What has nothing to act on with one model on the pooled data is refused in one line."""
-    for group, allowed in (("availability", "always"), ("selection", "uniform"), ("speed", "none"), ("dp", "none")):
+    for group, allowed in (("availability", "always"), ("selection", "uniform"), ("speed", "none"), ("dp", "none"),
+                           ("behaviour", "reliable")):
         name = getattr(cfg, group).name
         if name != allowed:
             raise ConfigError(f"{group}={name} is not allowed with algorithm=centralized: it trains one model on the "

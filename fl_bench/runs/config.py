@@ -27,6 +27,7 @@ from fl_bench.data import sources, synthetic, two_means  # noqa: F401,E402
 from fl_bench.data.federated import DatasetConfig
 from fl_bench.data.partition import PartitionConfig
 from fl_bench.engine.availability import AvailabilityConfig
+from fl_bench.engine.behaviour import BehaviourConfig
 from fl_bench.engine.delays import DelayConfig, SpeedConfig
 from fl_bench.engine.selection import SelectionConfig
 from fl_bench.models import ModelConfig
@@ -81,6 +82,7 @@ class Config:
     delay: DelayConfig = MISSING
     availability: AvailabilityConfig = MISSING
     speed: SpeedConfig = MISSING
+    behaviour: BehaviourConfig = MISSING
     selection: SelectionConfig = MISSING
     dp: DPConfig = MISSING
     task: TaskConfig = MISSING

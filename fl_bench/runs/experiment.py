@@ -163,6 +163,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         between_events=between_events,
         flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
         privacy=build_privacy(cfg, server, data.num_clients, device),
+        behaviour=build(cfg.behaviour, data.num_clients, cfg.seed),
     )
     return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement)
 
@@ -480,6 +481,9 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         # Communication (FedGBO Table I): bytes every logged trip downloaded and uploaded.
         "bytes_down": int(trips["bytes_down"].sum()),
         "bytes_up": int(trips["bytes_up"].sum()),
+        # behaviour=unreliable (fl_bench.engine.behaviour): trips lost part-way and the compute time they spent
+        **sim.failures,
+        "comm_time": float(trips["comm_time"].sum()) if "comm_time" in trips else 0.0,
         "flops": float(trips["flops"].sum()),  # local training of the uploaded trips (FedGBO App. B)
         "flops_per_example": exp.example_flops,  # one example's forward + backward, counted
         # Where and how clients trained (the auto choices resolved: fl_bench.clients.hardware).

@@ -117,6 +117,7 @@ def test_a_users_lightning_module_is_fitted_by_the_trainer(tmp_path, monkeypatch
     (("availability=diurnal",), "availability=diurnal is not allowed with algorithm=centralized"),
     (("devices=2",), "devices=2 num_nodes=1 is not allowed with algorithm=centralized"),
     (("vmap_clients=true",), "vmap_clients=true is not allowed with algorithm=centralized"),
+    (("behaviour=unreliable",), "behaviour=unreliable is not allowed with algorithm=centralized"),
     (("task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.WrappedNetwork"),
      "WrappedNetwork has no validation_step"),
 ])

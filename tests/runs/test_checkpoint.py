@@ -59,6 +59,9 @@ def test_a_run_killed_with_sigkill_at_a_random_point_and_resumed_ends_identical(
     assert_same_run(tmp_path / "whole", killed)
 
 
+UNRELIABLE = ("behaviour=unreliable", "behaviour.failure_rate=0.3", "behaviour.bandwidth=2e5", "behaviour.bandwidth_sigma=1")
+
+
 class Killed(BaseException):
     """Stands in for SIGKILL in-process: nothing catches it."""
 
@@ -83,6 +86,9 @@ class Killed(BaseException):
     ("algorithm=mimexlite", "concurrency=10", "max_trips=300", "eval_every=100"),  # uploaded gradients
     ("algorithm=fedavgm", "algorithm/server_optimizer=adam", "model=cnn4", "dataset=digits", "partition=iid",
      "partition.num_clients=100", "concurrency=10", "max_trips=300", "eval_every=50"),
+    # failures and bandwidths drawn from the behaviour's own generator (fl_bench.engine.behaviour)
+    ("algorithm=fedbuff", *UNRELIABLE),
+    ("algorithm=fedavg", "algorithm.deadline=1.0", *UNRELIABLE),
 ], ids=lambda o: "-".join(o))
 def test_every_algorithm_resumes_bit_for_bit_from_any_checkpoint(tmp_path, monkeypatch, overrides):
     cfg = compose_run_config(*WORKLOAD, "checkpoint_every=1", *overrides)

@@ -1,0 +1,107 @@
+"""How devices behave during a trip (``conf/behaviour/``, issue 32): trips that fail part-way and
+communication that takes time on the virtual clock.
+
+The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* time. With
+``behaviour=unreliable``:
+
+- **communication**: the download takes ``bytes_down / bandwidth`` and the upload
+  ``bytes_up / (bandwidth * upload_fraction)`` seconds, the bandwidth persistent per client, drawn once
+  from a log-normal with median ``bandwidth`` (bytes per unit of virtual time) and log-spread
+  ``bandwidth_sigma`` (APPFL's and FedScale's device profiles draw per-device network speeds). So the
+  bytes every algorithm moves (FedGBO's broadcast of its server state, Mimelite's full-batch gradient
+  upload) become time. A trip lasts download + compute + upload.
+- **failures**: each trip fails with probability ``failure_rate`` (FLGo's and FedScale's dropped
+  clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
+  concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``).
+
+Draws come from a generator of their own (seeded from the run's seed), so a run without them makes
+the same draws as before and its results stay byte-identical (``behaviour=reliable``, the default).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+from omegaconf import MISSING
+
+from fl_bench.schema import require, schema
+
+
+@dataclass
+class BehaviourConfig:
+    """How devices behave during a trip (module docstring)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+def reliable(cfg, num_clients: int, seed: int) -> None:
+    """behaviour=reliable: no failures, free communication (the engine skips the behaviour step)."""
+    return None
+
+
+@schema("behaviour", "reliable", reliable)
+class ReliableConfig(BehaviourConfig):
+    """behaviour=reliable: every trip computes in full and communication costs no time."""
+
+
+@dataclass
+class TripShape:
+    """One trip's timing: how long it lasts (to its upload's arrival, or to its failure), and of that the
+    time spent communicating and computing (download, then compute, then upload)."""
+
+    duration: float
+    comm_time: float
+    compute_time: float
+    failed: bool
+
+
+class UnreliableDevices:
+    """Per-client bandwidths and a failure draw per trip (module docstring). All its state (the
+    bandwidths, its generator) is pickled with the simulator, so a resumed run draws as an
+    uninterrupted one."""
+
+    def __init__(self, cfg: "UnreliableConfig", num_clients: int, seed: int):
+        self.failure_rate = cfg.failure_rate
+        self.rng = np.random.default_rng([seed, 0x5EED32])  # a stream of its own (module docstring)
+        self.bandwidth = None
+        if cfg.bandwidth is not None:
+            self.bandwidth = cfg.bandwidth * np.exp(cfg.bandwidth_sigma * self.rng.standard_normal(num_clients))
+        self.upload_fraction = cfg.upload_fraction
+
+    def shape(self, client: int, compute: float, bytes_down: int, bytes_up: int) -> TripShape:
+        """The timing of a trip of ``client`` whose local training takes ``compute``."""
+        down = up = 0.0
+        if self.bandwidth is not None:
+            down = bytes_down / self.bandwidth[client]
+            up = bytes_up / (self.bandwidth[client] * self.upload_fraction)
+        duration = down + compute + up
+        if not (self.failure_rate and self.rng.random() < self.failure_rate):
+            return TripShape(duration, down + up, compute, False)
+        elapsed = self.rng.random() * duration  # fails here: what it spent before, by phase
+        computed = min(max(elapsed - down, 0.0), compute)
+        return TripShape(elapsed, elapsed - computed, computed, True)
+
+
+@schema("behaviour", "unreliable", UnreliableDevices)
+class UnreliableConfig(BehaviourConfig):
+    """behaviour=unreliable: trips fail with ``failure_rate``; with ``bandwidth`` set, communication
+    takes bytes / bandwidth on the clock (module docstring)."""
+
+    failure_rate: float = 0.1  # probability that a trip fails part-way, in [0, 1]
+    bandwidth: Optional[float] = None  # median bytes per unit of virtual time; null: communication is free
+    bandwidth_sigma: float = 0.0  # log-normal spread of the clients' bandwidths (0: all equal)
+    upload_fraction: float = 1.0  # upload bandwidth / download bandwidth (uplinks are often slower)
+
+    def __post_init__(self) -> None:
+        b = "behaviour."
+        require(0 <= self.failure_rate <= 1, b + "failure_rate", self.failure_rate, "must be in [0, 1]")
+        require(self.bandwidth is None or (math.isfinite(self.bandwidth) and self.bandwidth > 0), b + "bandwidth",
+                self.bandwidth, "must be > 0 (bytes per unit of virtual time) or null (free communication)")
+        require(math.isfinite(self.bandwidth_sigma) and self.bandwidth_sigma >= 0, b + "bandwidth_sigma",
+                self.bandwidth_sigma, "must be >= 0")
+        require(math.isfinite(self.upload_fraction) and self.upload_fraction > 0, b + "upload_fraction",
+                self.upload_fraction, "must be > 0")

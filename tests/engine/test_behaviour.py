@@ -1,0 +1,88 @@
+"""Devices as they behave (fl_bench.engine.behaviour): a trip's timing by phase on a hand-computed case,
+failed trips that spend time and send nothing, communication on the clock, and one-line refusals."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fl_bench.engine.behaviour import UnreliableConfig, UnreliableDevices
+from fl_bench.errors import ConfigError
+from tests.conftest import compose_run_config
+
+RUN = ("max_trips=600", "eval_every=300", "concurrency=20", "algorithm.buffer_size=5")
+
+
+class Draws:
+    """A stand-in generator whose uniform draws are given."""
+
+    def __init__(self, *values):
+        self.values = list(values)
+
+    def random(self):
+        return self.values.pop(0)
+
+
+def test_a_trip_downloads_computes_then_uploads_and_a_failure_spends_what_came_before():
+    devices = UnreliableDevices(UnreliableConfig(failure_rate=0.5, bandwidth=100.0, upload_fraction=0.5), 3, seed=0)
+    # 200 bytes down at 100/s: 2; compute 3; 100 bytes up at 50/s: 2
+    devices.rng = Draws(0.9)  # 0.9 >= 0.5: no failure
+    whole = devices.shape(1, compute=3.0, bytes_down=200, bytes_up=100)
+    assert (whole.duration, whole.comm_time, whole.compute_time, whole.failed) == (7.0, 4.0, 3.0, False)
+    devices.rng = Draws(0.1, 0.5)  # fails, at 0.5 x 7 = 3.5: 2 downloading, 1.5 computing
+    failed = devices.shape(1, compute=3.0, bytes_down=200, bytes_up=100)
+    assert (failed.duration, failed.comm_time, failed.compute_time, failed.failed) == (3.5, 2.0, 1.5, True)
+    devices.rng = Draws(0.1, 1 / 7)  # fails while downloading: nothing computed
+    early = devices.shape(1, compute=3.0, bytes_down=200, bytes_up=100)
+    assert (early.comm_time, early.compute_time) == (pytest.approx(1.0), 0.0)
+
+
+def test_failed_trips_spend_time_send_nothing_and_are_counted(run_config):
+    summary, _, trips = run_config(*RUN, "behaviour=unreliable", "behaviour.failure_rate=0.3")
+    failed = trips["failed"] == 1
+    assert 0.2 < failed.mean() < 0.4  # 600 trips at 0.3: about 11 standard deviations wide
+    assert (trips.loc[failed, "used"] == 0).all() and (trips.loc[failed, "bytes_up"] == 0).all()
+    assert (trips.loc[failed, "end_time"] >= trips.loc[failed, "start_time"]).all()
+    assert summary["failed_trips"] == failed.sum()
+    assert summary["failed_compute_time"] == pytest.approx((trips.end_time - trips.start_time)[failed].sum())
+    # the server saw only the uploads that arrived: K = 5 per step, the last buffer may be partial
+    assert 0 <= trips["used"].sum() - 5 * summary["server_steps"] < 5
+
+
+def test_communication_takes_bytes_over_bandwidth_on_the_clock(run_config):
+    summary, _, trips = run_config(*RUN, "delay=constant", "delay.value=1.0", "behaviour=unreliable",
+                                   "behaviour.failure_rate=0", "behaviour.bandwidth=1e4", "behaviour.upload_fraction=0.25")
+    expected_comm = trips["bytes_down"] / 1e4 + trips["bytes_up"] / 2.5e3
+    np.testing.assert_allclose(trips["comm_time"], expected_comm, rtol=1e-12)
+    np.testing.assert_allclose(trips["end_time"] - trips["start_time"], 1.0 + expected_comm, rtol=1e-9)
+    assert summary["comm_time"] == pytest.approx(expected_comm.sum()) and summary["failed_trips"] == 0
+
+
+def test_without_behaviours_trips_csv_has_its_old_columns(run_config):
+    summary, _, trips = run_config(*RUN)
+    assert "failed" not in trips and "comm_time" not in trips and summary["failed_trips"] == 0
+
+
+@pytest.mark.parametrize("override, message", [
+    ("behaviour.failure_rate=1.5", "behaviour.failure_rate=1.5 is not allowed: must be in [0, 1]"),
+    ("behaviour.bandwidth=0", "behaviour.bandwidth=0.0 is not allowed: must be > 0"),
+    ("behaviour.bandwidth_sigma=-1", "behaviour.bandwidth_sigma=-1.0 is not allowed: must be >= 0"),
+])
+def test_bad_values_are_refused_in_one_line(override, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        compose_run_config("behaviour=unreliable", override)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["fedbuff", "fedasync", "buffered_fedavg", "fedavg", "fedavgm", "fedprox", "fedmax",
+                                       "adaptive_fedopt", "fedlaavg", "hfl", "fedstaleweight", "fedgbo", "mfl", "mimelite",
+                                       "mimexlite"])
+def test_every_algorithm_runs_with_failures_and_bandwidths_and_repeats_itself(tmp_path, algorithm):
+    from fl_bench.runs.experiment import run_experiment
+
+    overrides = ("max_trips=120", "eval_every=60", "concurrency=10", f"algorithm={algorithm}", "behaviour=unreliable",
+                 "behaviour.failure_rate=0.2", "behaviour.bandwidth=1e5", "behaviour.bandwidth_sigma=1")
+    for name in ("a", "b"):
+        summary = run_experiment(compose_run_config(*overrides), tmp_path / name)
+        assert summary["status"] == "completed" and summary["failed_trips"] > 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "trips.csv"), pd.read_csv(tmp_path / "b" / "trips.csv"))
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "metrics.csv"), pd.read_csv(tmp_path / "b" / "metrics.csv"))
