@@ -86,3 +86,20 @@ def test_every_algorithm_runs_with_failures_and_bandwidths_and_repeats_itself(tm
         assert summary["status"] == "completed" and summary["failed_trips"] > 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "trips.csv"), pd.read_csv(tmp_path / "b" / "trips.csv"))
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "metrics.csv"), pd.read_csv(tmp_path / "b" / "metrics.csv"))
+
+
+@pytest.mark.slow
+def test_the_devices_results_page_is_made_by_its_sweep_file(tmp_path):
+    """sweeps/devices_smoke.yaml (results/devices_smoke.md) runs through the reproduction driver: its
+    smoke point writes the page with the protocol and readings."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    spec = Path(__file__).parents[2] / "sweeps" / "devices_smoke.yaml"
+    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(spec), "--smoke", "--out",
+                           str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "out" / "devices_smoke.md").read_text()
+    assert "| fedbuff reliable |" in page and "Protocol (registered 2026-11-26)" in page
+    assert "A failure happens at a uniform point" in page
