@@ -97,6 +97,11 @@ def resolve_accelerator(accelerator: str, devices: Any, example_flops: float) ->
     return accelerator, ""
 
 
+def process_count(devices: Any, num_nodes: int) -> int:
+    """Processes of a run: ``devices`` (a count, or a list of GPU indices) per node, times ``num_nodes``."""
+    return (len(devices) if isinstance(devices, (list, tuple)) else int(devices)) * num_nodes
+
+
 def place(accelerator: str, devices: Any, num_nodes: int, strategy: str, precision: str, vmap_clients: bool | None,
           cuda_graphs: bool | None, model: nn.Module, example_flops: float, loggers: list[Any] = ()) -> Placement:
     """Build the run's Fabric from Lightning's ``accelerator``, ``devices``, ``num_nodes``, ``strategy``
@@ -111,7 +116,7 @@ goes). The processes are not launched yet (``fabric.launch()``)."""
         raise ConfigError(f"precision=16-mixed is not allowed on the CPU (accelerator={accelerator}): float16 autocast "
                           f"needs a GPU; use bf16-mixed or 32-true")
     why = [why] if why else []
-    processes = (len(devices) if isinstance(devices, (list, tuple)) else int(devices)) * num_nodes
+    processes = process_count(devices, num_nodes)
     if processes > 1 or strategy == "ddp":
         from fl_bench.clients.distributed import client_parallel_strategy
 

@@ -34,7 +34,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, SequentialSampler
 
 from fl_bench.algorithms.synchronous import CentralizedConfig
-from fl_bench.clients.hardware import resolve_accelerator
+from fl_bench.clients.hardware import process_count, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining
 from fl_bench.clients.task import TASKS, LightningTaskConfig
 from fl_bench.clients.trainer import minibatch_plan
@@ -64,16 +64,12 @@ def check_centralized(cfg: Config) -> None:
         if name != allowed:
             raise ConfigError(f"{group}={name} is not allowed with algorithm=centralized: it trains one model on the "
                               f"pooled data (one client, always available); use {group}={allowed}")
-    if _processes(cfg.devices) * cfg.num_nodes > 1:
+    if process_count(cfg.devices, cfg.num_nodes) > 1:
         raise ConfigError(f"devices={cfg.devices} num_nodes={cfg.num_nodes} is not allowed with algorithm=centralized: "
                           f"its reference steps one model on the rounds' minibatches, one process; use devices=1")
     if cfg.vmap_clients:
         raise ConfigError("vmap_clients=true is not allowed with algorithm=centralized: there is one trip per round "
                           "to batch; use vmap_clients=null or false")
-
-
-def _processes(devices: Any) -> int:
-    return len(devices) if isinstance(devices, (list, tuple)) else int(devices)
 
 
 class _Examples(Dataset):
