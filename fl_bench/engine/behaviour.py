@@ -10,8 +10,8 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
   ``bandwidth_sigma`` (APPFL's and FedScale's device profiles draw per-device network speeds). So the
   bytes every algorithm moves (FedGBO's broadcast of its server state, Mimelite's full-batch gradient
   upload) become time. A trip lasts download + compute + upload.
-- **failures**: each trip fails with probability ``failure_rate`` (FLGo's and FedScale's dropped
-  clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
+- **failures**: each trip fails with probability ``failure_rate``, or its client's group's rate
+  (``groups`` by main label, ``group_failure_rates``) (FLGo's and FedScale's dropped clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
   concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``).
 
 Draws come from a generator of their own (seeded from the run's seed), so a run without them makes
@@ -27,6 +27,7 @@ from typing import Optional
 import numpy as np
 from omegaconf import MISSING
 
+from fl_bench.data.label_groups import groups_by_label
 from fl_bench.schema import require, schema
 
 
@@ -38,7 +39,7 @@ class BehaviourConfig:
     _target_: str = MISSING
 
 
-def reliable(cfg, num_clients: int, seed: int) -> None:
+def reliable(cfg, data, seed: int) -> None:
     """behaviour=reliable: no failures, free communication (the engine skips the behaviour step)."""
     return None
 
@@ -64,8 +65,10 @@ class UnreliableDevices:
     bandwidths, its generator) is pickled with the simulator, so a resumed run draws as an
     uninterrupted one."""
 
-    def __init__(self, cfg: "UnreliableConfig", num_clients: int, seed: int):
-        self.failure_rate = cfg.failure_rate
+    def __init__(self, cfg: "UnreliableConfig", num_clients: int, seed: int, group_of: np.ndarray | None = None):
+        # each client's failure probability: one for all, or its group's (``group_of``: client -> group)
+        self.failure_rate = (np.asarray(cfg.group_failure_rates)[group_of] if cfg.groups is not None
+                             else np.full(num_clients, cfg.failure_rate))
         self.rng = np.random.default_rng([seed, 0x5EED32])  # a stream of its own (module docstring)
         self.bandwidth = None
         if cfg.bandwidth is not None:
@@ -79,26 +82,51 @@ class UnreliableDevices:
             down = bytes_down / self.bandwidth[client]
             up = bytes_up / (self.bandwidth[client] * self.upload_fraction)
         duration = down + compute + up
-        if not (self.failure_rate and self.rng.random() < self.failure_rate):
+        rate = self.failure_rate[client]
+        if not (rate and self.rng.random() < rate):
             return TripShape(duration, down + up, compute, False)
         elapsed = self.rng.random() * duration  # fails here: what it spent before, by phase
         computed = min(max(elapsed - down, 0.0), compute)
         return TripShape(elapsed, elapsed - computed, computed, True)
 
 
-@schema("behaviour", "unreliable", UnreliableDevices)
-class UnreliableConfig(BehaviourConfig):
-    """behaviour=unreliable: trips fail with ``failure_rate``; with ``bandwidth`` set, communication
-    takes bytes / bandwidth on the clock (module docstring)."""
+def unreliable(cfg: "UnreliableConfig", data, seed: int) -> UnreliableDevices:
+    """The devices of ``data``'s clients, grouped by main label when ``cfg.groups`` is set."""
+    group_of = None
+    if cfg.groups is not None:
+        group_of = groups_by_label(data.y.cpu().numpy(), data.offsets, data.num_classes, cfg.groups, "behaviour.groups")
+    return UnreliableDevices(cfg, data.num_clients, seed, group_of)
 
-    failure_rate: float = 0.1  # probability that a trip fails part-way, in [0, 1]
+
+@schema("behaviour", "unreliable", unreliable)
+class UnreliableConfig(BehaviourConfig):
+    """behaviour=unreliable: trips fail with ``failure_rate`` (or their group's rate); with ``bandwidth``
+    set, communication takes bytes / bandwidth on the clock (module docstring)."""
+
+    failure_rate: Optional[float] = 0.1  # probability that a trip fails part-way, in [0, 1]; null with groups
+    # Per-group rates: group g holds the clients whose main label is in groups[g] (as speed=by_group), and
+    # its trips fail with group_failure_rates[g] (e.g. a region on flaky links)
+    groups: Optional[list[list[int]]] = None
+    group_failure_rates: Optional[list[float]] = None
     bandwidth: Optional[float] = None  # median bytes per unit of virtual time; null: communication is free
     bandwidth_sigma: float = 0.0  # log-normal spread of the clients' bandwidths (0: all equal)
     upload_fraction: float = 1.0  # upload bandwidth / download bandwidth (uplinks are often slower)
 
     def __post_init__(self) -> None:
         b = "behaviour."
-        require(0 <= self.failure_rate <= 1, b + "failure_rate", self.failure_rate, "must be in [0, 1]")
+        if self.groups is None:
+            require(self.group_failure_rates is None, b + "group_failure_rates", self.group_failure_rates,
+                    "needs behaviour.groups (the label sets its rates belong to)")
+            require(self.failure_rate is not None and 0 <= self.failure_rate <= 1, b + "failure_rate",
+                    self.failure_rate, "must be in [0, 1]")
+        else:
+            require(self.failure_rate is None, b + "failure_rate", self.failure_rate,
+                    "must be null with behaviour.groups (group_failure_rates gives each group's)")
+            rates = self.group_failure_rates or []
+            require(len(rates) == len(self.groups), b + "group_failure_rates", self.group_failure_rates,
+                    f"needs one rate per group ({len(self.groups)})")
+            require(all(0 <= rate <= 1 for rate in rates), b + "group_failure_rates", self.group_failure_rates,
+                    "must each be in [0, 1]")
         require(self.bandwidth is None or (math.isfinite(self.bandwidth) and self.bandwidth > 0), b + "bandwidth",
                 self.bandwidth, "must be > 0 (bytes per unit of virtual time) or null (free communication)")
         require(math.isfinite(self.bandwidth_sigma) and self.bandwidth_sigma >= 0, b + "bandwidth_sigma",

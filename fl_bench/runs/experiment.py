@@ -163,7 +163,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         between_events=between_events,
         flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
         privacy=build_privacy(cfg, server, data.num_clients, device),
-        behaviour=build(cfg.behaviour, data.num_clients, cfg.seed),
+        behaviour=build(cfg.behaviour, data, cfg.seed),
     )
     return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement)
 

@@ -62,8 +62,19 @@ def test_without_behaviours_trips_csv_has_its_old_columns(run_config):
     assert "failed" not in trips and "comm_time" not in trips and summary["failed_trips"] == 0
 
 
+def test_each_group_of_clients_fails_at_its_own_rate(run_config):
+    summary, _, trips = run_config(*RUN, "dataset=digits", "partition=one_class", "partition.num_clients=100",
+                                   "behaviour=unreliable", "behaviour.failure_rate=null",
+                                   "behaviour.groups=[[0,1,2,3,4],[5,6,7,8,9]]", "behaviour.group_failure_rates=[0.5,0]")
+    # one_class: client c holds label c % 10, so clients with c % 10 < 5 are group 0
+    flaky = trips["client"] % 10 < 5
+    assert 0.35 < trips.loc[flaky, "failed"].mean() < 0.65 and trips.loc[~flaky, "failed"].sum() == 0
+
+
 @pytest.mark.parametrize("override, message", [
     ("behaviour.failure_rate=1.5", "behaviour.failure_rate=1.5 is not allowed: must be in [0, 1]"),
+    ("behaviour.groups=[[0],[1]]", "behaviour.failure_rate=0.1 is not allowed: must be null with behaviour.groups"),
+    ("behaviour.group_failure_rates=[0.1]", "behaviour.group_failure_rates=[0.1] is not allowed: needs behaviour.groups"),
     ("behaviour.bandwidth=0", "behaviour.bandwidth=0.0 is not allowed: must be > 0"),
     ("behaviour.bandwidth_sigma=-1", "behaviour.bandwidth_sigma=-1.0 is not allowed: must be >= 0"),
 ])
