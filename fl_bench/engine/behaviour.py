@@ -14,6 +14,10 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
   (``groups`` by main label, ``group_failure_rates``) (FLGo's and FedScale's dropped clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
   concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``).
 
+- **correlated outages**: ``outages``, windows ``{labels, start, end}`` in which every client whose
+  main label is in ``labels`` (a region, a label group) is offline together: none of them is selected,
+  and their trips running at ``start`` fail there (trips.csv: ``failed=2``).
+
 Draws come from a generator of their own (seeded from the run's seed), so a run without them makes
 the same draws as before and its results stay byte-identical (``behaviour=reliable``, the default).
 """
@@ -22,12 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from omegaconf import MISSING
 
-from fl_bench.data.label_groups import groups_by_label
+from fl_bench.data.label_groups import groups_by_label, majority_labels
+from fl_bench.engine.availability import Availability
+from fl_bench.errors import ConfigError
 from fl_bench.schema import require, schema
 
 
@@ -51,13 +57,13 @@ class ReliableConfig(BehaviourConfig):
 
 @dataclass
 class TripShape:
-    """One trip's timing: how long it lasts (to its upload's arrival, or to its failure), and of that the
-    time spent communicating and computing (download, then compute, then upload)."""
+    """One trip's timing: how long it lasts (to its upload's arrival, or to its failure or outage), and of
+    that the time spent communicating and computing (download, then compute, then upload)."""
 
     duration: float
     comm_time: float
     compute_time: float
-    failed: bool
+    failed: int  # 0; 1: the device failed; 2: an outage took it offline
 
 
 class UnreliableDevices:
@@ -74,20 +80,34 @@ class UnreliableDevices:
         if cfg.bandwidth is not None:
             self.bandwidth = cfg.bandwidth * np.exp(cfg.bandwidth_sigma * self.rng.standard_normal(num_clients))
         self.upload_fraction = cfg.upload_fraction
+        self.outages: list[tuple[float, float, np.ndarray]] = []  # (start, end, its clients), set by ``unreliable``
 
-    def shape(self, client: int, compute: float, bytes_down: int, bytes_up: int) -> TripShape:
-        """The timing of a trip of ``client`` whose local training takes ``compute``."""
+    def outage_cut(self, client: int, start: float, end: float) -> float | None:
+        """When an outage of ``client`` begins during its trip over [start, end) (None: none does)."""
+        cuts = [s for s, e, clients in self.outages if start < s < end and clients[client]]
+        return min(cuts) if cuts else None
+
+    def with_outages(self, availability: Availability) -> Availability:
+        """``availability`` with the outage windows' clients offline during them."""
+        return availability if not self.outages else OutageAvailability(availability, self.outages)
+
+    def shape(self, client: int, start: float, compute: float, bytes_down: int, bytes_up: int) -> TripShape:
+        """The timing of a trip of ``client`` from ``start`` whose local training takes ``compute``."""
         down = up = 0.0
         if self.bandwidth is not None:
             down = bytes_down / self.bandwidth[client]
             up = bytes_up / (self.bandwidth[client] * self.upload_fraction)
-        duration = down + compute + up
+        elapsed, failed = down + compute + up, 0
         rate = self.failure_rate[client]
-        if not (rate and self.rng.random() < rate):
-            return TripShape(duration, down + up, compute, False)
-        elapsed = self.rng.random() * duration  # fails here: what it spent before, by phase
-        computed = min(max(elapsed - down, 0.0), compute)
-        return TripShape(elapsed, elapsed - computed, computed, True)
+        if rate and self.rng.random() < rate:
+            elapsed, failed = self.rng.random() * elapsed, 1
+        cut = self.outage_cut(client, start, start + elapsed)
+        if cut is not None:
+            elapsed, failed = cut - start, 2
+        if not failed:
+            return TripShape(elapsed, down + up, compute, 0)
+        computed = min(max(elapsed - down, 0.0), compute)  # what it spent before, by phase
+        return TripShape(elapsed, elapsed - computed, computed, failed)
 
 
 def unreliable(cfg: "UnreliableConfig", data, seed: int) -> UnreliableDevices:
@@ -95,7 +115,19 @@ def unreliable(cfg: "UnreliableConfig", data, seed: int) -> UnreliableDevices:
     group_of = None
     if cfg.groups is not None:
         group_of = groups_by_label(data.y.cpu().numpy(), data.offsets, data.num_classes, cfg.groups, "behaviour.groups")
-    return UnreliableDevices(cfg, data.num_clients, seed, group_of)
+    devices = UnreliableDevices(cfg, data.num_clients, seed, group_of)
+    labels = None
+    for i, outage in enumerate(cfg.outages or []):
+        key = f"behaviour.outages[{i}]"
+        if set(outage) != {"labels", "start", "end"}:
+            raise ConfigError(f"{key}={dict(outage)} is not allowed: give exactly labels, start and end, e.g. "
+                              "{labels: [0, 1], start: 100, end: 200}")
+        start, end = float(outage["start"]), float(outage["end"])
+        require(0 <= start < end, key, dict(outage), "needs 0 <= start < end (virtual time)")
+        if labels is None:
+            labels = majority_labels(data.y.cpu().numpy(), data.offsets, data.num_classes)
+        devices.outages.append((start, end, np.isin(labels, list(outage["labels"]))))
+    return devices
 
 
 @schema("behaviour", "unreliable", unreliable)
@@ -108,6 +140,8 @@ class UnreliableConfig(BehaviourConfig):
     # its trips fail with group_failure_rates[g] (e.g. a region on flaky links)
     groups: Optional[list[list[int]]] = None
     group_failure_rates: Optional[list[float]] = None
+    # Windows in which a group of clients (by main label) is offline together: [{labels: [0, 1], start: 100, end: 200}]
+    outages: Optional[list[Any]] = None
     bandwidth: Optional[float] = None  # median bytes per unit of virtual time; null: communication is free
     bandwidth_sigma: float = 0.0  # log-normal spread of the clients' bandwidths (0: all equal)
     upload_fraction: float = 1.0  # upload bandwidth / download bandwidth (uplinks are often slower)
@@ -133,3 +167,51 @@ class UnreliableConfig(BehaviourConfig):
                 self.bandwidth_sigma, "must be >= 0")
         require(math.isfinite(self.upload_fraction) and self.upload_fraction > 0, b + "upload_fraction",
                 self.upload_fraction, "must be > 0")
+
+
+class OutageAvailability(Availability):
+    """An availability schedule with outage windows laid over it: a client can be selected when the
+    schedule says so and no outage of its holds it offline (``unit=time`` only: outages are times)."""
+
+    def __init__(self, base: Availability, outages: list[tuple[float, float, np.ndarray]]):
+        if base.unit != "time":
+            raise ConfigError(f"behaviour.outages is not allowed with availability.unit={base.unit}: outages are windows "
+                              f"of virtual time; use availability.unit=time")
+        self.base, self.name, self.unit, self.on_unavailable = base, base.name, base.unit, base.on_unavailable
+        self.num_clients = base.num_clients
+        self.base_up = base.initial().copy()
+        self.offline = np.zeros(self.num_clients, dtype=np.int64)  # outages holding each client now
+        # (clock, +1 starts / -1 ends, clients), ends before starts at one clock
+        self.events = sorted([(s, 1, c) for s, _, c in outages] + [(e, -1, c) for _, e, c in outages],
+                             key=lambda event: (event[0], event[1]))
+        self.cursor = 0
+
+    def initial(self):
+        return self.base_up & (self.offline == 0)
+
+    def next_change(self):
+        own = self.events[self.cursor][0] if self.cursor < len(self.events) else math.inf
+        return min(self.base.next_change(), own)
+
+    def pop_change(self):
+        clock = self.next_change()
+        before = self.initial()
+        while self.base.next_change() == clock:
+            _, on, off = self.base.pop_change()
+            self.base_up[off] = False
+            self.base_up[on] = True
+        while self.cursor < len(self.events) and self.events[self.cursor][0] == clock:
+            _, sign, clients = self.events[self.cursor]
+            self.offline[clients] += sign
+            self.cursor += 1
+        after = self.initial()
+        return clock, np.flatnonzero(after & ~before), np.flatnonzero(before & ~after)
+
+    def max_available(self):
+        return self.base.max_available()
+
+    def window_end(self, client, t):
+        return self.base.window_end(client, t)
+
+    def describe(self):
+        return f"{self.base.describe()} with outages"

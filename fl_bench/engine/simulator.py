@@ -94,7 +94,7 @@ class Trip:
     aborted: bool  # over before uploading (availability drop, a failure, or a round closed on it)
     row: int  # its upload row (batching trainer), -1 otherwise
     log_row: int  # its row in the trip log once it is over, -1 before
-    failed: bool  # the device failed part-way (fl_bench.engine.behaviour)
+    failed: int  # 0, or why it was lost part-way: 1 the device failed, 2 an outage (fl_bench.engine.behaviour)
     comm_time: float  # of its duration, the time spent downloading and uploading
 
 
@@ -305,11 +305,11 @@ class Simulator:
         version, drop = self.server.version, self.availability.on_unavailable == "drop"
         trips = []
         for client, duration in zip(clients, durations):
-            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, False, 0.0)
+            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, 0, 0.0)
             if self.behaviour is not None:
-                shape = self.behaviour.shape(client, duration, self.bytes_down, self.bytes_up)
-                trip.end, trip.comm_time = self.now + shape.duration, shape.comm_time
-                trip.aborted = trip.failed = shape.failed  # a failed trip spends its time and sends nothing
+                shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up)
+                trip.end, trip.comm_time, trip.failed = self.now + shape.duration, shape.comm_time, shape.failed
+                trip.aborted = bool(shape.failed)  # a failed trip spends its time and sends nothing
             if drop:  # cut at the end of the client's availability window
                 closes = self.availability.window_end(client, self.now)
                 if trip.end > closes:

@@ -142,7 +142,9 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
                                 graphs=placement.graphs, precision=cfg.precision)
     if placement.processes > 1:
         trainer = DistributedTrainer(trainer, placement.fabric)
-    population = ClientPopulation(data.sizes, build(cfg.availability, data))
+    behaviour = build(cfg.behaviour, data, cfg.seed)  # fl_bench.engine.behaviour: failures, communication, outages
+    availability = build(cfg.availability, data)
+    population = ClientPopulation(data.sizes, behaviour.with_outages(availability) if behaviour else availability)
     delays = build(cfg.speed, cfg.delay, data)
     selection = build(cfg.selection, population, delays.client_means())
     simulator = Simulator(
@@ -163,7 +165,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         between_events=between_events,
         flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
         privacy=build_privacy(cfg, server, data.num_clients, device),
-        behaviour=build(cfg.behaviour, data, cfg.seed),
+        behaviour=behaviour,
     )
     return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement)
 

@@ -26,13 +26,13 @@ def test_a_trip_downloads_computes_then_uploads_and_a_failure_spends_what_came_b
     devices = UnreliableDevices(UnreliableConfig(failure_rate=0.5, bandwidth=100.0, upload_fraction=0.5), 3, seed=0)
     # 200 bytes down at 100/s: 2; compute 3; 100 bytes up at 50/s: 2
     devices.rng = Draws(0.9)  # 0.9 >= 0.5: no failure
-    whole = devices.shape(1, compute=3.0, bytes_down=200, bytes_up=100)
-    assert (whole.duration, whole.comm_time, whole.compute_time, whole.failed) == (7.0, 4.0, 3.0, False)
+    whole = devices.shape(1, 0.0, compute=3.0, bytes_down=200, bytes_up=100)
+    assert (whole.duration, whole.comm_time, whole.compute_time, whole.failed) == (7.0, 4.0, 3.0, 0)
     devices.rng = Draws(0.1, 0.5)  # fails, at 0.5 x 7 = 3.5: 2 downloading, 1.5 computing
-    failed = devices.shape(1, compute=3.0, bytes_down=200, bytes_up=100)
-    assert (failed.duration, failed.comm_time, failed.compute_time, failed.failed) == (3.5, 2.0, 1.5, True)
+    failed = devices.shape(1, 0.0, compute=3.0, bytes_down=200, bytes_up=100)
+    assert (failed.duration, failed.comm_time, failed.compute_time, failed.failed) == (3.5, 2.0, 1.5, 1)
     devices.rng = Draws(0.1, 1 / 7)  # fails while downloading: nothing computed
-    early = devices.shape(1, compute=3.0, bytes_down=200, bytes_up=100)
+    early = devices.shape(1, 0.0, compute=3.0, bytes_down=200, bytes_up=100)
     assert (early.comm_time, early.compute_time) == (pytest.approx(1.0), 0.0)
 
 
@@ -69,6 +69,32 @@ def test_each_group_of_clients_fails_at_its_own_rate(run_config):
     # one_class: client c holds label c % 10, so clients with c % 10 < 5 are group 0
     flaky = trips["client"] % 10 < 5
     assert 0.35 < trips.loc[flaky, "failed"].mean() < 0.65 and trips.loc[~flaky, "failed"].sum() == 0
+
+
+def test_an_outage_takes_a_group_offline_together_and_cuts_its_running_trips(run_config):
+    summary, _, trips = run_config(*RUN, "dataset=digits", "partition=one_class", "partition.num_clients=100",
+                                   "behaviour=unreliable", "behaviour.failure_rate=0",
+                                   "behaviour.outages=[{labels: [0, 1, 2, 3, 4], start: 2.0, end: 5.0}]")
+    group = trips["client"] % 10 < 5  # one_class: client c holds label c % 10
+    during = (trips["start_time"] >= 2.0) & (trips["start_time"] < 5.0)
+    assert not (group & during).any() and (~group & during).sum() > 20  # the others go on training
+    cut = trips["failed"] == 2
+    assert cut.any() and (trips.loc[cut, "end_time"] == 2.0).all() and group[cut].all()
+    assert (trips.loc[cut, "used"] == 0).all() and (group & (trips["start_time"] >= 5.0)).sum() > 20  # back after
+
+
+@pytest.mark.parametrize("override, message", [
+    ("behaviour.outages=[{labels: [0], start: 5, end: 2}]", "needs 0 <= start < end"),
+    ("behaviour.outages=[{labels: [0], from: 1}]", "give exactly labels, start and end"),
+])
+def test_bad_outages_are_refused_in_one_line(tmp_path, override, message):
+    from fl_bench.runs.experiment import run_experiment
+
+    with pytest.raises(ConfigError, match=message):
+        run_experiment(compose_run_config(*RUN, "behaviour=unreliable", override), tmp_path / "run")
+    with pytest.raises(ConfigError, match="behaviour.outages is not allowed with availability.unit=steps"):
+        run_experiment(compose_run_config(*RUN, "availability=diurnal", "behaviour=unreliable",
+                                          "behaviour.outages=[{labels: [0], start: 1, end: 2}]"), tmp_path / "run")
 
 
 @pytest.mark.parametrize("override, message", [

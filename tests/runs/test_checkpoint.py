@@ -89,6 +89,7 @@ class Killed(BaseException):
     # failures and bandwidths drawn from the behaviour's own generator (fl_bench.engine.behaviour)
     ("algorithm=fedbuff", *UNRELIABLE),
     ("algorithm=fedavg", "algorithm.deadline=1.0", *UNRELIABLE),
+    ("algorithm=fedbuff", *UNRELIABLE, "behaviour.outages=[{labels: [0, 1, 2], start: 0.5, end: 2.0}]"),
 ], ids=lambda o: "-".join(o))
 def test_every_algorithm_resumes_bit_for_bit_from_any_checkpoint(tmp_path, monkeypatch, overrides):
     cfg = compose_run_config(*WORKLOAD, "checkpoint_every=1", *overrides)
