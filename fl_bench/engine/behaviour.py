@@ -124,6 +124,8 @@ def unreliable(cfg: "UnreliableConfig", data, seed: int) -> UnreliableDevices:
                               "{labels: [0, 1], start: 100, end: 200}")
         start, end = float(outage["start"]), float(outage["end"])
         require(0 <= start < end, key, dict(outage), "needs 0 <= start < end (virtual time)")
+        require(all(0 <= label < data.num_classes for label in outage["labels"]), key, dict(outage),
+                f"names a label outside the dataset's 0..{data.num_classes - 1}")
         if labels is None:
             labels = majority_labels(data.y.cpu().numpy(), data.offsets, data.num_classes)
         devices.outages.append((start, end, np.isin(labels, list(outage["labels"]))))

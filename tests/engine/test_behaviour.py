@@ -86,6 +86,7 @@ def test_an_outage_takes_a_group_offline_together_and_cuts_its_running_trips(run
 @pytest.mark.parametrize("override, message", [
     ("behaviour.outages=[{labels: [0], start: 5, end: 2}]", "needs 0 <= start < end"),
     ("behaviour.outages=[{labels: [0], from: 1}]", "give exactly labels, start and end"),
+    ("behaviour.outages=[{labels: [10], start: 1, end: 2}]", "names a label outside the dataset's 0..9"),
 ])
 def test_bad_outages_are_refused_in_one_line(tmp_path, override, message):
     from fl_bench.runs.experiment import run_experiment
