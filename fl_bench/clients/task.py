@@ -176,3 +176,10 @@ class MeanSquaredErrorTask(ClassificationTask):
 
 
 TASKS = {"classification": ClassificationTask, "mean_squared_error": MeanSquaredErrorTask}
+
+
+def builtin_task(model_cfg: Any, model: nn.Module, data: Any, entropy_weight: float = 0.0) -> ClassificationTask:
+    """``task=builtin``: the model group's network scored by ``model.task``, with the model's L2 term and
+    the dataset's transform (FedMAX's ``entropy_weight`` from the algorithm)."""
+    return TASKS[model_cfg.task](model, data.num_classes, model_cfg.weight_decay, transform=data.transform,
+                                 entropy_weight=entropy_weight)

@@ -36,7 +36,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, Sequent
 from fl_bench.algorithms.synchronous import CentralizedConfig
 from fl_bench.clients.hardware import process_count, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining
-from fl_bench.clients.task import TASKS, LightningTaskConfig
+from fl_bench.clients.task import LightningTaskConfig, builtin_task
 from fl_bench.clients.trainer import minibatch_plan
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.engine.simulator import Progress
@@ -203,7 +203,6 @@ class CentralizedRun:
         self.cfg, self.run_dir, self.config = cfg, Path(run_dir), config
         self.callbacks: list[Callback] = [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), *callbacks]
         self.resumed_at: list[int] = []
-        self.rows: list[dict[str, float]] = []  # metrics.csv's rows so far (a checkpoint keeps them)
         self.rounds = 0
         self.log: RunLog
 
@@ -233,8 +232,7 @@ class CentralizedRun:
             self.target_key = cfg.task.batch_keys[1] if cfg.task.batch_keys else None
             self.collate = lambda batch, train: task.batch(*batch, train)
         else:
-            task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform,
-                                         entropy_weight=cfg.algorithm.entropy_weight)
+            task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
             self.module = pooled_module(task, self.local, cfg.seed)
             self.collate = lambda batch, train: batch
         self.task = task

@@ -25,7 +25,7 @@ from fl_bench.clients.costs import example_flops, trip_flops
 from fl_bench.clients.distributed import DistributedTrainer, launched_rank
 from fl_bench.clients.hardware import Placement, place, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
-from fl_bench.clients.task import TASKS, ClassificationTask, LightningTaskConfig
+from fl_bench.clients.task import ClassificationTask, LightningTaskConfig, builtin_task
 from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.data.partition import LabelGroupsPartitionConfig
@@ -108,8 +108,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
             raise ConfigError("vmap_clients=true is not allowed with task=lightning: batching cannot prove that a "
                               "module's training_step gives each trip the same result; use vmap_clients=null or false")
     else:
-        task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform,
-                                     entropy_weight=cfg.algorithm.entropy_weight)
+        task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
     local = LocalTraining.from_config(cfg.algorithm)
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
     metrics = task_metrics_logger() if lightning else None
