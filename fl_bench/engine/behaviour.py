@@ -63,7 +63,7 @@ class TripShape:
     duration: float
     comm_time: float
     compute_time: float
-    failed: int  # 0; 1: the device failed; 2: an outage took it offline
+    failed: int  # 0; 1: the device failed; 2: an outage took it offline; 3: its availability window closed
 
 
 class UnreliableDevices:
@@ -91,8 +91,10 @@ class UnreliableDevices:
         """``availability`` with the outage windows' clients offline during them."""
         return availability if not self.outages else OutageAvailability(availability, self.outages)
 
-    def shape(self, client: int, start: float, compute: float, bytes_down: int, bytes_up: int) -> TripShape:
-        """The timing of a trip of ``client`` from ``start`` whose local training takes ``compute``."""
+    def shape(self, client: int, start: float, compute: float, bytes_down: int, bytes_up: int,
+              window_end: float = math.inf) -> TripShape:
+        """The timing of a trip of ``client`` from ``start`` whose local training takes ``compute``; with
+        ``availability.on_unavailable=drop``, ``window_end`` is when its availability window closes."""
         down = up = 0.0
         if self.bandwidth is not None:
             down = bytes_down / self.bandwidth[client]
@@ -104,6 +106,8 @@ class UnreliableDevices:
         cut = self.outage_cut(client, start, start + elapsed)
         if cut is not None:
             elapsed, failed = cut - start, 2
+        if start + elapsed > window_end:  # dropped at its window's end (not a device failure)
+            elapsed, failed = window_end - start, 3
         if not failed:
             return TripShape(elapsed, down + up, compute, 0)
         computed = min(max(elapsed - down, 0.0), compute)  # what it spent before, by phase
@@ -169,6 +173,11 @@ class UnreliableConfig(BehaviourConfig):
                 self.bandwidth_sigma, "must be >= 0")
         require(math.isfinite(self.upload_fraction) and self.upload_fraction > 0, b + "upload_fraction",
                 self.upload_fraction, "must be > 0")
+        if self.bandwidth is None:  # without a bandwidth there is no communication time for them to shape
+            require(self.bandwidth_sigma == 0, b + "bandwidth_sigma", self.bandwidth_sigma,
+                    "needs behaviour.bandwidth (the median it spreads around)")
+            require(self.upload_fraction == 1, b + "upload_fraction", self.upload_fraction,
+                    "needs behaviour.bandwidth (the downlink it is a fraction of)")
 
 
 class OutageAvailability(Availability):

@@ -306,14 +306,13 @@ class Simulator:
         trips = []
         for client, duration in zip(clients, durations):
             trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, 0, 0.0)
-            if self.behaviour is not None:
-                shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up)
+            closes = self.availability.window_end(client, self.now) if drop else math.inf
+            if self.behaviour is not None:  # its phases, failure, outage or window's end (failed=3)
+                shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up, closes)
                 trip.end, trip.comm_time, trip.failed = self.now + shape.duration, shape.comm_time, shape.failed
-                trip.aborted = bool(shape.failed)  # a failed trip spends its time and sends nothing
-            if drop:  # cut at the end of the client's availability window
-                closes = self.availability.window_end(client, self.now)
-                if trip.end > closes:
-                    trip.end, trip.aborted = closes, True
+                trip.aborted = bool(shape.failed)  # a lost trip spends its time and sends nothing
+            elif trip.end > closes:  # cut at the end of the client's availability window
+                trip.end, trip.aborted = closes, True
             self.started += 1
             self._in_flight[trip.id] = trip
             if not trip.aborted:
@@ -406,7 +405,7 @@ class Simulator:
         up, flops = (self.bytes_up, float(self.flops_by_client[trip.client])) if used else (0, 0.0)
         self.log.append(trip.client, int(self.sizes[trip.client]), trip.version, trip.start, trip.end, staleness,
                         int(used), self.bytes_down, up, flops, trip.failed, trip.comm_time)
-        if trip.failed:
+        if trip.failed in (1, 2):  # lost to the device or an outage (3, a closed window, is availability's drop)
             self.failures["failed_trips"] += 1
             self.failures["failed_compute_time"] += max(trip.end - trip.start - trip.comm_time, 0.0)
         self.costs["bytes_down"] += self.bytes_down

@@ -14,7 +14,8 @@ class TripLog:
     COLUMNS = ("client", "num_examples", "download_version", "start_time", "end_time", "staleness", "used",
                "bytes_down", "bytes_up", "flops", "weight")
     # under behaviour=unreliable (fl_bench.engine.behaviour): why a trip was lost part-way (0: it was not;
-    # 1: the device failed; 2: an outage took its group offline), and the time spent communicating
+    # 1: the device failed; 2: an outage took its group offline; 3: on_unavailable=drop cut it at its window's
+    # end), and the time spent communicating
     # (end - start - comm_time is compute); absent otherwise, so that a run without behaviours writes the
     # same trips.csv as before
     BEHAVIOUR_COLUMNS = ("failed", "comm_time")

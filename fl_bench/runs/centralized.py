@@ -67,6 +67,9 @@ def check_centralized(cfg: Config) -> None:
     if process_count(cfg.devices, cfg.num_nodes) > 1:
         raise ConfigError(f"devices={cfg.devices} num_nodes={cfg.num_nodes} is not allowed with algorithm=centralized: "
                           f"its reference steps one model on the rounds' minibatches, one process; use devices=1")
+    if cfg.cuda_graphs:
+        raise ConfigError("cuda_graphs=true is not allowed with algorithm=centralized: the Trainer steps one model "
+                          "without batched trips to capture; use cuda_graphs=null or false")
     if cfg.vmap_clients:
         raise ConfigError("vmap_clients=true is not allowed with algorithm=centralized: there is one trip per round "
                           "to batch; use vmap_clients=null or false")

@@ -98,7 +98,20 @@ def test_bad_outages_are_refused_in_one_line(tmp_path, override, message):
                                           "behaviour.outages=[{labels: [0], start: 1, end: 2}]"), tmp_path / "run")
 
 
+def test_a_trip_cut_at_its_availability_window_keeps_its_phases_and_is_not_a_device_failure(run_config):
+    summary, _, trips = run_config(*RUN, "dataset=digits", "partition=one_class", "partition.num_clients=100",
+                                   "availability=diurnal", "availability.unit=time", "availability.on_unavailable=drop",
+                                   "availability.period=3", "behaviour=unreliable", "behaviour.failure_rate=0",
+                                   "behaviour.bandwidth=2e4")
+    closed = trips["failed"] == 3
+    assert closed.any() and (trips.loc[closed, "used"] == 0).all()
+    assert (trips["comm_time"] <= trips["end_time"] - trips["start_time"] + 1e-12).all()
+    assert summary["failed_trips"] == 0  # availability's drops are not device failures
+
+
 @pytest.mark.parametrize("override, message", [
+    ("behaviour.bandwidth_sigma=1", "behaviour.bandwidth_sigma=1.0 is not allowed: needs behaviour.bandwidth"),
+    ("behaviour.upload_fraction=0.5", "behaviour.upload_fraction=0.5 is not allowed: needs behaviour.bandwidth"),
     ("behaviour.failure_rate=1.5", "behaviour.failure_rate=1.5 is not allowed: must be in [0, 1]"),
     ("behaviour.groups=[[0],[1]]", "behaviour.failure_rate=0.1 is not allowed: must be null with behaviour.groups"),
     ("behaviour.group_failure_rates=[0.1]", "behaviour.group_failure_rates=[0.1] is not allowed: needs behaviour.groups"),

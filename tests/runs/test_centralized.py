@@ -118,6 +118,7 @@ def test_a_users_lightning_module_is_fitted_by_the_trainer(tmp_path, monkeypatch
     (("devices=2",), "devices=2 num_nodes=1 is not allowed with algorithm=centralized"),
     (("vmap_clients=true",), "vmap_clients=true is not allowed with algorithm=centralized"),
     (("behaviour=unreliable",), "behaviour=unreliable is not allowed with algorithm=centralized"),
+    (("cuda_graphs=true",), "cuda_graphs=true is not allowed with algorithm=centralized"),
     (("task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.WrappedNetwork"),
      "WrappedNetwork has no validation_step"),
 ])
