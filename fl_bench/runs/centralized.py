@@ -394,6 +394,7 @@ class CentralizedRun:
             "eval_every": cfg.eval_every,
             "max_rounds": cfg.max_rounds,
             "trip_budget": "whole rounds",
+            "sim_time": float("nan"),  # no clients, no clock
             "trainer": "lightning.Trainer",
             "device": self.accelerator,
             "processes": 1,

@@ -127,3 +127,14 @@ def test_what_has_nothing_to_act_on_is_refused_in_one_line(tmp_path, monkeypatch
     with pytest.raises(ConfigError, match=message):
         run_experiment(compose_run_config(*POOLED, *overrides), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_the_command_line_runs_it_and_prints_its_result_line(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "fl_bench", "algorithm=centralized", "max_trips=4", "eval_every=2",
+                           "progress=false", f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "centralized on synthetic" in done.stdout and "trips 4 | server steps 4" in done.stdout
