@@ -52,6 +52,8 @@ class ServerAlgorithm(ABC):
     # trips must step with local_update() at algorithm.client_lr, never with an optimizer of their own
     # (a task=lightning module's configure_optimizers; fl_bench.clients.lightning_task).
     reads_client_rule: ClassVar[bool] = False
+    # It can weight uploads by their local steps (``algorithm.step_normalisation=fednova``); others refuse it
+    normalises_steps: ClassVar[bool] = False
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes: np.ndarray | None = None):
         """``cfg``: the algorithm's config; ``params``: the initial flat model, which the algorithm
@@ -62,6 +64,10 @@ class ServerAlgorithm(ABC):
         self.num_clients = num_clients
         self.client_sizes = np.ones(num_clients, dtype=np.int64) if client_sizes is None else np.asarray(client_sizes)
         self.version = 0  # server steps taken so far
+        normalisation = getattr(cfg, "step_normalisation", "none")
+        if normalisation != "none" and not self.normalises_steps:
+            raise ConfigError(f"algorithm.step_normalisation={normalisation} is not allowed with algorithm={cfg.name}: "
+                              f"only FedBuff and the FedAvg family normalise by local steps; use step_normalisation=none")
 
     def broadcast(self) -> Broadcast:
         """The current model version as clients download it (override to send extra state)."""
@@ -246,6 +252,9 @@ WEIGHTINGS = ("examples", "uniform")
 REDUCTIONS = ("sum", "mean")
 
 
+STEP_NORMALISATIONS = ("none", "fednova")
+
+
 @dataclass
 class AlgorithmConfig(ClientConfig):
     """Client training (``ClientConfig``) and aggregation knobs shared by every algorithm (FedBuff
@@ -261,6 +270,10 @@ class AlgorithmConfig(ClientConfig):
     weighting: str = "uniform"
     reduction: str = "mean"  # sum: (1/K) sum s_i w_i D_i ; mean: sum s_i w_i D_i / sum s_i w_i
     staleness_exponent: float = 0.5  # alpha in s(tau) = (1 + tau)^-alpha
+    # fednova: each Delta_i counts as tau_eff Delta_i / tau_i, tau_i its local steps, tau_eff their
+    # weighted mean (FedNova; for uploads of unequal local work, e.g. behaviour.work_deadline). FedBuff and
+    # the FedAvg family; the others refuse it.
+    step_normalisation: str = "none"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -269,6 +282,7 @@ class AlgorithmConfig(ClientConfig):
                 "LR-norm is the client setting algorithm.lr_norm=true now; choose weighting examples or uniform")
         choice(a + "weighting", self.weighting, WEIGHTINGS)
         choice(a + "reduction", self.reduction, REDUCTIONS)
+        choice(a + "step_normalisation", self.step_normalisation, STEP_NORMALISATIONS)
         require(self.staleness_exponent >= 0, a + "staleness_exponent", self.staleness_exponent, "must be >= 0")
 
 

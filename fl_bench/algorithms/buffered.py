@@ -30,9 +30,16 @@ class FedBuff(ServerAlgorithm):
     buffer's example count: with ``sum`` that is Dbar = sum_i s_i n_i Delta_i / sum_i n_i. (Table 7's
     LR-norm arm is a client rule, ``lr_norm``, with uniform weights.) The synchronous FedAvg family
     reuses this aggregation with the round's uploads (zero staleness).
+
+    ``step_normalisation=fednova`` (Wang et al. 2020, "Tackling the Objective Inconsistency Problem in
+    Heterogeneous Federated Optimization", Sec. 4, FedNova with local SGD, whose normalised update is
+    d_i = Delta_i / tau_i): each Delta_i enters as tau_eff Delta_i / tau_i, with tau_i the upload's local
+    steps and tau_eff = sum_i w_i tau_i / sum_i w_i. With FedAvg's weights (examples, mean, s = 1) the step
+    is FedNova's -tau_eff sum_i p_i eta d_i; when every tau_i is equal it is the plain step.
     """
 
     step_policy = BufferedAsync
+    normalises_steps = True
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
@@ -40,15 +47,23 @@ class FedBuff(ServerAlgorithm):
         self._sum = torch.zeros_like(params)  # sum_i s_i w_i Delta_i, w_i unnormalised (n_i or 1)
         self._weight_sum = 0.0  # sum_i w_i: K * mean(w), the normaliser of the weights
         self._scaled_weight_sum = 0.0  # sum_i s_i w_i
-        self._scaled: list[float] = []  # s_i w_i of this step's uploads (fairness logs)
+        self._scaled: list[float] = []  # each upload's coefficient in the sum, s_i w_i (/ tau_i) (fairness logs)
+        self._steps_sum = 0.0  # sum_i w_i tau_i (fednova's tau_eff times sum_i w_i)
 
     def add(self, upload: Upload) -> None:
         weight = float(upload.num_examples) if self.cfg.weighting == "examples" else 1.0
         scaled = weight * staleness_scale(upload.staleness, self.cfg.staleness_exponent)
-        self._sum.add_(upload.vector, alpha=scaled)
+        coefficient = scaled  # of Delta_i in the sum
+        if self.cfg.step_normalisation == "fednova":  # Delta_i / tau_i here; times tau_eff in _step
+            if upload.steps < 1:
+                raise ConfigError(f"algorithm.step_normalisation=fednova needs each upload's local steps, and an upload "
+                                  f"of client {upload.client} has {upload.steps}")
+            self._steps_sum += weight * upload.steps
+            coefficient /= upload.steps
+        self._sum.add_(upload.vector, alpha=coefficient)
         self._weight_sum += weight
         self._scaled_weight_sum += scaled
-        self._scaled.append(scaled)
+        self._scaled.append(coefficient)
 
     def private_weight(self, upload: Upload) -> float:
         """s(tau) <= 1: staleness weighting is kept under DP (uniform weights, a step divided by K)."""
@@ -62,6 +77,10 @@ class FedBuff(ServerAlgorithm):
         if cfg.weighting == "examples":  # n_i / mean n over the step: unbounded, and set by the other uploads
             raise ConfigError(f"dp={mechanism} is not allowed with algorithm.weighting=examples: a client's weight "
                               f"n_i / mean n is unbounded, so is its sensitivity; use algorithm.weighting=uniform")
+        if cfg.step_normalisation != "none":  # the server sees one private aggregate, not each upload's steps
+            raise ConfigError(f"dp={mechanism} is not allowed with algorithm.step_normalisation={cfg.step_normalisation}: "
+                              f"the private step sees one aggregate, not each upload's local steps; use "
+                              f"step_normalisation=none")
         stale = self.step_policy is BufferedAsync or getattr(cfg, "late_uploads", "drop") == "deliver"
         if cfg.reduction == "mean" and stale and cfg.staleness_exponent > 0:
             raise ConfigError(f"dp={mechanism} is not allowed with algorithm.reduction=mean and stale uploads: it "
@@ -71,6 +90,9 @@ class FedBuff(ServerAlgorithm):
     def _step(self) -> None:
         # sum: (1/K) sum_i s_i (w_i / mean w) Delta_i = sum_i s_i w_i Delta_i / sum_i w_i
         denominator = self._weight_sum if self.cfg.reduction == "sum" else self._scaled_weight_sum
+        if self.cfg.step_normalisation == "fednova":  # the sum holds s_i w_i Delta_i / tau_i: times tau_eff
+            denominator *= self._weight_sum / self._steps_sum
+            self._steps_sum = 0.0
         torch.div(self._sum, denominator, out=self._optimizer.grad)
         self._optimizer.step()
         self.step_weights = [scaled / denominator for scaled in self._scaled]  # each upload's share of Dbar

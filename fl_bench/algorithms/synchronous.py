@@ -95,5 +95,7 @@ class CentralizedConfig(SyncConfig):
         # what acts on a client's anchor or a server step has nothing to act on (round timing, deadline and
         # fixed_rounds, has no clock to act on either: sim_time is empty; the HFL presets set them for all arms)
         require(self.prox_mu == 0, "algorithm.prox_mu", self.prox_mu, "must be 0 (no downloaded model to stay near)")
+        require(self.step_normalisation == "none", "algorithm.step_normalisation", self.step_normalisation,
+                "must be none (one trip a round: nothing to normalise)")
         require((self.server_optimizer.name, self.server_optimizer.lr) == ("sgd", 1.0), "algorithm.server_optimizer",
                 f"{self.server_optimizer.name} (lr {self.server_optimizer.lr})", "must be sgd at lr 1: there is no server step")

@@ -71,9 +71,10 @@ class DistributedTrainer:
         return getattr(self.trainer, name)
 
     def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int],
-              out: Sequence[torch.Tensor] | None = None) -> Sequence[torch.Tensor]:
-        """As the wrapped trainer's ``train``: trip i of ``clients[i]`` from ``starts[i]``, its upload
-        written into ``out[i]``. Process r trains trips [r * share, (r + 1) * share)."""
+              out: Sequence[torch.Tensor] | None = None, steps: Sequence[int] | None = None) -> Sequence[torch.Tensor]:
+        """As the wrapped trainer's ``train``: trip i of ``clients[i]`` from ``starts[i]`` (``steps[i]``
+        local steps, if given), its upload written into ``out[i]``. Process r trains trips
+        [r * share, (r + 1) * share)."""
         b = len(clients)
         if out is None:
             out = torch.empty(b, self.trainer.upload_size, device=self.trainer.device)
@@ -82,7 +83,8 @@ class DistributedTrainer:
         mine = slice(min(rank * share, b), min((rank + 1) * share, b))
         local = torch.zeros(share, self.trainer.upload_size, device=self.trainer.device)  # equal shapes to gather
         if mine.stop > mine.start:
-            self.trainer.train(starts[mine], clients[mine], seeds[mine], local[: mine.stop - mine.start])
+            self.trainer.train(starts[mine], clients[mine], seeds[mine], local[: mine.stop - mine.start],
+                               None if steps is None else steps[mine])
         gathered = self.gather(local).reshape(world * share, -1)
         for i in range(b):
             out[i].copy_(gathered[i])

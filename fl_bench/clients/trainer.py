@@ -54,8 +54,10 @@ class MinibatchPlan:
     steps: np.ndarray  # [b]
 
 
-def minibatch_plan(sizes: np.ndarray, seeds: list[int], local: LocalTraining) -> MinibatchPlan:
-    """Shuffled minibatches for a batch of trips, built in a few vectorised ops.
+def minibatch_plan(sizes: np.ndarray, seeds: list[int], local: LocalTraining,
+                   steps: Sequence[int] | None = None) -> MinibatchPlan:
+    """Shuffled minibatches for a batch of trips, built in a few vectorised ops; ``steps[i]``, if
+    given, cuts trip i's plan after that many steps (partial work: fl_bench.engine.behaviour).
 
     Each epoch visits the client's examples in a fresh random order (the last batch of an epoch
     may be short); with fixed Q steps the epochs repeat as needed. The order comes from a
@@ -65,7 +67,8 @@ def minibatch_plan(sizes: np.ndarray, seeds: list[int], local: LocalTraining) ->
     n = torch.as_tensor(np.asarray(sizes, dtype=np.int64))
     bsz = local.batch_size
     per_epoch = -(-n // bsz)
-    steps = torch.as_tensor(local.num_steps(np.asarray(sizes, dtype=np.int64)))
+    full = local.num_steps(np.asarray(sizes, dtype=np.int64))
+    steps = torch.as_tensor(full if steps is None else np.minimum(full, np.asarray(steps, dtype=np.int64)))
     epochs = int((-(-steps // per_epoch)).max())
     seed = torch.tensor(seeds, dtype=torch.int64)
     trip_key = _hash32(_hash32(seed & _LOW32) ^ ((seed >> 32) & _LOW32))  # [b]
@@ -186,23 +189,25 @@ class ClientTrainer:
         self.flat.copy_(params)
 
     def train(
-        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor] | None = None
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor] | None = None,
+        steps: Sequence[int] | None = None,
     ) -> Sequence[torch.Tensor]:
         """One local training per trip from ``starts[i]``, the Broadcast it downloaded (often shared
         between trips; its flat ``params`` is y_0 and its ``state`` what the update rule reads; both
         are left untouched). Writes trip i's upload into ``out[i]`` (e.g. rows of a reused upload
         buffer: fresh multi-MB buffers cost page faults on every trip) or, without ``out``, into a
         new [b, upload_size] tensor; returns ``out``. An upload row is Delta, then the update rule's
-        ``upload_keys`` (MFL's moved state, Mimelite's gradient), P values each."""
+        ``upload_keys`` (MFL's moved state, Mimelite's gradient), P values each. ``steps[i]``: trip i
+        stops after that many of its local steps (partial work); None: every trip does its full work."""
         if out is None:
             out = torch.empty(len(clients), self.upload_size, device=self.device)
         if self.vmap:
             train = self._train_static if self.static_steps() else self._train_batched
             for s in range(0, len(clients), self.chunk):
                 part = slice(s, s + self.chunk)
-                train(starts[part], clients[part], seeds[part], out[part])
+                train(starts[part], clients[part], seeds[part], out[part], None if steps is None else steps[part])
             return out
-        plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
+        plan = minibatch_plan(self.data.sizes[clients], seeds, self.local, steps)
         rows, counts = plan.rows.to(self.device), plan.mask.sum(-1).numpy()
         update = self.update
         for i, (client, seed) in enumerate(zip(clients, seeds)):
@@ -268,14 +273,15 @@ class ClientTrainer:
                 update.step(params, grads, anchors, local.step_lr(count, version), state_views)
 
     def _train_batched(
-        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor],
+        steps: Sequence[int] | None = None,
     ) -> None:
         """All trips step together. Trips are sorted by step count, longest first, so at step t the
         trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
         last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
         longest trip's steps after all others finished run in the sequential loop."""
         local, task, data, update = self.local, self.task, self.data, self.update
-        plan, rows, weights, lrs = self._step_inputs(starts, clients, seeds)
+        plan, rows, weights, lrs = self._step_inputs(starts, clients, seeds, steps)
         order = np.argsort(-plan.steps, kind="stable")
         active_at = (plan.steps[order][None, :] > np.arange(int(plan.steps.max()))[:, None]).sum(1)
         order_t = torch.as_tensor(order, device=self.device)
@@ -331,13 +337,13 @@ class ClientTrainer:
                 slot.copy_(buffer[row])
 
     def _step_inputs(
-        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int]
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], steps: Sequence[int] | None
     ) -> tuple[MinibatchPlan, torch.Tensor, torch.Tensor, float | torch.Tensor]:
         """A batch's minibatch plan, and on the device: its example rows into the data [b, S, B],
         each trip's mean weights over its real examples [b, S, B] (a short last batch is a masked
         row, so LR-norm's n/B and the per-trip mean loss stay exact), and the step lrs ([b, S] under
         LR-norm or decay, else one float)."""
-        plan = minibatch_plan(self.data.sizes[clients], seeds, self.local)
+        plan = minibatch_plan(self.data.sizes[clients], seeds, self.local, steps)
         first = torch.as_tensor(self.data.offsets[np.asarray(clients)], device=self.device)
         rows = plan.rows.to(self.device) + first[:, None, None]
         mask = plan.mask.to(self.device)
@@ -347,7 +353,8 @@ class ClientTrainer:
         return plan, rows, weights, self.local.step_lr(counts, versions)
 
     def _train_static(
-        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor],
+        steps: Sequence[int] | None = None,
     ) -> None:
         """All trips step together on one :class:`StepGraph` of the next power-of-two size (one CUDA
         graph per size, replayed for every step of every batch). A trip past its last step, and a
@@ -359,7 +366,7 @@ class ClientTrainer:
         if graph is None:
             capture = self.device.type == "cuda"
             graph = self._step_graphs[size] = StepGraph(self, size, self.local.batch_size, capture)
-        plan, rows, weights, lrs = self._step_inputs(starts, clients, seeds)
+        plan, rows, weights, lrs = self._step_inputs(starts, clients, seeds, steps)
         live = plan.mask.any(-1).to(self.device)  # [b, S]: the trip still trains at this step
         lrs = (torch.as_tensor(lrs, dtype=weights.dtype, device=self.device) * live).expand(live.shape)  # 0 once finished
         torch.stack([start.params for start in starts], out=graph.params[:b])

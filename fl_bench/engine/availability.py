@@ -9,11 +9,10 @@ wasted trip (``drop``; needs ``unit=time``).
 
 from __future__ import annotations
 
-import csv
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Optional
 
 import numpy as np
 from omegaconf import MISSING
@@ -21,6 +20,7 @@ from omegaconf import MISSING
 from fl_bench.data.label_groups import groups_by_label
 from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, require, schema
+from fl_bench.traces.formats import AVAILABILITY_FORMATS, read_windows
 
 _NONE = np.zeros(0, dtype=np.int64)
 
@@ -132,22 +132,16 @@ class Diurnal(Availability):
 
 
 class Trace(Availability):
-    """Per-client availability windows from a CSV file with a header ``client,start,end``: client
-    ``client`` is available during ``[start, end)`` on the schedule's clock; a client may have several
-    windows, which must not overlap. Clients without a row are never available."""
+    """Per-client availability windows from a trace file (fl_bench.traces.formats: fl_bench's CSV
+    ``client,start,end``, FedScale's behaviour trace or FLGo's ping log): client i is available during
+    its windows ``[start, end)`` on the schedule's clock; a client's windows must not overlap. Clients
+    without a window are never available."""
 
     def __init__(self, cfg, data):
         super().__init__(cfg, data.num_clients)
-        clients, starts, ends, lines = self._read(Path(cfg.path).expanduser(), data.num_clients)
-        order = np.lexsort((starts, clients))
-        clients, starts, ends, lines = clients[order], starts[order], ends[order], lines[order]
-        clash = np.flatnonzero((clients[1:] == clients[:-1]) & (starts[1:] < ends[:-1]))
-        if len(clash):
-            i = int(clash[0])
-            raise ConfigError(
-                f"availability.path={cfg.path}: rows {lines[i]} and {lines[i + 1]} overlap for client {clients[i]} "
-                f"([{starts[i]:g}, {ends[i]:g}) and [{starts[i + 1]:g}, {ends[i + 1]:g})): windows of a client must not overlap"
-            )
+        windows = read_windows(cfg.format, cfg.path, data.num_clients, "availability.path", cfg.wrap,
+                               cfg.repeat_until, cfg.time_scale)
+        clients, starts, ends = windows.clients, windows.starts, windows.ends
         self._first = np.searchsorted(clients, np.arange(data.num_clients + 1))  # CSR: client c's windows
         self._starts, self._ends = starts, ends
         # Change events in clock order; at one clock, windows that end there close before new ones open.
@@ -161,36 +155,6 @@ class Trace(Availability):
         self._max = int(running.max()) if len(running) else 0
         if self._max == 0:
             raise ConfigError(f"availability.path={cfg.path} has no availability window: no client is ever available")
-
-    @staticmethod
-    def _read(path: Path, num_clients: int):
-        if not path.is_file():
-            raise ConfigError(f"availability.path={path} does not exist: give a CSV file with columns client,start,end")
-        rows = []
-        with path.open(newline="") as f:
-            reader = csv.reader(f)
-            header = [h.strip() for h in next(reader, [])]
-            if header != ["client", "start", "end"]:
-                raise ConfigError(f"availability.path={path} row 1: header {header} is not allowed: it must be client,start,end")
-            for line, row in enumerate(reader, start=2):
-                if not row:
-                    continue
-                try:
-                    client, start, end = int(row[0]), float(row[1]), float(row[2])
-                    if len(row) != 3:
-                        raise ValueError
-                except (ValueError, IndexError):
-                    raise ConfigError(f"availability.path={path} row {line}: {','.join(row)!r} is not 'client,start,end' "
-                                      "(an integer client id and two numbers)") from None
-                if not 0 <= client < num_clients:
-                    raise ConfigError(f"availability.path={path} row {line}: client {client} is unknown: ids are 0..{num_clients - 1}")
-                if not (math.isfinite(start) and end > start):
-                    raise ConfigError(f"availability.path={path} row {line}: window [{start:g}, {end:g}) is empty or not finite: need start < end")
-                rows.append((client, start, end, line))
-        if not rows:
-            return (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
-        c, s, e, lines = zip(*rows)
-        return np.array(c, dtype=np.int64), np.array(s), np.array(e), np.array(lines)
 
     def initial(self):
         return np.zeros(self.num_clients, dtype=bool)  # every window opens with a change event
@@ -263,6 +227,26 @@ class DiurnalAvailabilityConfig(AvailabilityConfig):
 
 @schema("availability", "trace", Trace)
 class TraceAvailabilityConfig(AvailabilityConfig):
-    """Per-client availability windows from a CSV file (client,start,end; [start, end))."""
+    """Per-client availability windows from a trace file (fl_bench.traces.formats)."""
 
     path: str = MISSING
+    # csv: client,start,end rows | fedscale: FedScale's client_behave_trace | flgo_pings: FLGo's ping log
+    format: str = "csv"
+    # a trace with fewer clients than the dataset: refused (false) or client i takes entry i mod M (true)
+    wrap: bool = False
+    # fedscale / flgo_pings repeat with their period (finish_time, the log's length) until this trace time
+    # (null: played once; then no client is available again)
+    repeat_until: Optional[float] = None
+    time_scale: float = 1.0  # virtual time per unit of trace time (e.g. 1/3600: hours of a trace in seconds)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choice("availability.format", self.format, AVAILABILITY_FORMATS)
+        require(math.isfinite(self.time_scale) and self.time_scale > 0, "availability.time_scale", self.time_scale,
+                "must be > 0")
+        require(self.repeat_until is None or self.repeat_until > 0, "availability.repeat_until", self.repeat_until,
+                "must be > 0 (trace time) or null")
+        require(self.format != "csv" or self.repeat_until is None, "availability.repeat_until", self.repeat_until,
+                "needs a periodic trace (format fedscale or flgo_pings); csv windows are played as written")
+        require(self.format != "csv" or not self.wrap, "availability.wrap", self.wrap,
+                "needs format fedscale or flgo_pings (csv rows name their clients)")

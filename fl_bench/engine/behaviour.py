@@ -14,6 +14,13 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
   (``groups`` by main label, ``group_failure_rates``) (FLGo's and FedScale's dropped clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
   concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``).
 
+- **partial work**: with ``work_deadline`` a trip's local training may last at most that long (virtual
+  time, or with ``work_deadline_unit=mean_compute`` that many times the client's expected compute time).
+  A trip whose compute draw c is longer stops at the deadline D and uploads the update of the
+  floor(Q * D / c) local steps it finished out of its Q (FLGo's "completeness"; FedProx's partial
+  work of stragglers); the step count travels in the upload (``Upload.steps``, trips.csv
+  ``local_steps``), where FedNova-style normalisation can use it (``algorithm.step_normalisation``).
+  One that finishes no step uploads nothing (``failed=4``).
 - **correlated outages**: ``outages``, windows ``{labels, start, end}`` in which every client whose
   main label is in ``labels`` (a region, a label group) is offline together: none of them is selected,
   and their trips running at ``start`` fail there (trips.csv: ``failed=2``).
@@ -34,7 +41,7 @@ from omegaconf import MISSING
 from fl_bench.data.label_groups import groups_by_label, majority_labels
 from fl_bench.engine.availability import Availability
 from fl_bench.errors import ConfigError
-from fl_bench.schema import require, schema
+from fl_bench.schema import choice, require, schema
 
 
 @dataclass
@@ -45,7 +52,7 @@ class BehaviourConfig:
     _target_: str = MISSING
 
 
-def reliable(cfg, data, seed: int) -> None:
+def reliable(cfg, data, seed: int, client_means=None) -> None:
     """behaviour=reliable: no failures, free communication (the engine skips the behaviour step)."""
     return None
 
@@ -63,7 +70,9 @@ class TripShape:
     duration: float
     comm_time: float
     compute_time: float
-    failed: int  # 0; 1: the device failed; 2: an outage took it offline; 3: its availability window closed
+    failed: int  # 0; 1: the device failed; 2: an outage took it offline; 3: its availability window closed;
+    # 4: the work deadline came before its first local step
+    steps: int  # local steps it trains (its full work, or what it finished by the work deadline)
 
 
 class UnreliableDevices:
@@ -71,7 +80,8 @@ class UnreliableDevices:
     bandwidths, its generator) is pickled with the simulator, so a resumed run draws as an
     uninterrupted one."""
 
-    def __init__(self, cfg: "UnreliableConfig", num_clients: int, seed: int, group_of: np.ndarray | None = None):
+    def __init__(self, cfg: "UnreliableConfig", num_clients: int, seed: int, group_of: np.ndarray | None = None,
+                 client_means: np.ndarray | None = None):
         # each client's failure probability: one for all, or its group's (``group_of``: client -> group)
         self.failure_rate = (np.asarray(cfg.group_failure_rates)[group_of] if cfg.groups is not None
                              else np.full(num_clients, cfg.failure_rate))
@@ -80,6 +90,11 @@ class UnreliableDevices:
         if cfg.bandwidth is not None:
             self.bandwidth = cfg.bandwidth * np.exp(cfg.bandwidth_sigma * self.rng.standard_normal(num_clients))
         self.upload_fraction = cfg.upload_fraction
+        # each client's work deadline: the most time its local training may take (None: no deadline)
+        self.work_deadline = None
+        if cfg.work_deadline is not None:
+            scale = 1.0 if cfg.work_deadline_unit == "time" else np.asarray(client_means, dtype=float)
+            self.work_deadline = np.broadcast_to(cfg.work_deadline * scale, (num_clients,)).copy()
         self.outages: list[tuple[float, float, np.ndarray]] = []  # (start, end, its clients), set by ``unreliable``
 
     def outage_cut(self, client: int, start: float, end: float) -> float | None:
@@ -91,15 +106,28 @@ class UnreliableDevices:
         """``availability`` with the outage windows' clients offline during them."""
         return availability if not self.outages else OutageAvailability(availability, self.outages)
 
+    @property
+    def partial(self) -> bool:
+        """Whether trips may train fewer than their full local steps (a work deadline is set)."""
+        return self.work_deadline is not None
+
     def shape(self, client: int, start: float, compute: float, bytes_down: int, bytes_up: int,
-              window_end: float = math.inf) -> TripShape:
-        """The timing of a trip of ``client`` from ``start`` whose local training takes ``compute``; with
-        ``availability.on_unavailable=drop``, ``window_end`` is when its availability window closes."""
+              window_end: float = math.inf, steps: int = 1) -> TripShape:
+        """The timing of a trip of ``client`` from ``start`` whose local training of ``steps`` local steps
+        takes ``compute``; with ``availability.on_unavailable=drop``, ``window_end`` is when its
+        availability window closes."""
         down = up = 0.0
         if self.bandwidth is not None:
             down = bytes_down / self.bandwidth[client]
             up = bytes_up / (self.bandwidth[client] * self.upload_fraction)
-        elapsed, failed = down + compute + up, 0
+        failed = 0
+        if self.work_deadline is not None and compute > self.work_deadline[client]:
+            budget = float(self.work_deadline[client])
+            steps = int(steps * budget / compute)  # the steps finished; the one in progress is lost
+            compute = budget
+            if steps == 0:  # nothing to upload: it gives up at the deadline
+                up, failed = 0.0, 4
+        elapsed = down + compute + up
         rate = self.failure_rate[client]
         if rate and self.rng.random() < rate:
             elapsed, failed = self.rng.random() * elapsed, 1
@@ -109,17 +137,18 @@ class UnreliableDevices:
         if start + elapsed > window_end:  # dropped at its window's end (not a device failure)
             elapsed, failed = window_end - start, 3
         if not failed:
-            return TripShape(elapsed, down + up, compute, 0)
+            return TripShape(elapsed, down + up, compute, 0, steps)
         computed = min(max(elapsed - down, 0.0), compute)  # what it spent before, by phase
-        return TripShape(elapsed, elapsed - computed, computed, failed)
+        return TripShape(elapsed, elapsed - computed, computed, failed, 0)
 
 
-def unreliable(cfg: "UnreliableConfig", data, seed: int) -> UnreliableDevices:
-    """The devices of ``data``'s clients, grouped by main label when ``cfg.groups`` is set."""
+def unreliable(cfg: "UnreliableConfig", data, seed: int, client_means: np.ndarray | None = None) -> UnreliableDevices:
+    """The devices of ``data``'s clients, grouped by main label when ``cfg.groups`` is set;
+    ``client_means``: each client's expected compute time (``work_deadline_unit=mean_compute``)."""
     group_of = None
     if cfg.groups is not None:
         group_of = groups_by_label(data.y.cpu().numpy(), data.offsets, data.num_classes, cfg.groups, "behaviour.groups")
-    devices = UnreliableDevices(cfg, data.num_clients, seed, group_of)
+    devices = UnreliableDevices(cfg, data.num_clients, seed, group_of, client_means)
     labels = None
     for i, outage in enumerate(cfg.outages or []):
         key = f"behaviour.outages[{i}]"
@@ -134,6 +163,9 @@ def unreliable(cfg: "UnreliableConfig", data, seed: int) -> UnreliableDevices:
             labels = majority_labels(data.y.cpu().numpy(), data.offsets, data.num_classes)
         devices.outages.append((start, end, np.isin(labels, list(outage["labels"]))))
     return devices
+
+
+WORK_DEADLINE_UNITS = ("time", "mean_compute")
 
 
 @schema("behaviour", "unreliable", unreliable)
@@ -151,6 +183,11 @@ class UnreliableConfig(BehaviourConfig):
     bandwidth: Optional[float] = None  # median bytes per unit of virtual time; null: communication is free
     bandwidth_sigma: float = 0.0  # log-normal spread of the clients' bandwidths (0: all equal)
     upload_fraction: float = 1.0  # upload bandwidth / download bandwidth (uplinks are often slower)
+    # Partial work: a trip's local training lasts at most this long and uploads the steps it finished
+    # (null: every trip does its full work)
+    work_deadline: Optional[float] = None
+    # time: work_deadline is virtual time | mean_compute: a multiple of the client's expected compute time
+    work_deadline_unit: str = "time"
 
     def __post_init__(self) -> None:
         b = "behaviour."
@@ -173,6 +210,9 @@ class UnreliableConfig(BehaviourConfig):
                 self.bandwidth_sigma, "must be >= 0")
         require(math.isfinite(self.upload_fraction) and self.upload_fraction > 0, b + "upload_fraction",
                 self.upload_fraction, "must be > 0")
+        require(self.work_deadline is None or (math.isfinite(self.work_deadline) and self.work_deadline > 0),
+                b + "work_deadline", self.work_deadline, "must be > 0 or null (every trip does its full work)")
+        choice(b + "work_deadline_unit", self.work_deadline_unit, WORK_DEADLINE_UNITS)
         if self.bandwidth is None:  # without a bandwidth there is no communication time for them to shape
             require(self.bandwidth_sigma == 0, b + "bandwidth_sigma", self.bandwidth_sigma,
                     "needs behaviour.bandwidth (the median it spreads around)")

@@ -49,3 +49,4 @@ class Upload:
     vector: torch.Tensor  # Delta = y_0 - y_Q, or the final model y_Q (``ServerAlgorithm.upload``)
     # Extra tensors the algorithm asked for (e.g. Mimelite's full-batch gradient at x_t).
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    steps: int = 0  # local steps it trained (fewer than its full work under a work deadline); 0: not known

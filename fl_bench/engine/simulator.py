@@ -65,9 +65,10 @@ class Trainer(Protocol):
 
     vmap: bool  # a batching trainer: every pending trip is handed over at once
 
-    def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor]) -> None:
-        """Train trip i of ``clients[i]`` from ``starts[i]`` with the minibatch order of ``seeds[i]``;
-        write its Delta = y_0 - y_Q into ``out[i]``."""
+    def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor],
+              steps: Sequence[int] | None = None) -> None:
+        """Train trip i of ``clients[i]`` from ``starts[i]`` with the minibatch order of ``seeds[i]``, for
+        ``steps[i]`` local steps (None: each its full work); write its Delta = y_0 - y_Q into ``out[i]``."""
 
 
 @dataclass
@@ -84,7 +85,8 @@ class Trip:
     """The loop's record of one client trip: its client, the model version it downloaded, when it
     runs, whether it was cut short, and its upload row and trip-log row."""
 
-    __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row", "log_row", "failed", "comm_time")
+    __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row", "log_row", "failed", "comm_time",
+                 "steps")
     id: int
     client: int
     version: int  # the model version downloaded
@@ -96,6 +98,7 @@ class Trip:
     log_row: int  # its row in the trip log once it is over, -1 before
     failed: int  # 0, or why it was lost part-way: 1 the device failed, 2 an outage (fl_bench.engine.behaviour)
     comm_time: float  # of its duration, the time spent downloading and uploading
+    steps: int  # local steps it trains: its client's full work, or fewer under a work deadline (0: not known)
 
 
 # Event priorities at equal times: scheduled starts first (a ramp-up arrival that ties with a trip
@@ -149,6 +152,7 @@ class Simulator:
         between_events: Callable[[], None] | None = None,
         max_steps: int | None = None,
         flops_by_client: np.ndarray | None = None,
+        steps_by_client: np.ndarray | None = None,
         privacy=None,
         behaviour=None,
     ):
@@ -190,6 +194,8 @@ class Simulator:
         self.bytes_up = server.upload_nbytes()
         # FLOPs of one trip's local training, per client (fl_bench.clients.costs); 0 where not counted
         self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client
+        # local steps of one trip's full work, per client (uploads carry them); 0 where not known
+        self.steps_by_client = np.zeros(len(population), dtype=np.int64) if steps_by_client is None else steps_by_client
         self.costs = {"bytes_down": 0, "bytes_up": 0, "flops": 0.0}  # totals over the trips over so far
         self.failures = {"failed_trips": 0, "failed_compute_time": 0.0}  # trips lost part-way, the compute they spent
         self.privacy = privacy  # fl_bench.privacy.PrivateAggregation: DP in the trusted aggregator, or None
@@ -305,11 +311,14 @@ class Simulator:
         version, drop = self.server.version, self.availability.on_unavailable == "drop"
         trips = []
         for client, duration in zip(clients, durations):
-            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, 0, 0.0)
+            steps = int(self.steps_by_client[client])
+            trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, 0, 0.0,
+                        steps)
             closes = self.availability.window_end(client, self.now) if drop else math.inf
-            if self.behaviour is not None:  # its phases, failure, outage or window's end (failed=3)
-                shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up, closes)
+            if self.behaviour is not None:  # its phases, partial work, failure, outage or window's end (failed=3)
+                shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up, closes, steps)
                 trip.end, trip.comm_time, trip.failed = self.now + shape.duration, shape.comm_time, shape.failed
+                trip.steps = shape.steps
                 trip.aborted = bool(shape.failed)  # a lost trip spends its time and sends nothing
             elif trip.end > closes:  # cut at the end of the client's availability window
                 trip.end, trip.aborted = closes, True
@@ -373,7 +382,7 @@ class Simulator:
             staleness = server.version - trip.version
             vector, *extras = row.view(-1, size).unbind(0)
             uploads.append(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector,
-                                  dict(zip(self._upload_keys, extras))))
+                                  dict(zip(self._upload_keys, extras)), trip.steps))
         if self.privacy is not None:  # the server sees only the clipped, noised mean (SecAgg semantics)
             uploads = [self.privacy.aggregate(uploads, server.version, server.private_weight)]
         for upload in uploads:
@@ -403,9 +412,12 @@ class Simulator:
         used = not trip.aborted
         trip.log_row = len(self.log)
         up, flops = (self.bytes_up, float(self.flops_by_client[trip.client])) if used else (0, 0.0)
+        full = int(self.steps_by_client[trip.client])
+        if used and trip.steps < full:  # partial work: the share of the local steps it ran
+            flops *= trip.steps / full
         self.log.append(trip.client, int(self.sizes[trip.client]), trip.version, trip.start, trip.end, staleness,
-                        int(used), self.bytes_down, up, flops, trip.failed, trip.comm_time)
-        if trip.failed in (1, 2):  # lost to the device or an outage (3, a closed window, is availability's drop)
+                        int(used), self.bytes_down, up, flops, trip.failed, trip.comm_time, trip.steps if used else 0)
+        if trip.failed in (1, 2, 4):  # lost to the device, an outage or the work deadline (3 is availability's drop)
             self.failures["failed_trips"] += 1
             self.failures["failed_compute_time"] += max(trip.end - trip.start - trip.comm_time, 0.0)
         self.costs["bytes_down"] += self.bytes_down
@@ -432,7 +444,11 @@ class Simulator:
         """Train these pending trips in one batch, each from the version it downloaded."""
         live = self.server.broadcast()
         starts = [self._snapshots.get(t.version, live) for t in trips]
-        self.trainer.train(starts, [t.client for t in trips], [self._seed_base + t.id for t in trips], out)
+        clients, seeds = [t.client for t in trips], [self._seed_base + t.id for t in trips]
+        if self.behaviour is not None and self.behaviour.partial:
+            self.trainer.train(starts, clients, seeds, out, [t.steps for t in trips])
+        else:  # a trainer written before partial work takes no steps
+            self.trainer.train(starts, clients, seeds, out)
         self.trained += len(trips)
         if self.server.upload == "model":  # y_Q = y_0 - Delta
             size = self.server.params.numel()

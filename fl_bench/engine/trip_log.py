@@ -15,10 +15,11 @@ class TripLog:
                "bytes_down", "bytes_up", "flops", "weight")
     # under behaviour=unreliable (fl_bench.engine.behaviour): why a trip was lost part-way (0: it was not;
     # 1: the device failed; 2: an outage took its group offline; 3: on_unavailable=drop cut it at its window's
-    # end), and the time spent communicating
-    # (end - start - comm_time is compute); absent otherwise, so that a run without behaviours writes the
+    # end; 4: the work deadline came before its first step), the time spent communicating
+    # (end - start - comm_time is compute) and the local steps an uploaded trip trained (0 for a lost one);
+    # absent otherwise, so that a run without behaviours writes the
     # same trips.csv as before
-    BEHAVIOUR_COLUMNS = ("failed", "comm_time")
+    BEHAVIOUR_COLUMNS = ("failed", "comm_time", "local_steps")
     # weight: the upload's normalised share of its server step, where the algorithm defines one
     # (FedStaleWeight), else NaN
     # flops: the local training of an uploaded trip (FedGBO App. B), 0 for one that uploaded nothing
@@ -31,7 +32,7 @@ class TripLog:
             setattr(self, name, array(self._TYPES.get(name, "q")))
 
     def append(self, client, num_examples, version, start, end, staleness, used, bytes_down, bytes_up, flops,
-               failed=False, comm_time=0.0) -> None:
+               failed=0, comm_time=0.0, local_steps=0) -> None:
         """Add the row of a trip that is over; its ``weight`` stays NaN until its server step writes it."""
         self.client.append(client)
         self.num_examples.append(num_examples)
@@ -46,6 +47,7 @@ class TripLog:
         self.weight.append(float("nan"))
         self.failed.append(failed)
         self.comm_time.append(comm_time)
+        self.local_steps.append(local_steps)
 
     def __len__(self) -> int:
         return len(self.client)

@@ -141,10 +141,11 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
                                 graphs=placement.graphs, precision=cfg.precision)
     if placement.processes > 1:
         trainer = DistributedTrainer(trainer, placement.fabric)
-    behaviour = build(cfg.behaviour, data, cfg.seed)  # fl_bench.engine.behaviour: failures, communication, outages
+    delays = build(cfg.speed, cfg.delay, data)
+    # fl_bench.engine.behaviour: failures, communication, partial work, outages
+    behaviour = build(cfg.behaviour, data, cfg.seed, delays.client_means())
     availability = build(cfg.availability, data)
     population = ClientPopulation(data.sizes, behaviour.with_outages(availability) if behaviour else availability)
-    delays = build(cfg.speed, cfg.delay, data)
     selection = build(cfg.selection, population, delays.client_means())
     simulator = Simulator(
         server=server,
@@ -163,6 +164,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         concurrency=cfg.concurrency,
         between_events=between_events,
         flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
+        steps_by_client=local.num_steps(np.asarray(data.sizes, dtype=np.int64)),
         privacy=build_privacy(cfg, server, data.num_clients, device),
         behaviour=behaviour,
     )

@@ -18,8 +18,8 @@ def fedbuff(w0, lr=1.0, **kw):
     return FedBuff(cfg, torch.tensor(w0), num_clients=4)
 
 
-def upload(vector, num_examples=1, staleness=0, client=0):
-    return Upload(client, 0, staleness, num_examples, torch.tensor(vector))
+def upload(vector, num_examples=1, staleness=0, client=0, steps=0):
+    return Upload(client, 0, staleness, num_examples, torch.tensor(vector), steps=steps)
 
 
 def test_staleness_scale():
@@ -71,6 +71,44 @@ def test_fedbuff_example_weights_are_normalised_to_mean_one():
     big.add(upload([0.0, 4.0], num_examples=300, staleness=3))
     big.step()
     assert torch.allclose(big.params, server.params)
+
+
+def test_fednova_normalises_each_update_by_its_local_steps():
+    # FedAvg's weights (examples, mean, s = 1), n = [1, 3], tau = [1, 4]: p = [1/4, 3/4],
+    # tau_eff = 1/4 + 3 = 3.25, Dbar = tau_eff (p_1 D_1 / 1 + p_2 D_2 / 4) = 3.25 ([0.25, 0] + [0, 0.375])
+    server = fedbuff([0.0, 0.0], weighting="examples", reduction="mean", staleness_exponent=0.0,
+                     step_normalisation="fednova")
+    server.add(upload([1.0, 0.0], 1, steps=1))
+    server.add(upload([0.0, 2.0], 3, steps=4))
+    server.step()
+    torch.testing.assert_close(server.params, torch.tensor([-0.8125, -1.21875]))
+    assert server.step_weights == pytest.approx([3.25 / 4, 3.25 * 3 / 16])
+    # FedBuff's sum with staleness, uniform weights, tau = [2, 2]: equal steps give the plain step
+    plain, nova = (fedbuff([0.0, 0.0], reduction="sum", staleness_exponent=0.5, step_normalisation=n)
+                   for n in ("none", "fednova"))
+    for server in (plain, nova):
+        server.add(upload([1.0, 0.0], staleness=0, steps=2))
+        server.add(upload([0.0, 2.0], staleness=3, steps=2))
+        server.step()
+    torch.testing.assert_close(nova.params, plain.params)
+    # tau = [1, 3], s = [1, 1/2]: tau_eff = 2, Dbar = (1/2) 2 ([1, 0] / 1 + (1/2) [0, 2] / 3) = [1, 1/3]
+    server = fedbuff([0.0, 0.0], reduction="sum", staleness_exponent=0.5, step_normalisation="fednova")
+    server.add(upload([1.0, 0.0], staleness=0, steps=1))
+    server.add(upload([0.0, 2.0], staleness=3, steps=3))
+    server.step()
+    torch.testing.assert_close(server.params, torch.tensor([-1.0, -1 / 3]))
+
+
+def test_fednova_is_refused_where_it_cannot_act():
+    from fl_bench.algorithms.fedstaleweight import FedStaleWeightConfig
+
+    with pytest.raises(ConfigError, match="algorithm.step_normalisation=fednova is not allowed with algorithm=fedstaleweight"):
+        build(FedStaleWeightConfig(step_normalisation="fednova"), torch.zeros(2), 4)
+    with pytest.raises(ConfigError, match="dp=ftrl is not allowed with algorithm.step_normalisation=fednova"):
+        fedbuff([0.0], step_normalisation="fednova").dp_check("ftrl")
+    server = fedbuff([0.0], step_normalisation="fednova")
+    with pytest.raises(ConfigError, match="needs each upload's local steps"):
+        server.add(upload([1.0], steps=0))
 
 
 def test_fedbuff_buffer_resets_after_step():

@@ -113,6 +113,31 @@ def test_vmap_batched_training_gives_the_sequential_deltas():
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_a_trip_cut_to_k_steps_uploads_the_first_k_steps_of_its_plan():
+    """Partial work (fl_bench.engine.behaviour's work deadline): a trip limited to k steps gives the Delta
+    of its full plan's first k steps, on the sequential and the batched path alike."""
+    data = many_clients_data(sizes=(40, 64, 20))
+    full = LocalTraining(lr=0.2, batch_size=8)  # one epoch: 5, 8 and 3 steps
+    clients, seeds, limits = [0, 1, 2], [3, 4, 5], [2, 8, 1]
+    got = {}
+    for vmap in (False, True):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+        trainer = ClientTrainer(ClassificationTask(model, 4), data, full, vmap=vmap)
+        start = broadcasts(trainer.flat.expand(3, -1).clone())
+        got[vmap] = trainer.train(start, clients, seeds, steps=limits)
+        whole = trainer.train(start, clients, seeds)
+    torch.testing.assert_close(got[True], got[False], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got[False][1], whole[1])  # 8 of its 8 steps: the whole trip
+    assert not torch.allclose(got[False][0], whole[0])
+    for i, k in enumerate(limits):  # a fixed Q = k steps walks the same first batches of epoch 0
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+        trainer = ClientTrainer(ClassificationTask(model, 4), data, LocalTraining(lr=0.2, batch_size=8, steps=k))
+        expected = trainer.train(broadcasts(trainer.flat[None].clone()), [clients[i]], [seeds[i]])
+        torch.testing.assert_close(got[False][i], expected[0])
+
+
 class Preconditioned(LocalUpdate):
     """A client optimizer reading fixed server state: y <- y - lr * (g + mu (y - y_0)) / s, with s
     a per-coordinate preconditioner from the broadcast (the shape of FedGBO's y <- y - U(eta, g, s))."""

@@ -23,6 +23,7 @@ from fl_bench.engine.availability import (
     Diurnal,
     DiurnalAvailabilityConfig,
     Trace,
+    TraceAvailabilityConfig,
 )
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.selection import (
@@ -196,8 +197,7 @@ def test_trace_schedule_moves_clients_in_and_out_of_the_pool(tmp_path):
     returned to the pool until a window of it opens again."""
     path = tmp_path / "trace.csv"
     path.write_text("client,start,end\n0,2,4\n1,1,3\n0,0,2\n2,5,6\n0,7,9\n")
-    trace = Trace(SimpleNamespace(name="trace", unit="time", on_unavailable="finish", path=str(path)),
-                  SimpleNamespace(num_clients=4))
+    trace = Trace(TraceAvailabilityConfig(path=str(path)), SimpleNamespace(num_clients=4))
     assert trace.max_available() == 2  # at 2, client 0's window closes before its next one opens
     assert (trace.window_end(0, 1.5), trace.window_end(0, 2.0), trace.window_end(1, 1.0), trace.window_end(2, 5.5)) == (
         2.0, 4.0, 3.0, 6.0)

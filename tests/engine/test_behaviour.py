@@ -36,6 +36,39 @@ def test_a_trip_downloads_computes_then_uploads_and_a_failure_spends_what_came_b
     assert (early.comm_time, early.compute_time) == (pytest.approx(1.0), 0.0)
 
 
+def test_a_work_deadline_cuts_local_training_to_the_steps_finished_by_then():
+    devices = UnreliableDevices(UnreliableConfig(failure_rate=0, bandwidth=100.0, work_deadline=4.0), 3, seed=0)
+    # 10 steps in 10: by the deadline 4 it has finished 4, then uploads (1 each way at 100/s)
+    cut = devices.shape(0, 0.0, compute=10.0, bytes_down=100, bytes_up=100, steps=10)
+    assert (cut.duration, cut.comm_time, cut.compute_time, cut.failed, cut.steps) == (6.0, 2.0, 4.0, 0, 4)
+    whole = devices.shape(0, 0.0, compute=3.0, bytes_down=100, bytes_up=100, steps=10)  # in time: all 10
+    assert (whole.duration, whole.steps) == (5.0, 10)
+    # 3 steps in 15: a step takes 5, none finished by 4: nothing to upload, it gives up at the deadline
+    none = devices.shape(0, 0.0, compute=15.0, bytes_down=100, bytes_up=100, steps=3)
+    assert (none.duration, none.comm_time, none.compute_time, none.failed, none.steps) == (5.0, 1.0, 4.0, 4, 0)
+    relative = UnreliableDevices(UnreliableConfig(failure_rate=0, work_deadline=0.5, work_deadline_unit="mean_compute"),
+                                 2, seed=0, client_means=np.array([2.0, 8.0]))
+    assert relative.shape(1, 0.0, compute=8.0, bytes_down=0, bytes_up=0, steps=10).steps == 5  # its deadline is 4
+
+
+def test_partial_trips_upload_the_steps_they_finished(run_config):
+    summary, _, trips = run_config(*RUN, "behaviour=unreliable", "behaviour.failure_rate=0", "behaviour.work_deadline=0.5",
+                                   "algorithm.local_epochs=3")
+    full = 3 * -(-trips["num_examples"] // 32)  # synthetic's clients, batch 32, three epochs
+    cut = np.isclose(trips["end_time"] - trips["start_time"], 0.5, rtol=0, atol=1e-12)
+    assert 0.2 < cut.mean() < 0.8 and (trips.loc[~cut, "local_steps"] == full[~cut]).all()
+    assert (trips.loc[cut, "local_steps"] < full[cut]).all()
+    lost = trips["failed"] == 4  # not one step by the deadline
+    assert lost.any() and (trips.loc[lost, "used"] == 0).all() and (trips.loc[lost, "local_steps"] == 0).all()
+    assert (trips.loc[cut & ~lost, "local_steps"] >= 1).all() and summary["failed_trips"] == lost.sum()
+    # a partial trip counts the FLOPs of the steps it ran: per step, as a whole trip of its size
+    used = trips.assign(per_step=trips["flops"] / trips["local_steps"], cut=cut)[trips["used"] == 1]
+    by_size = used.groupby("num_examples")
+    both = by_size["cut"].nunique() == 2
+    assert both.sum() > 5
+    np.testing.assert_allclose(by_size["per_step"].min()[both], by_size["per_step"].max()[both], rtol=1e-9)
+
+
 def test_failed_trips_spend_time_send_nothing_and_are_counted(run_config):
     summary, _, trips = run_config(*RUN, "behaviour=unreliable", "behaviour.failure_rate=0.3")
     failed = trips["failed"] == 1
@@ -117,6 +150,8 @@ def test_a_trip_cut_at_its_availability_window_keeps_its_phases_and_is_not_a_dev
     ("behaviour.group_failure_rates=[0.1]", "behaviour.group_failure_rates=[0.1] is not allowed: needs behaviour.groups"),
     ("behaviour.bandwidth=0", "behaviour.bandwidth=0.0 is not allowed: must be > 0"),
     ("behaviour.bandwidth_sigma=-1", "behaviour.bandwidth_sigma=-1.0 is not allowed: must be >= 0"),
+    ("behaviour.work_deadline=0", "behaviour.work_deadline=0.0 is not allowed: must be > 0"),
+    ("behaviour.work_deadline_unit=steps", "behaviour.work_deadline_unit='steps' is not allowed"),
 ])
 def test_bad_values_are_refused_in_one_line(override, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):

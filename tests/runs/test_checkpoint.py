@@ -88,7 +88,8 @@ class Killed(BaseException):
      "partition.num_clients=100", "concurrency=10", "max_trips=300", "eval_every=50"),
     # failures and bandwidths drawn from the behaviour's own generator (fl_bench.engine.behaviour)
     ("algorithm=fedbuff", *UNRELIABLE),
-    ("algorithm=fedavg", "algorithm.deadline=1.0", *UNRELIABLE),
+    ("algorithm=fedavg", "algorithm.deadline=1.0", *UNRELIABLE, "behaviour.work_deadline=0.7",
+     "algorithm.step_normalisation=fednova"),  # partial work, FedNova's step sums
     ("algorithm=fedbuff", *UNRELIABLE, "behaviour.outages=[{labels: [0, 1, 2], start: 0.5, end: 2.0}]"),
 ], ids=lambda o: "-".join(o))
 def test_every_algorithm_resumes_bit_for_bit_from_any_checkpoint(tmp_path, monkeypatch, overrides):
