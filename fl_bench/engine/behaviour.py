@@ -7,12 +7,15 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
 - **communication**: the download takes ``bytes_down / bandwidth`` and the upload
   ``bytes_up / (bandwidth * upload_fraction)`` seconds, the bandwidth persistent per client, drawn once
   from a log-normal with median ``bandwidth`` (bytes per unit of virtual time) and log-spread
-  ``bandwidth_sigma`` (APPFL's and FedScale's device profiles draw per-device network speeds). So the
+  ``bandwidth_sigma`` (APPFL's and FedScale's device profiles draw per-device network speeds), or from
+  FedScale's device capacity trace (``bandwidth_trace``: client i's median times its device's kbps over
+  the clients' median). So the
   bytes every algorithm moves (FedGBO's broadcast of its server state, Mimelite's full-batch gradient
   upload) become time. A trip lasts download + compute + upload.
 - **failures**: each trip fails with probability ``failure_rate``, or its client's group's rate
   (``groups`` by main label, ``group_failure_rates``) (FLGo's and FedScale's dropped clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
-  concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``).
+  concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``). A failure
+  trace (``failure_trace``, CSV ``client,time``) fails the trip its client runs at each listed time.
 
 - **partial work**: with ``work_deadline`` a trip's local training may last at most that long (virtual
   time, or with ``work_deadline_unit=mean_compute`` that many times the client's expected compute time).
@@ -22,7 +25,8 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
   ``local_steps``), where FedNova-style normalisation can use it (``algorithm.step_normalisation``).
   One that finishes no step uploads nothing (``failed=4``).
 - **correlated outages**: ``outages``, windows ``{labels, start, end}`` in which every client whose
-  main label is in ``labels`` (a region, a label group) is offline together: none of them is selected,
+  main label is in ``labels`` (a label group), or ``{clients, start, end}`` every listed client (a region),
+  is offline together: none of them is selected,
   and their trips running at ``start`` fail there (trips.csv: ``failed=2``).
 
 Draws come from a generator of their own (seeded from the run's seed), so a run without them makes
@@ -42,6 +46,7 @@ from fl_bench.data.label_groups import groups_by_label, majority_labels
 from fl_bench.engine.availability import Availability
 from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, require, schema
+from fl_bench.traces.formats import read_failure_times, read_fedscale_capacity
 
 
 @dataclass
@@ -87,8 +92,16 @@ class UnreliableDevices:
                              else np.full(num_clients, cfg.failure_rate))
         self.rng = np.random.default_rng([seed, 0x5EED32])  # a stream of its own (module docstring)
         self.bandwidth = None
-        if cfg.bandwidth is not None:
+        if cfg.bandwidth_trace is not None:
+            _, kbps = read_fedscale_capacity(cfg.bandwidth_trace, num_clients, "behaviour.bandwidth_trace",
+                                             cfg.bandwidth_trace_wrap)
+            self.bandwidth = cfg.bandwidth * kbps / np.median(kbps)
+        elif cfg.bandwidth is not None:
             self.bandwidth = cfg.bandwidth * np.exp(cfg.bandwidth_sigma * self.rng.standard_normal(num_clients))
+        # client c's failure times (failure trace): times[first[c]:first[c + 1]]
+        self.failure_times = None
+        if cfg.failure_trace is not None:
+            self.failure_times = read_failure_times(cfg.failure_trace, num_clients, "behaviour.failure_trace")
         self.upload_fraction = cfg.upload_fraction
         # each client's work deadline: the most time its local training may take (None: no deadline)
         self.work_deadline = None
@@ -96,6 +109,15 @@ class UnreliableDevices:
             scale = 1.0 if cfg.work_deadline_unit == "time" else np.asarray(client_means, dtype=float)
             self.work_deadline = np.broadcast_to(cfg.work_deadline * scale, (num_clients,)).copy()
         self.outages: list[tuple[float, float, np.ndarray]] = []  # (start, end, its clients), set by ``unreliable``
+
+    def traced_failure(self, client: int, start: float, end: float) -> float | None:
+        """The first failure time of ``client`` in its failure trace within its trip over (start, end)."""
+        if self.failure_times is None:
+            return None
+        first, times = self.failure_times
+        mine = times[first[client] : first[client + 1]]
+        i = int(np.searchsorted(mine, start, side="right"))
+        return float(mine[i]) if i < len(mine) and mine[i] < end else None
 
     def outage_cut(self, client: int, start: float, end: float) -> float | None:
         """When an outage of ``client`` begins during its trip over [start, end) (None: none does)."""
@@ -131,6 +153,9 @@ class UnreliableDevices:
         rate = self.failure_rate[client]
         if rate and self.rng.random() < rate:
             elapsed, failed = self.rng.random() * elapsed, 1
+        traced = self.traced_failure(client, start, start + elapsed)
+        if traced is not None:
+            elapsed, failed = traced - start, 1
         cut = self.outage_cut(client, start, start + elapsed)
         if cut is not None:
             elapsed, failed = cut - start, 2
@@ -152,16 +177,23 @@ def unreliable(cfg: "UnreliableConfig", data, seed: int, client_means: np.ndarra
     labels = None
     for i, outage in enumerate(cfg.outages or []):
         key = f"behaviour.outages[{i}]"
-        if set(outage) != {"labels", "start", "end"}:
-            raise ConfigError(f"{key}={dict(outage)} is not allowed: give exactly labels, start and end, e.g. "
-                              "{labels: [0, 1], start: 100, end: 200}")
+        if set(outage) not in ({"labels", "start", "end"}, {"clients", "start", "end"}):
+            raise ConfigError(f"{key}={dict(outage)} is not allowed: give labels (or clients), start and end, e.g. "
+                              "{labels: [0, 1], start: 100, end: 200} or {clients: [3, 17], start: 100, end: 200}")
         start, end = float(outage["start"]), float(outage["end"])
         require(0 <= start < end, key, dict(outage), "needs 0 <= start < end (virtual time)")
-        require(all(0 <= label < data.num_classes for label in outage["labels"]), key, dict(outage),
-                f"names a label outside the dataset's 0..{data.num_classes - 1}")
-        if labels is None:
-            labels = majority_labels(data.y.cpu().numpy(), data.offsets, data.num_classes)
-        devices.outages.append((start, end, np.isin(labels, list(outage["labels"]))))
+        if "clients" in outage:
+            require(all(0 <= c < data.num_clients for c in outage["clients"]), key, dict(outage),
+                    f"names a client outside the dataset's 0..{data.num_clients - 1}")
+            members = np.zeros(data.num_clients, dtype=bool)
+            members[list(outage["clients"])] = True
+        else:
+            require(all(0 <= label < data.num_classes for label in outage["labels"]), key, dict(outage),
+                    f"names a label outside the dataset's 0..{data.num_classes - 1}")
+            if labels is None:
+                labels = majority_labels(data.y.cpu().numpy(), data.offsets, data.num_classes)
+            members = np.isin(labels, list(outage["labels"]))
+        devices.outages.append((start, end, members))
     return devices
 
 
@@ -178,11 +210,17 @@ class UnreliableConfig(BehaviourConfig):
     # its trips fail with group_failure_rates[g] (e.g. a region on flaky links)
     groups: Optional[list[list[int]]] = None
     group_failure_rates: Optional[list[float]] = None
-    # Windows in which a group of clients (by main label) is offline together: [{labels: [0, 1], start: 100, end: 200}]
+    # Windows in which a group of clients (by main label, or listed) is offline together:
+    # [{labels: [0, 1], start: 100, end: 200}, {clients: [3, 17], start: 50, end: 80}]
     outages: Optional[list[Any]] = None
+    failure_trace: Optional[str] = None  # a CSV client,time: each client's device fails at its listed times
     bandwidth: Optional[float] = None  # median bytes per unit of virtual time; null: communication is free
     bandwidth_sigma: float = 0.0  # log-normal spread of the clients' bandwidths (0: all equal)
     upload_fraction: float = 1.0  # upload bandwidth / download bandwidth (uplinks are often slower)
+    # FedScale's client_device_capacity: client i's bandwidth is `bandwidth` times its device's kbps over the
+    # clients' median (in place of bandwidth_sigma); _wrap: fewer devices than clients reuse them (i mod M)
+    bandwidth_trace: Optional[str] = None
+    bandwidth_trace_wrap: bool = False
     # Partial work: a trip's local training lasts at most this long and uploads the steps it finished
     # (null: every trip does its full work)
     work_deadline: Optional[float] = None
@@ -213,6 +251,11 @@ class UnreliableConfig(BehaviourConfig):
         require(self.work_deadline is None or (math.isfinite(self.work_deadline) and self.work_deadline > 0),
                 b + "work_deadline", self.work_deadline, "must be > 0 or null (every trip does its full work)")
         choice(b + "work_deadline_unit", self.work_deadline_unit, WORK_DEADLINE_UNITS)
+        if self.bandwidth_trace is not None:
+            require(self.bandwidth is not None, b + "bandwidth_trace", self.bandwidth_trace,
+                    "needs behaviour.bandwidth (the median the trace's relative speeds scale)")
+            require(self.bandwidth_sigma == 0, b + "bandwidth_sigma", self.bandwidth_sigma,
+                    "must be 0 with behaviour.bandwidth_trace (the trace gives the spread)")
         if self.bandwidth is None:  # without a bandwidth there is no communication time for them to shape
             require(self.bandwidth_sigma == 0, b + "bandwidth_sigma", self.bandwidth_sigma,
                     "needs behaviour.bandwidth (the median it spreads around)")

@@ -20,6 +20,7 @@ from omegaconf import MISSING
 from fl_bench.data.label_groups import groups_by_label
 from fl_bench.errors import ConfigError
 from fl_bench.schema import SCHEMAS, build, require, schema
+from fl_bench.traces.formats import read_fedscale_capacity
 
 
 class Delay(ABC):
@@ -214,6 +215,15 @@ def stragglers(cfg, delay_cfg, data) -> StragglerDelays:
                            per_trip=not cfg.persistent)
 
 
+def speed_trace(cfg, delay_cfg, data) -> ClientDelays:
+    """Client i's draws times its device's computation latency (FedScale's capacity trace, ms per
+    sample) over the median of the run's clients: the trace sets who is slow and by how much, the delay
+    law the unit and the noise (delay=exp_examples: a trip takes time in proportion to n_i x latency_i, as
+    FedScale's 3 B Q latency)."""
+    computation, _ = read_fedscale_capacity(cfg.path, data.num_clients, "speed.path", cfg.wrap)
+    return ClientDelays([build(delay_cfg)], data.sizes, factor=computation / np.median(computation))
+
+
 @dataclass
 class DelayConfig:
     """A delay law: one trip's duration given the client's example count (fl_bench.engine.delays)."""
@@ -327,3 +337,12 @@ class ByGroupSpeedConfig(SpeedConfig):
     delays: list[Any] = field(default_factory=lambda: [
         {"name": "uniform", "low": 1.0, "high": 2.0}, {"name": "uniform", "low": 8.0, "high": 12.0},
     ])
+
+
+@schema("speed", "trace", speed_trace)
+class TraceSpeedConfig(SpeedConfig):
+    """Persistent speeds from FedScale's device capacity trace (``client_device_capacity``): client i's
+    trip durations scale with its device's computation latency relative to the median."""
+
+    path: str = MISSING
+    wrap: bool = False  # fewer devices than clients: refused (false) or client i takes entry i mod M (true)

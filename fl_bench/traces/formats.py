@@ -10,6 +10,8 @@
   ``timestamp``): a user who pinged at t is online for the ``bucket`` (15 units) that holds t, times are
   shifted to start at 0, and the log repeats over its length. Users are ranked by their number of pings
   (FLGo's default, its most active users first).
+- failure times: a CSV file with a header ``client,time``: the device of ``client`` fails at ``time``
+  (times of a client in increasing order).
 - ``fedscale_capacity``: FedScale's device capacity trace (``client_device_capacity``, a pickled dict
   ``{key: {"computation": ms per sample, "communication": kbps}}``).
 
@@ -186,11 +188,11 @@ def read_flgo_pings(path: Path, num_clients: int, key: str, wrap: bool = False, 
     user_rank = pd.Series(np.arange(len(ranked)), index=ranked)[pings["id"]].to_numpy()
     order = np.lexsort((slots, user_rank))
     user_rank, slots_by_user = user_rank[order], slots[order]
-    first = np.searchsorted(user_rank, np.arange(len(ranked) + 1))  # user r's pings: [first[r], first[r + 1])
+    of_user = np.searchsorted(user_rank, np.arange(len(ranked) + 1))  # user r's pings: [of_user[r], of_user[r + 1])
     period = (slots.max() + 1) * bucket  # the log's length, whole buckets
     sessions = []
     for index in take:
-        s = np.unique(slots_by_user[first[index] : first[index + 1]])
+        s = np.unique(slots_by_user[of_user[index] : of_user[index + 1]])
         breaks = np.flatnonzero(np.diff(s) > 1)  # consecutive buckets make one window
         first, last = np.r_[s[0], s[breaks + 1]], np.r_[s[breaks], s[-1]]
         sessions.append((first * bucket, (last + 1) * bucket))
@@ -228,3 +230,32 @@ def read_fedscale_capacity(path: str, num_clients: int, key: str, wrap: bool = F
             raise ConfigError(f"{key}={path}: entry {name!r} has computation {values[client, 0]:g} and communication "
                               f"{values[client, 1]:g}: both must be > 0")
     return values[:, 0], values[:, 1]
+
+
+def read_failure_times(path: str, num_clients: int, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """A ``client,time`` failure trace as CSR arrays: client c's failure times are
+    ``times[first[c]:first[c + 1]]``, increasing."""
+    path = Path(path).expanduser()
+    _missing(path, key, "a CSV file with columns client,time")
+    import pandas as pd
+
+    table = pd.read_csv(path, skipinitialspace=True)
+    if list(table.columns) != ["client", "time"]:
+        raise ConfigError(f"{key}={path} row 1: header {list(table.columns)} is not allowed: it must be client,time")
+    clients = pd.to_numeric(table["client"], errors="coerce").to_numpy()
+    times = pd.to_numeric(table["time"], errors="coerce").to_numpy(dtype=float)
+    bad = ~(np.isfinite(clients) & np.isfinite(times))
+    bad |= ~bad & ((clients != np.round(clients)) | (clients < 0) | (clients >= num_clients) | (times < 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ConfigError(f"{key}={path} row {i + 2}: {table.iloc[i, 0]},{table.iloc[i, 1]} is not a client id in "
+                          f"0..{num_clients - 1} and a time >= 0")
+    clients = clients.astype(np.int64)
+    order = np.argsort(clients, kind="stable")
+    c, t = clients[order], times[order]
+    unsorted = np.flatnonzero((c[1:] == c[:-1]) & (t[1:] < t[:-1]))
+    if len(unsorted):
+        i = int(order[unsorted[0] + 1])
+        raise ConfigError(f"{key}={path} row {i + 2}: client {clients[i]}'s time {times[i]:g} comes before its previous "
+                          f"one: give each client's times in increasing order")
+    return np.searchsorted(c, np.arange(num_clients + 1)), t

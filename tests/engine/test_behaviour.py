@@ -116,10 +116,22 @@ def test_an_outage_takes_a_group_offline_together_and_cuts_its_running_trips(run
     assert (trips.loc[cut, "used"] == 0).all() and (group & (trips["start_time"] >= 5.0)).sum() > 20  # back after
 
 
+def test_an_outage_of_listed_clients_takes_exactly_them_offline(run_config):
+    region = list(range(0, 200, 2))  # the even half of synthetic's clients
+    summary, _, trips = run_config(*RUN, "behaviour=unreliable", "behaviour.failure_rate=0",
+                                   f"behaviour.outages=[{{clients: {region}, start: 1.0, end: 3.0}}]")
+    mine = trips["client"].isin(region)
+    during = (trips["start_time"] >= 1.0) & (trips["start_time"] < 3.0)
+    assert not (mine & during).any() and (~mine & during).sum() > 20
+    cut = trips["failed"] == 2
+    assert cut.any() and mine[cut].all() and (trips.loc[cut, "end_time"] == 1.0).all()
+
+
 @pytest.mark.parametrize("override, message", [
     ("behaviour.outages=[{labels: [0], start: 5, end: 2}]", "needs 0 <= start < end"),
-    ("behaviour.outages=[{labels: [0], from: 1}]", "give exactly labels, start and end"),
+    ("behaviour.outages=[{labels: [0], from: 1}]", "give labels \\(or clients\\), start and end"),
     ("behaviour.outages=[{labels: [10], start: 1, end: 2}]", "names a label outside the dataset's 0..9"),
+    ("behaviour.outages=[{clients: [5000], start: 1, end: 2}]", "names a client outside the dataset's 0..999"),
 ])
 def test_bad_outages_are_refused_in_one_line(tmp_path, override, message):
     from fl_bench.runs.experiment import run_experiment
@@ -151,6 +163,7 @@ def test_a_trip_cut_at_its_availability_window_keeps_its_phases_and_is_not_a_dev
     ("behaviour.bandwidth=0", "behaviour.bandwidth=0.0 is not allowed: must be > 0"),
     ("behaviour.bandwidth_sigma=-1", "behaviour.bandwidth_sigma=-1.0 is not allowed: must be >= 0"),
     ("behaviour.work_deadline=0", "behaviour.work_deadline=0.0 is not allowed: must be > 0"),
+    ("behaviour.bandwidth_trace=cap.pkl", "behaviour.bandwidth_trace='cap.pkl' is not allowed: needs behaviour.bandwidth"),
     ("behaviour.work_deadline_unit=steps", "behaviour.work_deadline_unit='steps' is not allowed"),
 ])
 def test_bad_values_are_refused_in_one_line(override, message):
