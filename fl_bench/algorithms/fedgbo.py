@@ -46,6 +46,7 @@ class _GlobalStatistics(ServerAlgorithm):
         self._delta = torch.zeros_like(params)  # sum_i w_i Delta_i
         self._extras = {key: torch.zeros_like(params) for key in self.upload_keys}  # sum_i w_i extra_i
         self._weight = 0.0
+        self._steps = 0.0  # sum_i w_i K_i: the local steps the uploads ran (K each, fewer under partial work)
 
     def broadcast(self) -> Broadcast:
         return Broadcast(self.version, self.params, self.state)
@@ -56,18 +57,20 @@ class _GlobalStatistics(ServerAlgorithm):
         for key, total in self._extras.items():
             total.add_(upload.extras[key], alpha=weight)
         self._weight += weight
+        self._steps += weight * (upload.steps or self.cfg.local_steps or 0)
 
     def _step(self) -> None:
         mean_delta = self._delta.div_(self._weight)  # x_t - x_{t+1}
         means = {key: total.div_(self._weight) for key, total in self._extras.items()}
-        self._update_state(mean_delta, means)
+        self._update_state(mean_delta, means, self._steps / self._weight)
         self.params.sub_(mean_delta)
         self._delta.zero_()
         for total in self._extras.values():
             total.zero_()
-        self._weight = 0.0
+        self._weight, self._steps = 0.0, 0.0
 
-    def _update_state(self, mean_delta: torch.Tensor, means: dict[str, torch.Tensor]) -> None:
+    def _update_state(self, mean_delta: torch.Tensor, means: dict[str, torch.Tensor], steps: float) -> None:
+        """Move the statistics s_t from the round's mean update, mean extras and mean local steps."""
         raise NotImplementedError
 
 
@@ -77,9 +80,10 @@ class FedGBO(_GlobalStatistics):
     def local_update(self) -> LocalUpdate:
         return FixedStatistics(self.optimizer, self.cfg.prox_mu)
 
-    def _update_state(self, mean_delta, means) -> None:
+    def _update_state(self, mean_delta, means, steps) -> None:
+        # K: the uploads' mean local steps, algorithm.local_steps unless a work deadline cut some trips short
         lr = self._local.lr_at(self.version)  # eta of this round's trips
-        self.optimizer.track(self.optimizer.inverse(mean_delta, self.state, lr, self.cfg.local_steps), self.state)
+        self.optimizer.track(self.optimizer.inverse(mean_delta, self.state, lr, steps), self.state)
 
 
 class MFL(_GlobalStatistics):
@@ -88,7 +92,7 @@ class MFL(_GlobalStatistics):
     def local_update(self) -> LocalUpdate:
         return MovingStatistics(self.optimizer, self.cfg.prox_mu)
 
-    def _update_state(self, mean_delta, means) -> None:
+    def _update_state(self, mean_delta, means, steps) -> None:
         for key, value in self.state.items():
             value.copy_(means[key])
 
@@ -101,7 +105,7 @@ class Mimelite(_GlobalStatistics):
     def local_update(self) -> LocalUpdate:
         return FixedStatistics(self.optimizer, self.cfg.prox_mu, start_gradient=self.cfg.start_gradient)
 
-    def _update_state(self, mean_delta, means) -> None:
+    def _update_state(self, mean_delta, means, steps) -> None:
         self.optimizer.track(means["gradient"], self.state)
 
 

@@ -42,8 +42,8 @@ class FedLaAvg(ServerAlgorithm):
 
     def add(self, upload: Upload) -> None:
         gradient = upload.vector / self.lr(upload.version)  # App. E: accumulated update / lr
-        if self.cfg.gradient == "mean_step":
-            gradient /= float(self._steps[upload.client])
+        if self.cfg.gradient == "mean_step":  # the steps it ran (fewer under partial work), else its client's Q_i
+            gradient /= float(upload.steps or self._steps[upload.client])
         difference = gradient - self.latest[upload.client]  # what the client uploads (Alg. 1 line 8)
         weight = float(self.client_sizes[upload.client]) / self._total  # p_i = n_i / n
         self.average.add_(difference, alpha=weight)  # eq. (4)

@@ -175,11 +175,12 @@ def test_bad_values_are_refused_in_one_line(override, message):
 @pytest.mark.parametrize("algorithm", ["fedbuff", "fedasync", "buffered_fedavg", "fedavg", "fedavgm", "fedprox", "fedmax",
                                        "adaptive_fedopt", "fedlaavg", "hfl", "fedstaleweight", "fedgbo", "mfl", "mimelite",
                                        "mimexlite"])
-def test_every_algorithm_runs_with_failures_and_bandwidths_and_repeats_itself(tmp_path, algorithm):
+def test_every_algorithm_runs_with_failures_bandwidths_partial_work_and_outages_and_repeats_itself(tmp_path, algorithm):
     from fl_bench.runs.experiment import run_experiment
 
     overrides = ("max_trips=120", "eval_every=60", "concurrency=10", f"algorithm={algorithm}", "behaviour=unreliable",
-                 "behaviour.failure_rate=0.2", "behaviour.bandwidth=1e5", "behaviour.bandwidth_sigma=1")
+                 "behaviour.failure_rate=0.2", "behaviour.bandwidth=1e5", "behaviour.bandwidth_sigma=1",
+                 "behaviour.work_deadline=0.8", "behaviour.outages=[{clients: [1, 2, 3], start: 0.5, end: 1.5}]")
     for name in ("a", "b"):
         summary = run_experiment(compose_run_config(*overrides), tmp_path / name)
         assert summary["status"] == "completed" and summary["failed_trips"] > 0
