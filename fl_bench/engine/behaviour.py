@@ -11,7 +11,10 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
   FedScale's device capacity trace (``bandwidth_trace``: client i's median times its device's kbps over
   the clients' median). So the
   bytes every algorithm moves (FedGBO's broadcast of its server state, Mimelite's full-batch gradient
-  upload) become time. A trip lasts download + compute + upload.
+  upload) become time. A trip lasts download + compute + upload. With ``server_bandwidth`` every
+  transfer in flight also shares the server's link (fl_bench.engine.link: max-min fair, each capped by
+  its client's bandwidth), so transfers slow each other down and their ends are found as the run goes;
+  a failure is then drawn over the trip's duration at its own bandwidth, which the link only lengthens.
 - **failures**: each trip fails with probability ``failure_rate``, or its client's group's rate
   (``groups`` by main label, ``group_failure_rates``) (FLGo's and FedScale's dropped clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
   concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``). A failure
@@ -44,6 +47,7 @@ from omegaconf import MISSING
 
 from fl_bench.data.label_groups import groups_by_label, majority_labels
 from fl_bench.engine.availability import Availability
+from fl_bench.engine.link import SharedLink
 from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, require, schema
 from fl_bench.traces.formats import read_failure_times, read_fedscale_capacity
@@ -78,6 +82,12 @@ class TripShape:
     failed: int  # 0; 1: the device failed; 2: an outage took it offline; 3: its availability window closed;
     # 4: the work deadline came before its first local step
     steps: int  # local steps it trains (its full work, or what it finished by the work deadline)
+    # With a shared server link (its transfers' times unknown at the start): ``duration`` is when the trip is
+    # cut (inf: never) for reason ``failed``, ``certain`` whether it is cut for sure (a failure drawn within
+    # its duration at its own bandwidth, which the link only lengthens) or only if it is still running then,
+    # and ``gives_up`` whether it uploads nothing when its compute ends (no step by the work deadline)
+    certain: bool = True
+    gives_up: bool = False
 
 
 class UnreliableDevices:
@@ -98,6 +108,8 @@ class UnreliableDevices:
             self.bandwidth = cfg.bandwidth * kbps / np.median(kbps)
         elif cfg.bandwidth is not None:
             self.bandwidth = cfg.bandwidth * np.exp(cfg.bandwidth_sigma * self.rng.standard_normal(num_clients))
+        # the server link every transfer shares (None: each client's bandwidth is its own)
+        self.link = SharedLink(cfg.server_bandwidth) if cfg.server_bandwidth is not None else None
         # client c's failure times (failure trace): times[first[c]:first[c + 1]]
         self.failure_times = None
         if cfg.failure_trace is not None:
@@ -128,6 +140,12 @@ class UnreliableDevices:
         """``availability`` with the outage windows' clients offline during them."""
         return availability if not self.outages else OutageAvailability(availability, self.outages)
 
+    def client_bandwidth(self, client: int, upload: bool) -> float:
+        """``client``'s bandwidth for a download or an upload (inf: not limited by its own link)."""
+        if self.bandwidth is None:
+            return math.inf
+        return float(self.bandwidth[client]) * (self.upload_fraction if upload else 1.0)
+
     @property
     def partial(self) -> bool:
         """Whether trips may train fewer than their full local steps (a work deadline is set)."""
@@ -142,29 +160,34 @@ class UnreliableDevices:
         if self.bandwidth is not None:
             down = bytes_down / self.bandwidth[client]
             up = bytes_up / (self.bandwidth[client] * self.upload_fraction)
-        failed = 0
+        gives_up = False
         if self.work_deadline is not None and compute > self.work_deadline[client]:
             budget = float(self.work_deadline[client])
             steps = int(steps * budget / compute)  # the steps finished; the one in progress is lost
             compute = budget
             if steps == 0:  # nothing to upload: it gives up at the deadline
-                up, failed = 0.0, 4
-        elapsed = down + compute + up
+                up, gives_up = 0.0, True
+        elapsed, failed, certain = down + compute + up, 0, False
         rate = self.failure_rate[client]
         if rate and self.rng.random() < rate:
-            elapsed, failed = self.rng.random() * elapsed, 1
-        traced = self.traced_failure(client, start, start + elapsed)
+            elapsed, failed, certain = self.rng.random() * elapsed, 1, True
+        # the times that cut it short: up to its end, or with a shared link (whose end is not known yet) any
+        end = start + elapsed if self.link is None or certain else math.inf
+        traced = self.traced_failure(client, start, end)
         if traced is not None:
-            elapsed, failed = traced - start, 1
-        cut = self.outage_cut(client, start, start + elapsed)
+            end, failed = traced, 1
+        cut = self.outage_cut(client, start, end)
         if cut is not None:
-            elapsed, failed = cut - start, 2
-        if start + elapsed > window_end:  # dropped at its window's end (not a device failure)
-            elapsed, failed = window_end - start, 3
-        if not failed:
+            end, failed = cut, 2
+        if end > window_end:  # dropped at its window's end (not a device failure)
+            end, failed = window_end, 3
+        if self.link is not None:  # the simulator times its transfers over the link
+            return TripShape(end - start, 0.0, compute, failed, 0 if gives_up else steps, certain, gives_up)
+        elapsed = end - start
+        if not failed and not gives_up:
             return TripShape(elapsed, down + up, compute, 0, steps)
         computed = min(max(elapsed - down, 0.0), compute)  # what it spent before, by phase
-        return TripShape(elapsed, elapsed - computed, computed, failed, 0)
+        return TripShape(elapsed, elapsed - computed, computed, failed or 4, 0)
 
 
 def unreliable(cfg: "UnreliableConfig", data, seed: int, client_means: np.ndarray | None = None) -> UnreliableDevices:
@@ -221,6 +244,9 @@ class UnreliableConfig(BehaviourConfig):
     # clients' median (in place of bandwidth_sigma); _wrap: fewer devices than clients reuse them (i mod M)
     bandwidth_trace: Optional[str] = None
     bandwidth_trace_wrap: bool = False
+    # the server's link, shared max-min fairly by every transfer in flight (bytes per unit of virtual time;
+    # null: no shared bottleneck, each transfer runs at its client's bandwidth)
+    server_bandwidth: Optional[float] = None
     # Partial work: a trip's local training lasts at most this long and uploads the steps it finished
     # (null: every trip does its full work)
     work_deadline: Optional[float] = None
@@ -251,6 +277,8 @@ class UnreliableConfig(BehaviourConfig):
         require(self.work_deadline is None or (math.isfinite(self.work_deadline) and self.work_deadline > 0),
                 b + "work_deadline", self.work_deadline, "must be > 0 or null (every trip does its full work)")
         choice(b + "work_deadline_unit", self.work_deadline_unit, WORK_DEADLINE_UNITS)
+        require(self.server_bandwidth is None or (math.isfinite(self.server_bandwidth) and self.server_bandwidth > 0),
+                b + "server_bandwidth", self.server_bandwidth, "must be > 0 (bytes per unit of virtual time) or null")
         if self.bandwidth_trace is not None:
             require(self.bandwidth is not None, b + "bandwidth_trace", self.bandwidth_trace,
                     "needs behaviour.bandwidth (the median the trace's relative speeds scale)")

@@ -102,8 +102,9 @@ class Trip:
 
 
 # Event priorities at equal times: scheduled starts first (a ramp-up arrival that ties with a trip
-# end starts first), then trip ends, then deadlines (an upload exactly at the deadline is on time).
-_TICK, _END, _DEADLINE, _AVAILABILITY = 0, 1, 2, 3
+# end starts first), then transfers over a shared link and computes ending, then trip ends, then
+# deadlines (an upload exactly at the deadline is on time).
+_TICK, _LINK, _COMPUTED, _END, _DEADLINE, _AVAILABILITY = 0, 1, 2, 3, 4, 5
 
 
 class UploadRows:
@@ -172,6 +173,12 @@ class Simulator:
         self.stopped = False
         # fl_bench.engine.behaviour.UnreliableDevices: failures and communication time; None: neither
         self.behaviour = behaviour
+        # fl_bench.engine.link.SharedLink: the server link all transfers share, whose end times the loop
+        # learns as it goes; the phases of each trip over it: [compute time, download end, upload start,
+        # why it is cut at its _END event, whether it gives up before uploading]
+        self.link = behaviour.link if behaviour is not None else None
+        self._phases: dict[int, list] = {}
+        self._link_epoch = -1  # the link state whose next completion is scheduled
         self.log = TripLog(behaviour=behaviour is not None)
         self.buffer: list[Trip] = []  # uploads for the next server step, in arrival order
         self._in_flight: dict[int, Trip] = {}
@@ -236,6 +243,8 @@ class Simulator:
         if not resume:
             self.evaluate_if_due()  # the initial model
             self.policy.begin(self)
+            if self.link is not None:
+                self._schedule_link()
         between_events = self.between_events or (lambda: None)
         while not self.stopped and not self.budget_spent():
             if not self._events:
@@ -246,11 +255,24 @@ class Simulator:
             time, kind, _, payload = heapq.heappop(self._events)
             if kind == _END:
                 trip = self._in_flight.pop(payload, None)
-                if trip is None:  # aborted earlier (its round closed)
+                if trip is None:  # aborted earlier (its round closed), or over the link before its cut
                     continue
                 self.now = time
+                if trip.id in self._phases:  # still moving over the shared link: cut here
+                    self._cut(trip)
                 self._end(trip)
                 self.policy.on_trip_end(self, trip)
+            elif kind == _LINK:
+                if payload != self.link.epoch:  # the link changed since: a later event holds its next end
+                    continue
+                self.now = time
+                self._transfer_done()
+            elif kind == _COMPUTED:
+                trip = self._in_flight.get(payload)
+                if trip is None:  # cut while computing
+                    continue
+                self.now = time
+                self._computed(trip)
             else:
                 self.now = time
                 if kind == _TICK:
@@ -260,6 +282,8 @@ class Simulator:
                 else:
                     self._waiting_for_clients = False
                     self.policy.on_availability(self)
+            if self.link is not None and self._link_epoch != self.link.epoch:
+                self._schedule_link()
             between_events()
         if not self.stopped and self.trips % self.eval_every:
             self.evaluate_if_due(force=True)  # the final model
@@ -315,7 +339,14 @@ class Simulator:
             trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, 0, 0.0,
                         steps)
             closes = self.availability.window_end(client, self.now) if drop else math.inf
-            if self.behaviour is not None:  # its phases, partial work, failure, outage or window's end (failed=3)
+            if self.link is not None:  # its transfers are timed over the link as the run goes
+                shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up, closes, steps)
+                trip.steps, trip.end = shape.steps, math.inf
+                trip.aborted = shape.certain or shape.gives_up  # it will send nothing
+                trip.failed = shape.failed if shape.certain else 0
+                self._phases[trip.id] = [shape.compute_time, math.inf, math.inf, shape.failed, shape.gives_up]
+                self.link.add(trip.id, self.bytes_down, self.behaviour.client_bandwidth(client, False), self.now)
+            elif self.behaviour is not None:  # its phases, partial work, failure, outage or window's end (failed=3)
                 shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up, closes, steps)
                 trip.end, trip.comm_time, trip.failed = self.now + shape.duration, shape.comm_time, shape.failed
                 trip.steps = shape.steps
@@ -329,13 +360,19 @@ class Simulator:
                 self._waiting[version] += 1
                 if self._batch_all:
                     trip.row = self._rows.take()
-            self._push(trip.end, _END, trip.id, trip.id)
+            if self.link is None:
+                self._push(trip.end, _END, trip.id, trip.id)
+            elif math.isfinite(shape.duration):  # cut then, if it is still running
+                self._push(self.now + shape.duration, _END, trip.id, trip.id)
             trips.append(trip)
         return trips
 
     def abort(self, trip: Trip) -> None:
         """End a running trip now without an upload (its round closed on it)."""
         del self._in_flight[trip.id]
+        if trip.id in self._phases:
+            self._cut(trip)
+            trip.failed = 0  # its round closed on it: not a device's doing
         trip.aborted = True
         trip.end = self.now
         self._forget(trip)
@@ -404,6 +441,53 @@ class Simulator:
         if self._waiting_for_clients and self.availability.unit == "steps":
             self._waiting_for_clients = False
             self.policy.on_availability(self)
+
+    # ------------------------------------------------------------------ the shared link
+    def _schedule_link(self) -> None:
+        """Schedule the link's next transfer completion (events of older link states are stale)."""
+        self._link_epoch = self.link.epoch
+        upcoming = self.link.next_completion()
+        if upcoming is not None:
+            self._push(max(upcoming[0], self.now), _LINK, self._next_seq(), self.link.epoch)
+
+    def _transfer_done(self) -> None:
+        """A transfer over the link is over: a download starts the trip's compute, an upload ends the trip."""
+        _, trip_id = self.link.next_completion()
+        self.link.remove(trip_id, self.now)
+        phases, trip = self._phases[trip_id], self._in_flight[trip_id]
+        if phases[1] == math.inf:  # downloaded: compute
+            phases[1] = self.now
+            self._push(self.now + phases[0], _COMPUTED, self._next_seq(), trip_id)
+            return
+        self._finish_over_link(trip)
+
+    def _computed(self, trip: Trip) -> None:
+        """A trip over the link finished computing: it uploads, or gives up (no step by the work deadline)."""
+        phases = self._phases[trip.id]
+        if phases[4]:
+            trip.failed = 4
+            self._finish_over_link(trip)
+            return
+        phases[2] = self.now
+        self.link.add(trip.id, self.bytes_up, self.behaviour.client_bandwidth(trip.client, True), self.now)
+
+    def _finish_over_link(self, trip: Trip) -> None:
+        """End a trip over the link now: uploaded, or given up after its compute."""
+        del self._in_flight[trip.id]
+        self._cut(trip, uploaded=True)
+        self._end(trip)
+        self.policy.on_trip_end(self, trip)
+
+    def _cut(self, trip: Trip, uploaded: bool = False) -> None:
+        """Stop a trip over the link now: drop its transfer, set its end and the time it spent communicating
+        (download, and upload once started); unless it ``uploaded``, it sends nothing, for the reason of its cut."""
+        _, down_end, up_start, reason, _ = self._phases.pop(trip.id)
+        self.link.remove(trip.id, self.now)
+        trip.end = self.now
+        trip.comm_time = (min(self.now, down_end) - trip.start) + max(self.now - up_start, 0.0)
+        if not uploaded:
+            trip.failed, trip.aborted = reason, True
+            self._forget(trip)
 
     # ------------------------------------------------------------------ internals
     def _end(self, trip: Trip) -> None:

@@ -1,11 +1,14 @@
 """Devices as they behave (fl_bench.engine.behaviour): a trip's timing by phase on a hand-computed case,
 failed trips that spend time and send nothing, communication on the clock, and one-line refusals."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from fl_bench.engine.behaviour import UnreliableConfig, UnreliableDevices
+from fl_bench.engine.link import SharedLink
 from fl_bench.errors import ConfigError
 from tests.conftest import compose_run_config
 
@@ -88,6 +91,43 @@ def test_communication_takes_bytes_over_bandwidth_on_the_clock(run_config):
     np.testing.assert_allclose(trips["comm_time"], expected_comm, rtol=1e-12)
     np.testing.assert_allclose(trips["end_time"] - trips["start_time"], 1.0 + expected_comm, rtol=1e-9)
     assert summary["comm_time"] == pytest.approx(expected_comm.sum()) and summary["failed_trips"] == 0
+
+
+def test_a_shared_link_splits_its_capacity_max_min_fairly():
+    link = SharedLink(10.0)
+    link.add(0, 4.0, 2.0, now=0.0)  # capped at 2 by its client's bandwidth
+    link.add(1, 8.0, math.inf, now=0.0)
+    link.add(2, 12.0, math.inf, now=0.0)
+    assert link.rate == {0: 2.0, 1: 4.0, 2: 4.0}
+    assert link.next_completion() == (2.0, 0) and link.remaining[1] == 8.0
+    link.remove(0, now=2.0)  # 1 and 2 have 0 and 4 bytes left... 1 is done at 2 as well
+    assert link.remaining == {1: 0.0, 2: 4.0} and link.rate == {1: 5.0, 2: 5.0}
+    link.remove(1, now=2.0)
+    assert link.next_completion() == (2.4, 2)  # alone: the whole 10
+
+
+def test_trips_over_a_shared_link_wait_for_each_other(run_config):
+    # rounds of two trips that start together: each download gets half the link, 18,216 bytes at 18,216 per
+    # unit take 1; compute 1; the uploads share it again: every trip lasts 3, 2 of them communicating
+    summary, _, trips = run_config("max_trips=40", "eval_every=20", "concurrency=2", "algorithm=fedavg",
+                                   "delay=constant", "delay.value=1.0", "behaviour=unreliable", "behaviour.failure_rate=0",
+                                   "behaviour.server_bandwidth=36432")
+    assert (trips["bytes_down"] == 18216).all() and (trips["bytes_up"] == 18216).all()
+    np.testing.assert_allclose(trips["end_time"] - trips["start_time"], 3.0, rtol=1e-12)
+    np.testing.assert_allclose(trips["comm_time"], 2.0, rtol=1e-12)
+    assert summary["sim_time"] == pytest.approx(60.0)
+
+
+def test_a_link_wider_than_every_transfer_changes_nothing(run_config):
+    knobs = (*RUN, "behaviour=unreliable", "behaviour.failure_rate=0.2", "behaviour.bandwidth=1e5",
+             "behaviour.bandwidth_sigma=1")
+    _, metrics, trips = run_config(*knobs, name="own")
+    _, shared_metrics, shared = run_config(*knobs, "behaviour.server_bandwidth=1e15", name="shared")
+    assert trips["failed"].sum() > 20
+    pd.testing.assert_frame_equal(shared.drop(columns=["end_time", "comm_time"]),
+                                  trips.drop(columns=["end_time", "comm_time"]))
+    np.testing.assert_allclose(shared["end_time"], trips["end_time"], rtol=1e-9)
+    np.testing.assert_allclose(shared["comm_time"], trips["comm_time"], rtol=1e-6)
 
 
 def test_without_behaviours_trips_csv_has_its_old_columns(run_config):
@@ -175,12 +215,13 @@ def test_bad_values_are_refused_in_one_line(override, message):
 @pytest.mark.parametrize("algorithm", ["fedbuff", "fedasync", "buffered_fedavg", "fedavg", "fedavgm", "fedprox", "fedmax",
                                        "adaptive_fedopt", "fedlaavg", "hfl", "fedstaleweight", "fedgbo", "mfl", "mimelite",
                                        "mimexlite"])
-def test_every_algorithm_runs_with_failures_bandwidths_partial_work_and_outages_and_repeats_itself(tmp_path, algorithm):
+def test_every_algorithm_runs_with_every_behaviour_and_repeats_itself(tmp_path, algorithm):
     from fl_bench.runs.experiment import run_experiment
 
     overrides = ("max_trips=120", "eval_every=60", "concurrency=10", f"algorithm={algorithm}", "behaviour=unreliable",
                  "behaviour.failure_rate=0.2", "behaviour.bandwidth=1e5", "behaviour.bandwidth_sigma=1",
-                 "behaviour.work_deadline=0.8", "behaviour.outages=[{clients: [1, 2, 3], start: 0.5, end: 1.5}]")
+                 "behaviour.work_deadline=0.8", "behaviour.outages=[{clients: [1, 2, 3], start: 0.5, end: 1.5}]",
+                 "behaviour.server_bandwidth=2e6")
     for name in ("a", "b"):
         summary = run_experiment(compose_run_config(*overrides), tmp_path / name)
         assert summary["status"] == "completed" and summary["failed_trips"] > 0
