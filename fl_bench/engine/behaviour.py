@@ -98,7 +98,7 @@ class UnreliableDevices:
     def __init__(self, cfg: "UnreliableConfig", num_clients: int, seed: int, group_of: np.ndarray | None = None,
                  client_means: np.ndarray | None = None):
         # each client's failure probability: one for all, or its group's (``group_of``: client -> group)
-        self.failure_rate = (np.asarray(cfg.group_failure_rates)[group_of] if cfg.groups is not None
+        self.failure_rate = (np.asarray(cfg.group_failure_rates)[group_of] if cfg.group_failure_rates is not None
                              else np.full(num_clients, cfg.failure_rate))
         self.rng = np.random.default_rng([seed, 0x5EED32])  # a stream of its own (module docstring)
         self.bandwidth = None
@@ -106,8 +106,9 @@ class UnreliableDevices:
             _, kbps = read_fedscale_capacity(cfg.bandwidth_trace, num_clients, "behaviour.bandwidth_trace",
                                              cfg.bandwidth_trace_wrap)
             self.bandwidth = cfg.bandwidth * kbps / np.median(kbps)
-        elif cfg.bandwidth is not None:
-            self.bandwidth = cfg.bandwidth * np.exp(cfg.bandwidth_sigma * self.rng.standard_normal(num_clients))
+        elif cfg.bandwidth is not None or cfg.group_bandwidths is not None:  # a median for all, or its group's
+            median = cfg.bandwidth if cfg.group_bandwidths is None else np.asarray(cfg.group_bandwidths)[group_of]
+            self.bandwidth = median * np.exp(cfg.bandwidth_sigma * self.rng.standard_normal(num_clients))
         # the server link every transfer shares (None: each client's bandwidth is its own)
         self.link = SharedLink(cfg.server_bandwidth) if cfg.server_bandwidth is not None else None
         # client c's failure times (failure trace): times[first[c]:first[c + 1]]
@@ -228,11 +229,12 @@ class UnreliableConfig(BehaviourConfig):
     """behaviour=unreliable: trips fail with ``failure_rate`` (or their group's rate); with ``bandwidth``
     set, communication takes bytes / bandwidth on the clock (module docstring)."""
 
-    failure_rate: Optional[float] = 0.1  # probability that a trip fails part-way, in [0, 1]; null with groups
-    # Per-group rates: group g holds the clients whose main label is in groups[g] (as speed=by_group), and
-    # its trips fail with group_failure_rates[g] (e.g. a region on flaky links)
+    failure_rate: Optional[float] = 0.1  # probability that a trip fails part-way, in [0, 1]; null with group rates
+    # Per group: group g holds the clients whose main label is in groups[g] (as speed=by_group); its trips fail
+    # with group_failure_rates[g] (e.g. a region on flaky links) and its median bandwidth is group_bandwidths[g]
     groups: Optional[list[list[int]]] = None
     group_failure_rates: Optional[list[float]] = None
+    group_bandwidths: Optional[list[float]] = None
     # Windows in which a group of clients (by main label, or listed) is offline together:
     # [{labels: [0, 1], start: 100, end: 200}, {clients: [3, 17], start: 50, end: 80}]
     outages: Optional[list[Any]] = None
@@ -255,19 +257,28 @@ class UnreliableConfig(BehaviourConfig):
 
     def __post_init__(self) -> None:
         b = "behaviour."
-        if self.groups is None:
-            require(self.group_failure_rates is None, b + "group_failure_rates", self.group_failure_rates,
-                    "needs behaviour.groups (the label sets its rates belong to)")
+        for key in ("group_failure_rates", "group_bandwidths"):
+            values = getattr(self, key)
+            if values is None:
+                continue
+            require(self.groups is not None, b + key, values, "needs behaviour.groups (the label sets it belongs to)")
+            require(len(values) == len(self.groups), b + key, values, f"needs one value per group ({len(self.groups)})")
+        if self.groups is not None:  # else they would be ignored
+            require(self.group_failure_rates is not None or self.group_bandwidths is not None, b + "groups",
+                    self.groups, "needs behaviour.group_failure_rates or behaviour.group_bandwidths (what differs by group)")
+        if self.group_failure_rates is None:
             require(self.failure_rate is not None and 0 <= self.failure_rate <= 1, b + "failure_rate",
                     self.failure_rate, "must be in [0, 1]")
         else:
             require(self.failure_rate is None, b + "failure_rate", self.failure_rate,
-                    "must be null with behaviour.groups (group_failure_rates gives each group's)")
-            rates = self.group_failure_rates or []
-            require(len(rates) == len(self.groups), b + "group_failure_rates", self.group_failure_rates,
-                    f"needs one rate per group ({len(self.groups)})")
-            require(all(0 <= rate <= 1 for rate in rates), b + "group_failure_rates", self.group_failure_rates,
-                    "must each be in [0, 1]")
+                    "must be null with behaviour.group_failure_rates (which gives each group's)")
+            require(all(0 <= rate <= 1 for rate in self.group_failure_rates), b + "group_failure_rates",
+                    self.group_failure_rates, "must each be in [0, 1]")
+        if self.group_bandwidths is not None:
+            require(self.bandwidth is None, b + "bandwidth", self.bandwidth,
+                    "must be null with behaviour.group_bandwidths (which gives each group's median)")
+            require(all(math.isfinite(v) and v > 0 for v in self.group_bandwidths), b + "group_bandwidths",
+                    self.group_bandwidths, "must each be > 0 (bytes per unit of virtual time)")
         require(self.bandwidth is None or (math.isfinite(self.bandwidth) and self.bandwidth > 0), b + "bandwidth",
                 self.bandwidth, "must be > 0 (bytes per unit of virtual time) or null (free communication)")
         require(math.isfinite(self.bandwidth_sigma) and self.bandwidth_sigma >= 0, b + "bandwidth_sigma",
@@ -284,7 +295,7 @@ class UnreliableConfig(BehaviourConfig):
                     "needs behaviour.bandwidth (the median the trace's relative speeds scale)")
             require(self.bandwidth_sigma == 0, b + "bandwidth_sigma", self.bandwidth_sigma,
                     "must be 0 with behaviour.bandwidth_trace (the trace gives the spread)")
-        if self.bandwidth is None:  # without a bandwidth there is no communication time for them to shape
+        if self.bandwidth is None and self.group_bandwidths is None:  # no communication time for them to shape
             require(self.bandwidth_sigma == 0, b + "bandwidth_sigma", self.bandwidth_sigma,
                     "needs behaviour.bandwidth (the median it spreads around)")
             require(self.upload_fraction == 1, b + "upload_fraction", self.upload_fraction,

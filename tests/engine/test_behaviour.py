@@ -2,6 +2,7 @@
 failed trips that spend time and send nothing, communication on the clock, and one-line refusals."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -95,15 +96,22 @@ def test_communication_takes_bytes_over_bandwidth_on_the_clock(run_config):
 
 def test_a_shared_link_splits_its_capacity_max_min_fairly():
     link = SharedLink(10.0)
+
+    def by_trip(values):
+        return {int(link.trip[i]): float(values[i]) for i in range(link.count)}
+
     link.add(0, 4.0, 2.0, now=0.0)  # capped at 2 by its client's bandwidth
     link.add(1, 8.0, math.inf, now=0.0)
     link.add(2, 12.0, math.inf, now=0.0)
-    assert link.rate == {0: 2.0, 1: 4.0, 2: 4.0}
-    assert link.next_completion() == (2.0, 0) and link.remaining[1] == 8.0
-    link.remove(0, now=2.0)  # 1 and 2 have 0 and 4 bytes left... 1 is done at 2 as well
-    assert link.remaining == {1: 0.0, 2: 4.0} and link.rate == {1: 5.0, 2: 5.0}
+    assert by_trip(link.rate) == {0: 2.0, 1: 4.0, 2: 4.0}
+    assert link.next_completion() == (2.0, 0)  # ties at 2 with trip 1: the lower id first
+    link.remove(0, now=2.0)
+    assert by_trip(link.remaining) == {1: 0.0, 2: 4.0} and by_trip(link.rate) == {1: 5.0, 2: 5.0}
+    assert link.next_completion() == (2.0, 1)
     link.remove(1, now=2.0)
     assert link.next_completion() == (2.4, 2)  # alone: the whole 10
+    link.remove(2, now=2.4)
+    assert link.next_completion() is None and link.count == 0
 
 
 def test_trips_over_a_shared_link_wait_for_each_other(run_config):
@@ -142,6 +150,15 @@ def test_each_group_of_clients_fails_at_its_own_rate(run_config):
     # one_class: client c holds label c % 10, so clients with c % 10 < 5 are group 0
     flaky = trips["client"] % 10 < 5
     assert 0.35 < trips.loc[flaky, "failed"].mean() < 0.65 and trips.loc[~flaky, "failed"].sum() == 0
+
+
+def test_each_group_of_clients_communicates_at_its_own_bandwidth(run_config):
+    summary, _, trips = run_config(*RUN, "dataset=digits", "partition=one_class", "partition.num_clients=100",
+                                   "behaviour=unreliable", "behaviour=unreliable", "behaviour.failure_rate=0",
+                                   "behaviour.groups=[[0,1,2,3,4],[5,6,7,8,9]]", "behaviour.group_bandwidths=[1e3,1e5]")
+    slow = trips["client"] % 10 < 5  # one_class: client c holds label c % 10
+    rate = np.where(slow, 1e3, 1e5)
+    np.testing.assert_allclose(trips["comm_time"], (trips["bytes_down"] + trips["bytes_up"]) / rate, rtol=1e-12)
 
 
 def test_an_outage_takes_a_group_offline_together_and_cuts_its_running_trips(run_config):
@@ -198,7 +215,11 @@ def test_a_trip_cut_at_its_availability_window_keeps_its_phases_and_is_not_a_dev
     ("behaviour.bandwidth_sigma=1", "behaviour.bandwidth_sigma=1.0 is not allowed: needs behaviour.bandwidth"),
     ("behaviour.upload_fraction=0.5", "behaviour.upload_fraction=0.5 is not allowed: needs behaviour.bandwidth"),
     ("behaviour.failure_rate=1.5", "behaviour.failure_rate=1.5 is not allowed: must be in [0, 1]"),
-    ("behaviour.groups=[[0],[1]]", "behaviour.failure_rate=0.1 is not allowed: must be null with behaviour.groups"),
+    ("behaviour.groups=[[0],[1]]", "behaviour.groups=[[0], [1]] is not allowed: needs behaviour.group_failure_rates or"),
+    ("behaviour.groups=[[0],[1]] behaviour.group_failure_rates=[0.1,0.2]",
+     "behaviour.failure_rate=0.1 is not allowed: must be null with behaviour.group_failure_rates"),
+    ("behaviour.groups=[[0],[1]] behaviour.group_bandwidths=[1e5] behaviour.bandwidth=null",
+     "behaviour.group_bandwidths=[100000.0] is not allowed: needs one value per group (2)"),
     ("behaviour.group_failure_rates=[0.1]", "behaviour.group_failure_rates=[0.1] is not allowed: needs behaviour.groups"),
     ("behaviour.bandwidth=0", "behaviour.bandwidth=0.0 is not allowed: must be > 0"),
     ("behaviour.bandwidth_sigma=-1", "behaviour.bandwidth_sigma=-1.0 is not allowed: must be >= 0"),
@@ -207,8 +228,8 @@ def test_a_trip_cut_at_its_availability_window_keeps_its_phases_and_is_not_a_dev
     ("behaviour.work_deadline_unit=steps", "behaviour.work_deadline_unit='steps' is not allowed"),
 ])
 def test_bad_values_are_refused_in_one_line(override, message):
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        compose_run_config("behaviour=unreliable", override)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        compose_run_config("behaviour=unreliable", *override.split())
 
 
 @pytest.mark.slow
