@@ -96,7 +96,8 @@ class Trip:
     aborted: bool  # over before uploading (availability drop, a failure, or a round closed on it)
     row: int  # its upload row (batching trainer), -1 otherwise
     log_row: int  # its row in the trip log once it is over, -1 before
-    failed: int  # 0, or why it was lost part-way: 1 the device failed, 2 an outage (fl_bench.engine.behaviour)
+    failed: int  # 0, or why it was lost part-way (fl_bench.engine.behaviour): 1 the device failed, 2 an outage,
+    # 3 its availability window closed, 4 no local step by the work deadline
     comm_time: float  # of its duration, the time spent downloading and uploading
     steps: int  # local steps it trains: its client's full work, or fewer under a work deadline (0: not known)
 
