@@ -17,8 +17,10 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
   a failure is then drawn over the trip's duration at its own bandwidth, which the link only lengthens.
 - **failures**: each trip fails with probability ``failure_rate``, or its client's group's rate
   (``groups`` by main label, ``group_failure_rates``) (FLGo's and FedScale's dropped clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
-  concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``). A failure
-  trace (``failure_trace``, CSV ``client,time``) fails the trip its client runs at each listed time.
+  concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``). With a hazard
+  (``failure_hazard``, failures per unit of time) a trip fails at its first Exp(hazard) arrival, so long
+  trips fail more often; a failure trace (``failure_trace``, CSV ``client,time``) fails the trip its
+  client runs at each listed time.
 
 - **partial work**: with ``work_deadline`` a trip's local training may last at most that long (virtual
   time, or with ``work_deadline_unit=mean_compute`` that many times the client's expected compute time).
@@ -101,6 +103,7 @@ class UnreliableDevices:
         self.failure_rate = (np.asarray(cfg.group_failure_rates)[group_of] if cfg.group_failure_rates is not None
                              else np.full(num_clients, cfg.failure_rate))
         self.rng = np.random.default_rng([seed, 0x5EED32])  # a stream of its own (module docstring)
+        self.failure_hazard = cfg.failure_hazard  # failures per unit of virtual time (None: none)
         self.bandwidth = None
         if cfg.bandwidth_trace is not None:
             _, kbps = read_fedscale_capacity(cfg.bandwidth_trace, num_clients, "behaviour.bandwidth_trace",
@@ -174,6 +177,10 @@ class UnreliableDevices:
             elapsed, failed, certain = self.rng.random() * elapsed, 1, True
         # the times that cut it short: up to its end, or with a shared link (whose end is not known yet) any
         end = start + elapsed if self.link is None or certain else math.inf
+        if self.failure_hazard:  # a device that fails at rate h: the first failure, Exp(1 / h) after the start
+            at = start + self.rng.exponential(1.0 / self.failure_hazard)
+            if at < end:
+                end, failed = at, 1
         traced = self.traced_failure(client, start, end)
         if traced is not None:
             end, failed = traced, 1
@@ -239,6 +246,8 @@ class UnreliableConfig(BehaviourConfig):
     # [{labels: [0, 1], start: 100, end: 200}, {clients: [3, 17], start: 50, end: 80}]
     outages: Optional[list[Any]] = None
     failure_trace: Optional[str] = None  # a CSV client,time: each client's device fails at its listed times
+    # failures per unit of virtual time while a trip runs (a hazard: longer trips fail more often); null: none
+    failure_hazard: Optional[float] = None
     bandwidth: Optional[float] = None  # median bytes per unit of virtual time; null: communication is free
     bandwidth_sigma: float = 0.0  # log-normal spread of the clients' bandwidths (0: all equal)
     upload_fraction: float = 1.0  # upload bandwidth / download bandwidth (uplinks are often slower)
@@ -288,6 +297,8 @@ class UnreliableConfig(BehaviourConfig):
         require(self.work_deadline is None or (math.isfinite(self.work_deadline) and self.work_deadline > 0),
                 b + "work_deadline", self.work_deadline, "must be > 0 or null (every trip does its full work)")
         choice(b + "work_deadline_unit", self.work_deadline_unit, WORK_DEADLINE_UNITS)
+        require(self.failure_hazard is None or (math.isfinite(self.failure_hazard) and self.failure_hazard > 0),
+                b + "failure_hazard", self.failure_hazard, "must be > 0 (failures per unit of virtual time) or null")
         require(self.server_bandwidth is None or (math.isfinite(self.server_bandwidth) and self.server_bandwidth > 0),
                 b + "server_bandwidth", self.server_bandwidth, "must be > 0 (bytes per unit of virtual time) or null")
         if self.bandwidth_trace is not None:

@@ -40,6 +40,20 @@ def test_a_trip_downloads_computes_then_uploads_and_a_failure_spends_what_came_b
     assert (early.comm_time, early.compute_time) == (pytest.approx(1.0), 0.0)
 
 
+def test_a_failure_hazard_fails_long_trips_more_often(run_config):
+    summary, _, trips = run_config(*RUN, "delay=exponential", "behaviour=unreliable", "behaviour.failure_rate=0",
+                                   "behaviour.failure_hazard=0.5")
+    failed = trips["failed"] == 1
+    # at hazard h a trip of compute c survives with probability exp(-h c): under Exp(1) draws, 1 / (1 + h) = 2/3
+    assert 0.27 < failed.mean() < 0.40 and summary["failed_trips"] == failed.sum()
+    lasted = trips["end_time"] - trips["start_time"]
+    assert lasted[failed].mean() < lasted[~failed].mean()  # a failure cuts a trip short...
+    devices = UnreliableDevices(UnreliableConfig(failure_rate=0, failure_hazard=0.5), 1, seed=0)
+    long = sum(devices.shape(0, 0.0, compute=10.0, bytes_down=0, bytes_up=0).failed for _ in range(400))
+    short = sum(devices.shape(0, 0.0, compute=0.1, bytes_down=0, bytes_up=0).failed for _ in range(400))
+    assert long > 380 and short < 20  # ...and long trips fail far more often: 1 - e^-5 against 1 - e^-0.05
+
+
 def test_a_work_deadline_cuts_local_training_to_the_steps_finished_by_then():
     devices = UnreliableDevices(UnreliableConfig(failure_rate=0, bandwidth=100.0, work_deadline=4.0), 3, seed=0)
     # 10 steps in 10: by the deadline 4 it has finished 4, then uploads (1 each way at 100/s)
@@ -224,6 +238,7 @@ def test_a_trip_cut_at_its_availability_window_keeps_its_phases_and_is_not_a_dev
     ("behaviour.bandwidth=0", "behaviour.bandwidth=0.0 is not allowed: must be > 0"),
     ("behaviour.bandwidth_sigma=-1", "behaviour.bandwidth_sigma=-1.0 is not allowed: must be >= 0"),
     ("behaviour.work_deadline=0", "behaviour.work_deadline=0.0 is not allowed: must be > 0"),
+    ("behaviour.failure_hazard=-1", "behaviour.failure_hazard=-1.0 is not allowed: must be > 0"),
     ("behaviour.bandwidth_trace=cap.pkl", "behaviour.bandwidth_trace='cap.pkl' is not allowed: needs behaviour.bandwidth"),
     ("behaviour.work_deadline_unit=steps", "behaviour.work_deadline_unit='steps' is not allowed"),
 ])
@@ -242,7 +257,7 @@ def test_every_algorithm_runs_with_every_behaviour_and_repeats_itself(tmp_path, 
     overrides = ("max_trips=120", "eval_every=60", "concurrency=10", f"algorithm={algorithm}", "behaviour=unreliable",
                  "behaviour.failure_rate=0.2", "behaviour.bandwidth=1e5", "behaviour.bandwidth_sigma=1",
                  "behaviour.work_deadline=0.8", "behaviour.outages=[{clients: [1, 2, 3], start: 0.5, end: 1.5}]",
-                 "behaviour.server_bandwidth=2e6")
+                 "behaviour.server_bandwidth=2e6", "behaviour.failure_hazard=0.1")
     for name in ("a", "b"):
         summary = run_experiment(compose_run_config(*overrides), tmp_path / name)
         assert summary["status"] == "completed" and summary["failed_trips"] > 0

@@ -91,7 +91,7 @@ class Killed(BaseException):
     ("algorithm=fedavg", "algorithm.deadline=1.0", *UNRELIABLE, "behaviour.work_deadline=0.7",
      "algorithm.step_normalisation=fednova"),  # partial work, FedNova's step sums
     ("algorithm=fedbuff", *UNRELIABLE, "behaviour.outages=[{labels: [0, 1, 2], start: 0.5, end: 2.0}]",
-     "behaviour.server_bandwidth=1e6"),  # transfers over a shared link: their phases and the link's state
+     "behaviour.server_bandwidth=1e6", "behaviour.failure_hazard=0.2"),  # a shared link's phases and state
 ], ids=lambda o: "-".join(o))
 def test_every_algorithm_resumes_bit_for_bit_from_any_checkpoint(tmp_path, monkeypatch, overrides):
     cfg = compose_run_config(*WORKLOAD, "checkpoint_every=1", *overrides)
