@@ -35,7 +35,9 @@ def outputs(run_dir: Path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", [(), ("task=lightning",
-                                       "task.module._target_=my_fl_extensions.lightning_modules.DigitsClassifier")])
+                                       "task.module._target_=my_fl_extensions.lightning_modules.DigitsClassifier",
+                                       # partial work: each trip's step count reaches the process that trains it
+                                       "behaviour=unreliable", "behaviour.failure_rate=0", "behaviour.work_deadline=0.6")])
 def test_two_processes_give_the_same_run_as_one(tmp_path, task):
     """The built-in task and a LightningModule: 1 process and 2 (gloo) write the same trips.csv and
     metrics.csv, and the same final model bit for bit; only rank 0 writes the run directory."""
