@@ -80,6 +80,8 @@ def capacity_summary(computation: np.ndarray, communication: np.ndarray) -> pd.D
 
 
 def summarise(args: argparse.Namespace) -> str:
+    if not args.hour > 0:
+        raise ConfigError(f"--hour {args.hour} is not allowed: it must be > 0 (trace-time units in an hour)")
     path = Path(args.path).expanduser()
     clients = trace_clients(args.format, path)
     if args.format == "fedscale_capacity":
@@ -112,6 +114,11 @@ def generate(args: argparse.Namespace) -> str:
     out = Path(args.path).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.format == "fedscale_capacity":
+        if not (args.computation > 0 and args.communication > 0 and args.computation_sigma >= 0
+                and args.communication_sigma >= 0):
+            raise ConfigError(f"--computation {args.computation}, --communication {args.communication} (and their sigmas "
+                              f"{args.computation_sigma}, {args.communication_sigma}) are not allowed: medians must be > 0 "
+                              f"and sigmas >= 0")
         computation = args.computation * np.exp(args.computation_sigma * rng.standard_normal(args.clients))
         communication = args.communication * np.exp(args.communication_sigma * rng.standard_normal(args.clients))
         trace = {i + 1: {"computation": float(c), "communication": float(b)}

@@ -150,3 +150,6 @@ def test_the_traces_command_summarises_and_generates_traces(tmp_path, capsys):
                             capture_output=True, text=True)
     assert failed.returncode == 1 and failed.stderr.strip().splitlines() == [
         f"fl_bench: error: trace {tmp_path / 'none.csv'} does not exist"]
+    with pytest.raises(SystemExit):
+        main(["generate", str(out), "--format", "fedscale_capacity", "--computation", "-1"])
+    assert "--computation -1.0, --communication 2000.0" in capsys.readouterr().err
