@@ -5,23 +5,22 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
 ``behaviour=unreliable``:
 
 - **communication**: the download takes ``bytes_down / bandwidth`` and the upload
-  ``bytes_up / (bandwidth * upload_fraction)`` seconds, the bandwidth persistent per client, drawn once
-  from a log-normal with median ``bandwidth`` (bytes per unit of virtual time) and log-spread
-  ``bandwidth_sigma`` (APPFL's and FedScale's device profiles draw per-device network speeds), or from
-  FedScale's device capacity trace (``bandwidth_trace``: client i's median times its device's kbps over
-  the clients' median). So the
-  bytes every algorithm moves (FedGBO's broadcast of its server state, Mimelite's full-batch gradient
-  upload) become time. A trip lasts download + compute + upload. With ``server_bandwidth`` every
-  transfer in flight also shares the server's link (fl_bench.engine.link: max-min fair, each capped by
-  its client's bandwidth), so transfers slow each other down and their ends are found as the run goes;
-  a failure is then drawn over the trip's duration at its own bandwidth, which the link only lengthens.
+  ``bytes_up / (bandwidth * upload_fraction)``, the bandwidth persistent per client: drawn once from a
+  log-normal with median ``bandwidth`` (bytes per unit of virtual time; per group: ``group_bandwidths``)
+  and log-spread ``bandwidth_sigma`` (APPFL's and FedScale's device profiles draw per-device network
+  speeds), or from FedScale's device capacity trace (``bandwidth_trace``: ``bandwidth`` times the
+  device's kbps over the clients' median). So the bytes every algorithm moves (FedGBO's broadcast of its
+  server state, Mimelite's full-batch gradient upload) become time; a trip lasts download + compute +
+  upload. With ``server_bandwidth`` every transfer in flight also shares the server's link
+  (fl_bench.engine.link: max-min fair, each capped by its client's bandwidth): transfers slow each other
+  down and their ends are found as the run goes.
 - **failures**: each trip fails with probability ``failure_rate``, or its client's group's rate
-  (``groups`` by main label, ``group_failure_rates``) (FLGo's and FedScale's dropped clients) at a time uniform over its duration: it spends that time, sends nothing, frees its
-  concurrency slot, and the server never sees it (trips.csv: ``used=0``, ``failed=1``). With a hazard
-  (``failure_hazard``, failures per unit of time) a trip fails at its first Exp(hazard) arrival, so long
-  trips fail more often; a failure trace (``failure_trace``, CSV ``client,time``) fails the trip its
-  client runs at each listed time.
-
+  (``groups`` by main label, ``group_failure_rates``) (FLGo's and FedScale's dropped clients), at a time
+  uniform over its duration (at its own bandwidth, which a shared link only lengthens): it spends that
+  time, sends nothing, frees its concurrency slot, and the server never sees it (trips.csv: ``used=0``,
+  ``failed=1``). With a hazard (``failure_hazard``, failures per unit of time) a trip fails at its
+  first Exp(hazard) arrival, so long trips fail more often; a failure trace (``failure_trace``, CSV
+  ``client,time``) fails the trip its client runs at each listed time.
 - **partial work**: with ``work_deadline`` a trip's local training may last at most that long (virtual
   time, or with ``work_deadline_unit=mean_compute`` that many times the client's expected compute time).
   A trip whose compute draw c is longer stops at the deadline D and uploads the update of the
@@ -30,9 +29,9 @@ The delay law and speed model (fl_bench.engine.delays) give a trip's *compute* t
   ``local_steps``), where FedNova-style normalisation can use it (``algorithm.step_normalisation``).
   One that finishes no step uploads nothing (``failed=4``).
 - **correlated outages**: ``outages``, windows ``{labels, start, end}`` in which every client whose
-  main label is in ``labels`` (a label group), or ``{clients, start, end}`` every listed client (a region),
-  is offline together: none of them is selected,
-  and their trips running at ``start`` fail there (trips.csv: ``failed=2``).
+  main label is in ``labels`` (a label group), or ``{clients, start, end}`` every listed client (a
+  region), is offline together: none of them is selected, and their trips running at ``start`` fail
+  there (trips.csv: ``failed=2``).
 
 Draws come from a generator of their own (seeded from the run's seed), so a run without them makes
 the same draws as before and its results stay byte-identical (``behaviour=reliable``, the default).
