@@ -7,7 +7,8 @@
 - ``selection``: selection policies (uniform, longest absent, all available, weighted);
 - ``availability``: availability schedules (always, diurnal, trace);
 - ``delays``: delay laws and persistent client speeds;
-- ``behaviour``: how devices behave during a trip (failures, communication time);
+- ``behaviour``: how devices behave during a trip (failures, communication time, partial work, outages);
+- ``link``: a server link shared by the transfers in flight;
 - ``messages``: what crosses the network (Broadcast, Upload);
 - ``trip_log``: the per-trip record.
 """

@@ -159,10 +159,8 @@ class UnreliableDevices:
         """The timing of a trip of ``client`` from ``start`` whose local training of ``steps`` local steps
         takes ``compute``; with ``availability.on_unavailable=drop``, ``window_end`` is when its
         availability window closes."""
-        down = up = 0.0
-        if self.bandwidth is not None:
-            down = bytes_down / self.bandwidth[client]
-            up = bytes_up / (self.bandwidth[client] * self.upload_fraction)
+        down = bytes_down / self.client_bandwidth(client, False)  # 0 without bandwidths
+        up = bytes_up / self.client_bandwidth(client, True)
         gives_up = False
         if self.work_deadline is not None and compute > self.work_deadline[client]:
             budget = float(self.work_deadline[client])

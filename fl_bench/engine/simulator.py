@@ -264,10 +264,11 @@ class Simulator:
                 self._end(trip)
                 self.policy.on_trip_end(self, trip)
             elif kind == _LINK:
-                if payload != self.link.epoch:  # the link changed since: a later event holds its next end
+                epoch, trip_id = payload
+                if epoch != self.link.epoch:  # the link changed since: a later event holds its next end
                     continue
                 self.now = time
-                self._transfer_done()
+                self._transfer_done(trip_id)
             elif kind == _COMPUTED:
                 trip = self._in_flight.get(payload)
                 if trip is None:  # cut while computing
@@ -449,11 +450,12 @@ class Simulator:
         self._link_epoch = self.link.epoch
         upcoming = self.link.next_completion()
         if upcoming is not None:
-            self._push(max(upcoming[0], self.now), _LINK, self._next_seq(), self.link.epoch)
+            time, trip_id = upcoming
+            self._push(max(time, self.now), _LINK, self._next_seq(), (self.link.epoch, trip_id))
 
-    def _transfer_done(self) -> None:
-        """A transfer over the link is over: a download starts the trip's compute, an upload ends the trip."""
-        _, trip_id = self.link.next_completion()
+    def _transfer_done(self, trip_id: int) -> None:
+        """The transfer of trip ``trip_id`` over the link is over: a download starts the trip's compute, an
+        upload ends the trip."""
         self.link.remove(trip_id, self.now)
         phases, trip = self._phases[trip_id], self._in_flight[trip_id]
         if phases[1] == math.inf:  # downloaded: compute

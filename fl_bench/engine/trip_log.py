@@ -17,8 +17,7 @@ class TripLog:
     # 1: the device failed; 2: an outage took its group offline; 3: on_unavailable=drop cut it at its window's
     # end; 4: the work deadline came before its first step), the time spent communicating
     # (end - start - comm_time is compute) and the local steps an uploaded trip trained (0 for a lost one);
-    # absent otherwise, so that a run without behaviours writes the
-    # same trips.csv as before
+    # absent otherwise, so that a run without behaviours writes the same trips.csv as before
     BEHAVIOUR_COLUMNS = ("failed", "comm_time", "local_steps")
     # weight: the upload's normalised share of its server step, where the algorithm defines one
     # (FedStaleWeight), else NaN

@@ -142,11 +142,12 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     if placement.processes > 1:
         trainer = DistributedTrainer(trainer, placement.fabric)
     delays = build(cfg.speed, cfg.delay, data)
+    client_means = delays.client_means()
     # fl_bench.engine.behaviour: failures, communication, partial work, outages
-    behaviour = build(cfg.behaviour, data, cfg.seed, delays.client_means())
+    behaviour = build(cfg.behaviour, data, cfg.seed, client_means)
     availability = build(cfg.availability, data)
     population = ClientPopulation(data.sizes, behaviour.with_outages(availability) if behaviour else availability)
-    selection = build(cfg.selection, population, delays.client_means())
+    selection = build(cfg.selection, population, client_means)
     simulator = Simulator(
         server=server,
         trainer=trainer,
