@@ -89,6 +89,7 @@ class TripShape:
     # and ``gives_up`` whether it uploads nothing when its compute ends (no step by the work deadline)
     certain: bool = True
     gives_up: bool = False
+    download: float = 0.0  # of ``comm_time``, the download at its own bandwidth (what comes before computing)
 
 
 class UnreliableDevices:
@@ -190,9 +191,9 @@ class UnreliableDevices:
             return TripShape(end - start, 0.0, compute, failed, 0 if gives_up else steps, certain, gives_up)
         elapsed = end - start
         if not failed and not gives_up:
-            return TripShape(elapsed, down + up, compute, 0, steps)
+            return TripShape(elapsed, down + up, compute, 0, steps, download=down)
         computed = min(max(elapsed - down, 0.0), compute)  # what it spent before, by phase
-        return TripShape(elapsed, elapsed - computed, computed, failed or 4, 0)
+        return TripShape(elapsed, elapsed - computed, computed, failed or 4, 0, download=down)
 
 
 def unreliable(cfg: "UnreliableConfig", data, seed: int, client_means: np.ndarray | None = None) -> UnreliableDevices:

@@ -86,7 +86,7 @@ class Trip:
     runs, whether it was cut short, and its upload row and trip-log row."""
 
     __slots__ = ("id", "client", "version", "start", "end", "round", "aborted", "row", "log_row", "failed", "comm_time",
-                 "steps")
+                 "steps", "down_time", "compute_time")
     id: int
     client: int
     version: int  # the model version downloaded
@@ -100,6 +100,9 @@ class Trip:
     # 3 its availability window closed, 4 no local step by the work deadline
     comm_time: float  # of its duration, the time spent downloading and uploading
     steps: int  # local steps it trains: its client's full work, or fewer under a work deadline (0: not known)
+    # under a behaviour: how long its download takes (inf over a shared link until it is over) and its compute
+    down_time: float
+    compute_time: float
 
 
 # Event priorities at equal times: scheduled starts first (a ramp-up arrival that ties with a trip
@@ -175,10 +178,10 @@ class Simulator:
         # fl_bench.engine.behaviour.UnreliableDevices: failures and communication time; None: neither
         self.behaviour = behaviour
         # fl_bench.engine.link.SharedLink: the server link all transfers share, whose end times the loop
-        # learns as it goes; the phases of each trip over it: [compute time, download end, upload start,
-        # why it is cut at its _END event, whether it gives up before uploading]
+        # learns as it goes; each trip over it: (why it is cut at its _END event, whether it gives up
+        # before uploading)
         self.link = behaviour.link if behaviour is not None else None
-        self._phases: dict[int, list] = {}
+        self._phases: dict[int, tuple[int, bool]] = {}
         self._link_epoch = -1  # the link state whose next completion is scheduled
         self.log = TripLog(behaviour=behaviour is not None)
         self.buffer: list[Trip] = []  # uploads for the next server step, in arrival order
@@ -260,7 +263,8 @@ class Simulator:
                     continue
                 self.now = time
                 if trip.id in self._phases:  # still moving over the shared link: cut here
-                    self._cut(trip)
+                    trip.failed, trip.aborted = self._leave_link(trip), True
+                    self._forget(trip)
                 self._end(trip)
                 self.policy.on_trip_end(self, trip)
             elif kind == _LINK:
@@ -339,19 +343,20 @@ class Simulator:
         for client, duration in zip(clients, durations):
             steps = int(self.steps_by_client[client])
             trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, 0, 0.0,
-                        steps)
+                        steps, 0.0, 0.0)
             closes = self.availability.window_end(client, self.now) if drop else math.inf
             if self.link is not None:  # its transfers are timed over the link as the run goes
                 shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up, closes, steps)
                 trip.steps, trip.end = shape.steps, math.inf
+                trip.down_time, trip.compute_time = math.inf, shape.compute_time
                 trip.aborted = shape.certain or shape.gives_up  # it will send nothing
                 trip.failed = shape.failed if shape.certain else 0
-                self._phases[trip.id] = [shape.compute_time, math.inf, math.inf, shape.failed, shape.gives_up]
+                self._phases[trip.id] = (shape.failed, shape.gives_up)
                 self.link.add(trip.id, self.bytes_down, self.behaviour.client_bandwidth(client, False), self.now)
             elif self.behaviour is not None:  # its phases, partial work, failure, outage or window's end (failed=3)
                 shape = self.behaviour.shape(client, self.now, duration, self.bytes_down, self.bytes_up, closes, steps)
                 trip.end, trip.comm_time, trip.failed = self.now + shape.duration, shape.comm_time, shape.failed
-                trip.steps = shape.steps
+                trip.steps, trip.down_time, trip.compute_time = shape.steps, shape.download, shape.compute_time
                 trip.aborted = bool(shape.failed)  # a lost trip spends its time and sends nothing
             elif trip.end > closes:  # cut at the end of the client's availability window
                 trip.end, trip.aborted = closes, True
@@ -373,8 +378,9 @@ class Simulator:
         """End a running trip now without an upload (its round closed on it)."""
         del self._in_flight[trip.id]
         if trip.id in self._phases:
-            self._cut(trip)
-            trip.failed = 0  # its round closed on it: not a device's doing
+            self._leave_link(trip)
+        if self.behaviour is not None:  # its round closed on it, not a device: the time spent so far, by phase
+            trip.failed, trip.comm_time = 0, self._comm_until(trip)
         trip.aborted = True
         trip.end = self.now
         self._forget(trip)
@@ -457,40 +463,42 @@ class Simulator:
         """The transfer of trip ``trip_id`` over the link is over: a download starts the trip's compute, an
         upload ends the trip."""
         self.link.remove(trip_id, self.now)
-        phases, trip = self._phases[trip_id], self._in_flight[trip_id]
-        if phases[1] == math.inf:  # downloaded: compute
-            phases[1] = self.now
-            self._push(self.now + phases[0], _COMPUTED, self._next_seq(), trip_id)
+        trip = self._in_flight[trip_id]
+        if trip.down_time == math.inf:  # downloaded: compute
+            trip.down_time = self.now - trip.start
+            self._push(self.now + trip.compute_time, _COMPUTED, self._next_seq(), trip_id)
             return
         self._finish_over_link(trip)
 
     def _computed(self, trip: Trip) -> None:
         """A trip over the link finished computing: it uploads, or gives up (no step by the work deadline)."""
-        phases = self._phases[trip.id]
-        if phases[4]:
+        if self._phases[trip.id][1]:
             trip.failed = 4
             self._finish_over_link(trip)
             return
-        phases[2] = self.now
         self.link.add(trip.id, self.bytes_up, self.behaviour.client_bandwidth(trip.client, True), self.now)
 
     def _finish_over_link(self, trip: Trip) -> None:
         """End a trip over the link now: uploaded, or given up after its compute."""
         del self._in_flight[trip.id]
-        self._cut(trip, uploaded=True)
+        self._leave_link(trip)
         self._end(trip)
         self.policy.on_trip_end(self, trip)
 
-    def _cut(self, trip: Trip, uploaded: bool = False) -> None:
-        """Stop a trip over the link now: drop its transfer, set its end and the time it spent communicating
-        (download, and upload once started); unless it ``uploaded``, it sends nothing, for the reason of its cut."""
-        _, down_end, up_start, reason, _ = self._phases.pop(trip.id)
+    def _leave_link(self, trip: Trip) -> int:
+        """Take a trip off the link now: drop its transfer, set its end and the time it spent communicating;
+        returns why it would be cut at its _END event (0: it would not)."""
+        reason, _ = self._phases.pop(trip.id)
         self.link.remove(trip.id, self.now)
         trip.end = self.now
-        trip.comm_time = (min(self.now, down_end) - trip.start) + max(self.now - up_start, 0.0)
-        if not uploaded:
-            trip.failed, trip.aborted = reason, True
-            self._forget(trip)
+        trip.comm_time = self._comm_until(trip)
+        return reason
+
+    def _comm_until(self, trip: Trip) -> float:
+        """Of a trip's time up to now, the part spent communicating: its download (all of it, or so far),
+        then whatever comes after its compute (its upload)."""
+        elapsed = self.now - trip.start
+        return min(elapsed, trip.down_time) + max(elapsed - trip.down_time - trip.compute_time, 0.0)
 
     # ------------------------------------------------------------------ internals
     def _end(self, trip: Trip) -> None:

@@ -152,6 +152,20 @@ def test_a_link_wider_than_every_transfer_changes_nothing(run_config):
     np.testing.assert_allclose(shared["comm_time"], trips["comm_time"], rtol=1e-6)
 
 
+@pytest.mark.parametrize("link", [(), ("behaviour.server_bandwidth=1e12",)])
+def test_a_trip_its_round_closes_on_is_not_a_device_failure_and_keeps_its_phases(run_config, link):
+    # down 1 (18,216 bytes at 18,216), compute 1, up 1: every trip would end at 3, after the deadline 2.5;
+    # the round closes on those still running (1 downloading + 0.5 uploading), unless they failed before
+    summary, _, trips = run_config("max_trips=60", "eval_every=30", "concurrency=10", "algorithm=fedavg",
+                                   "algorithm.deadline=2.5", "delay=constant", "delay.value=1.0", "behaviour=unreliable",
+                                   "behaviour.failure_rate=0.5", "behaviour.bandwidth=18216", *link)
+    closed = np.isclose(trips["end_time"] - trips["start_time"], 2.5, rtol=0, atol=1e-9)
+    assert closed.sum() > 10 and (trips["used"] == 0).all()
+    assert (trips.loc[closed, "failed"] == 0).all()  # a failure drawn after 2.5 never happened
+    np.testing.assert_allclose(trips.loc[closed, "comm_time"], 1.5, rtol=1e-9)
+    assert summary["failed_trips"] == (trips["failed"] == 1).sum() > 10
+
+
 def test_without_behaviours_trips_csv_has_its_old_columns(run_config):
     summary, _, trips = run_config(*RUN)
     assert "failed" not in trips and "comm_time" not in trips and summary["failed_trips"] == 0
