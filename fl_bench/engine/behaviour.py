@@ -295,6 +295,10 @@ class UnreliableConfig(BehaviourConfig):
         require(self.work_deadline is None or (math.isfinite(self.work_deadline) and self.work_deadline > 0),
                 b + "work_deadline", self.work_deadline, "must be > 0 or null (every trip does its full work)")
         choice(b + "work_deadline_unit", self.work_deadline_unit, WORK_DEADLINE_UNITS)
+        require(self.work_deadline is not None or self.work_deadline_unit == "time", b + "work_deadline_unit",
+                self.work_deadline_unit, "needs behaviour.work_deadline (the deadline it is the unit of)")
+        require(self.bandwidth_trace is not None or not self.bandwidth_trace_wrap, b + "bandwidth_trace_wrap",
+                self.bandwidth_trace_wrap, "needs behaviour.bandwidth_trace (the trace whose entries it reuses)")
         require(self.failure_hazard is None or (math.isfinite(self.failure_hazard) and self.failure_hazard > 0),
                 b + "failure_hazard", self.failure_hazard, "must be > 0 (failures per unit of virtual time) or null")
         require(self.server_bandwidth is None or (math.isfinite(self.server_bandwidth) and self.server_bandwidth > 0),

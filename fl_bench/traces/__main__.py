@@ -79,6 +79,29 @@ def capacity_summary(computation: np.ndarray, communication: np.ndarray) -> pd.D
                         index=pd.Index(["min", "p10", "median", "p90", "max"], name="quantile"))
 
 
+# the options each format reads (the others would be ignored: refused)
+SUMMARY_OPTIONS = {"fedscale_capacity": ()}
+GENERATE_OPTIONS = {"fedscale_capacity": ("computation", "computation_sigma", "communication", "communication_sigma")}
+AVAILABILITY_OPTIONS = {"summarise": ("hour", "repeat_until"), "generate": ("online", "session", "span")}
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse in one line an option the chosen format does not read, and fill in the defaults."""
+    defaults = {"hour": 3600.0, "online": 0.3, "session": 3600.0, "span": 7 * 86400.0, "computation": 100.0,
+                "computation_sigma": 0.5, "communication": 2000.0, "communication_sigma": 1.0}
+    table = SUMMARY_OPTIONS if args.command == "summarise" else GENERATE_OPTIONS
+    used = table.get(args.format, AVAILABILITY_OPTIONS[args.command])
+    if args.command == "summarise" and args.format == "csv":
+        used = ("hour",)  # csv windows are played as written
+    for name in (*AVAILABILITY_OPTIONS[args.command], *GENERATE_OPTIONS["fedscale_capacity"]):
+        value = getattr(args, name, None)
+        if value is not None and name not in used:
+            raise ConfigError(f"--{name.replace('_', '-')} {value} is not allowed with --format {args.format}: it reads "
+                              f"{', '.join('--' + u.replace('_', '-') for u in used) or 'no option of this kind'}")
+        if value is None and name in defaults and hasattr(args, name):
+            setattr(args, name, defaults[name])
+
+
 def summarise(args: argparse.Namespace) -> str:
     if not args.hour > 0:
         raise ConfigError(f"--hour {args.hour} is not allowed: it must be > 0 (trace-time units in an hour)")
@@ -149,22 +172,23 @@ def main(argv: list[str] | None = None) -> None:
     show = commands.add_parser("summarise", help="clients, online fraction by hour, speed quantiles")
     show.add_argument("path")
     show.add_argument("--format", choices=FORMATS, default="csv")
-    show.add_argument("--hour", type=float, default=3600.0, help="trace-time units in an hour (default 3600: seconds)")
+    show.add_argument("--hour", type=float, default=None, help="trace-time units in an hour (default 3600: seconds)")
     show.add_argument("--repeat-until", type=float, default=None, help="repeat a periodic trace until this trace time")
     make = commands.add_parser("generate", help="write a synthetic trace with given statistics")
     make.add_argument("path")
     make.add_argument("--format", choices=("csv", "fedscale", "fedscale_capacity"), default="csv")
     make.add_argument("--clients", type=int, default=100)
     make.add_argument("--seed", type=int, default=0)
-    make.add_argument("--online", type=float, default=0.3, help="fraction of the time a client is online")
-    make.add_argument("--session", type=float, default=3600.0, help="mean online session (trace time)")
-    make.add_argument("--span", type=float, default=7 * 86400.0, help="trace length (default a week of seconds)")
-    make.add_argument("--computation", type=float, default=100.0, help="median ms per sample")
-    make.add_argument("--computation-sigma", type=float, default=0.5, help="log-normal spread of computation")
-    make.add_argument("--communication", type=float, default=2000.0, help="median kbps")
-    make.add_argument("--communication-sigma", type=float, default=1.0, help="log-normal spread of communication")
+    make.add_argument("--online", type=float, help="fraction of the time a client is online (default 0.3)")
+    make.add_argument("--session", type=float, help="mean online session, trace time (default 3600)")
+    make.add_argument("--span", type=float, help="trace length (default a week of seconds)")
+    make.add_argument("--computation", type=float, help="median ms per sample (default 100)")
+    make.add_argument("--computation-sigma", type=float, help="log-normal spread of computation (default 0.5)")
+    make.add_argument("--communication", type=float, help="median kbps (default 2000)")
+    make.add_argument("--communication-sigma", type=float, help="log-normal spread of communication (default 1)")
     args = parser.parse_args(argv)
     try:
+        check_options(args)
         if args.command == "generate" and args.clients < 1:
             raise ConfigError(f"--clients {args.clients} is not allowed: must be >= 1")
         print(summarise(args) if args.command == "summarise" else generate(args))

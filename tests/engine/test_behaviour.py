@@ -253,6 +253,9 @@ def test_a_trip_cut_at_its_availability_window_keeps_its_phases_and_is_not_a_dev
     ("behaviour.bandwidth_sigma=-1", "behaviour.bandwidth_sigma=-1.0 is not allowed: must be >= 0"),
     ("behaviour.work_deadline=0", "behaviour.work_deadline=0.0 is not allowed: must be > 0"),
     ("behaviour.failure_hazard=-1", "behaviour.failure_hazard=-1.0 is not allowed: must be > 0"),
+    ("behaviour.work_deadline_unit=mean_compute",
+     "behaviour.work_deadline_unit='mean_compute' is not allowed: needs behaviour.work_deadline"),
+    ("behaviour.bandwidth_trace_wrap=true", "behaviour.bandwidth_trace_wrap=True is not allowed: needs behaviour.bandwidth_trace"),
     ("behaviour.bandwidth_trace=cap.pkl", "behaviour.bandwidth_trace='cap.pkl' is not allowed: needs behaviour.bandwidth"),
     ("behaviour.work_deadline_unit=steps", "behaviour.work_deadline_unit='steps' is not allowed"),
 ])

@@ -153,3 +153,6 @@ def test_the_traces_command_summarises_and_generates_traces(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["generate", str(out), "--format", "fedscale_capacity", "--computation", "-1"])
     assert "--computation -1.0, --communication 2000.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # an option the format does not read would be ignored
+        main(["summarise", str(path), "--repeat-until", "5"])
+    assert "--repeat-until 5.0 is not allowed with --format csv" in capsys.readouterr().err
