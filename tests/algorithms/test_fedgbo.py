@@ -87,6 +87,19 @@ def test_fedgbo_server_step_by_hand():
     assert server.upload_keys == () and server.broadcast().nbytes == 2 * 2 * 4  # download x, s; upload x
 
 
+def test_fedgbo_inverts_with_the_mean_local_steps_the_uploads_ran():
+    """Partial work (behaviour.work_deadline): uploads of K = 2 and 1 steps (uniform weights) invert with
+    K = 1.5, not the configured 2: g~ = (mean Delta / (eta 1.5) - beta m) / (1 - beta)."""
+    cfg = FedGBOConfig(optimizer="sgdm", beta=0.5, local_steps=2, client_lr=0.5)
+    server = FedGBO(cfg, torch.tensor([1.0, 1.0]), 2)
+    server.add(Upload(0, 0, 0, 1, torch.tensor([0.2, 0.0]), steps=2))
+    server.add(Upload(1, 0, 0, 1, torch.tensor([0.4, 0.2]), steps=1))
+    server.step()
+    torch.testing.assert_close(server.params, torch.tensor([0.7, 0.9]))
+    g = torch.tensor([0.3, 0.1]) / (0.5 * 1.5) / 0.5
+    torch.testing.assert_close(server.broadcast().state["m"], 0.5 * g)
+
+
 def test_mfl_server_averages_the_uploaded_statistics():
     cfg = MFLConfig(optimizer="adam", beta=0.9)
     server = MFL(cfg, torch.zeros(2), 2)

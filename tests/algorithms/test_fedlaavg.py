@@ -47,6 +47,11 @@ def test_the_mean_step_reading_divides_each_gradient_by_the_trip_s_local_steps()
         server.add(upload(1, 0, [0.0, 3.0]))
     assert torch.allclose(read["accumulated"].latest.data, torch.tensor([[1.0, 0.0], [0.0, 6.0]]))
     assert torch.allclose(read["mean_step"].latest.data, torch.tensor([[0.5, 0.0], [0.0, 1.0]]))  # / Q = 2, 6
+    # partial work: a trip that ran 1 of client 1's 6 steps divides by the 1 it ran
+    partial = FedLaAvg(FedLaAvgConfig(client_lr=0.5, batch_size=2, local_epochs=2, gradient="mean_step"),
+                       torch.zeros(2), 2, client_sizes=sizes)
+    partial.add(Upload(1, 0, 0, 1, torch.tensor([0.0, 3.0]), steps=1))
+    assert torch.allclose(partial.latest.data, torch.tensor([[0.0, 0.0], [0.0, 6.0]]))
     with pytest.raises(ConfigError, match="algorithm.gradient='mean' is not allowed: choose one of accumulated, mean_step"):
         FedLaAvgConfig(gradient="mean")
 
