@@ -97,6 +97,14 @@ def resolve_accelerator(accelerator: str, devices: Any, example_flops: float) ->
     return accelerator, ""
 
 
+def check_cpu_devices(accelerator: str, devices: Any) -> None:
+    """On a CPU ``devices`` counts processes: a list of GPU indices has nothing to select."""
+    if isinstance(devices, (list, tuple)):
+        raise ConfigError(f"devices={list(devices)} lists GPU indices, but the run trains on the CPU "
+                          f"(accelerator={accelerator}): give a number of processes, e.g. devices={len(devices)}, "
+                          f"or accelerator=cuda")
+
+
 def process_count(devices: Any, num_nodes: int) -> int:
     """Processes of a run: ``devices`` (a count, or a list of GPU indices) per node, times ``num_nodes``."""
     return (len(devices) if isinstance(devices, (list, tuple)) else int(devices)) * num_nodes
@@ -112,6 +120,8 @@ goes). The processes are not launched yet (``fabric.launch()``)."""
     from lightning.fabric import Fabric  # Lightning costs seconds to import: only where a run is built
 
     chosen, why = resolve_accelerator(accelerator, devices, example_flops)
+    if chosen == "cpu":
+        check_cpu_devices(accelerator, devices)
     if chosen == "cpu" and precision == "16-mixed":  # Fabric would fall back to bf16 with a warning
         raise ConfigError(f"precision=16-mixed is not allowed on the CPU (accelerator={accelerator}): float16 autocast "
                           f"needs a GPU; use bf16-mixed or 32-true")
@@ -124,7 +134,7 @@ goes). The processes are not launched yet (``fabric.launch()``)."""
     try:
         fabric = Fabric(accelerator=chosen, devices=devices, num_nodes=num_nodes, strategy=strategy, precision=precision,
                         loggers=list(loggers))
-    except (ValueError, RuntimeError) as error:  # Lightning's MisconfigurationException is a ValueError
+    except (ValueError, RuntimeError, TypeError) as error:  # Lightning's MisconfigurationException is a ValueError
         raise ConfigError(f"accelerator={accelerator} devices={devices} num_nodes={num_nodes} strategy={strategy} "
                           f"precision={precision}: {str(error).splitlines()[0]}") from None
     device = fabric.device

@@ -80,6 +80,9 @@ def build_lightning_task(cfg: LightningTaskConfig, model: nn.Module, data: Feder
     except Exception as error:
         cause = error.__cause__ or error
         raise ConfigError(f"task.module._target_={target} could not be built: {str(cause).splitlines()[0]}") from None
+    if not _overrides(module, "training_step"):
+        raise ConfigError(f"task.module._target_={target} has no training_step: a client trip calls it on each "
+                          f"minibatch for the loss; add one (as lightning.Trainer needs)")
     if not module.automatic_optimization:
         raise ConfigError(f"task.module._target_={target} sets automatic_optimization=False: fl_bench steps the "
                           f"optimizer of configure_optimizers itself; use automatic optimization")
@@ -168,8 +171,12 @@ class LightningTask(nn.Module):
             for metric in self.module.modules():
                 if isinstance(metric, Metric):
                     metric.reset()
-            return loss
-        loss, _ = self.training_loss(self.batch(x, y, True, generator), 0)
+        else:
+            loss, _ = self.training_loss(self.batch(x, y, True, generator), 0)
+        if loss is None:  # Lightning skips such a batch; a loss is needed here
+            raise ConfigError(f"{type(self.module).__qualname__}.training_step returned None on a batch of stored "
+                              f"training examples (client 0's first), where fl_bench counts a step's FLOPs: return "
+                              f"the loss as a scalar tensor or a dict with 'loss'")
         return loss
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -289,6 +296,9 @@ class LightningClientTrainer(ClientTrainer):
         self.fabric = fabric
         self.module = task.module
         self.own_optimizer = own_optimizer  # the module's configure_optimizers, else the algorithm's rule
+        if own_optimizer and not _overrides(self.module, "configure_optimizers"):
+            raise ConfigError(f"{type(self.module).__qualname__} has no configure_optimizers: under this algorithm a "
+                              f"client trip steps the module's own optimizer; add one (as lightning.Trainer needs)")
 
     def autocast(self):
         """Fabric's precision context for the module's steps."""

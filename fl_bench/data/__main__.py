@@ -18,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 from fl_bench.data.sources import RealDatasetConfig
 from fl_bench.errors import ConfigError, FLBenchError
 from fl_bench.runs.cli import CONFIG_DIR, exit_with_error
+from fl_bench.runs.config import register_configs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         from fl_bench.data.sources import prepare
 
+        register_configs()  # a plugin dataset's schema; a plugin that cannot be imported is one line
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
             cfg = OmegaConf.to_object(compose("config", overrides=[f"dataset={args.dataset}", *args.overrides]))
         if not isinstance(cfg.dataset, RealDatasetConfig):

@@ -204,13 +204,9 @@ def unreliable(cfg: "UnreliableConfig", data, seed: int, client_means: np.ndarra
         group_of = groups_by_label(data.y.cpu().numpy(), data.offsets, data.num_classes, cfg.groups, "behaviour.groups")
     devices = UnreliableDevices(cfg, data.num_clients, seed, group_of, client_means)
     labels = None
-    for i, outage in enumerate(cfg.outages or []):
+    for i, outage in enumerate(cfg.outages or []):  # shapes checked by UnreliableConfig: ranges against the data here
         key = f"behaviour.outages[{i}]"
-        if set(outage) not in ({"labels", "start", "end"}, {"clients", "start", "end"}):
-            raise ConfigError(f"{key}={dict(outage)} is not allowed: give labels (or clients), start and end, e.g. "
-                              "{labels: [0, 1], start: 100, end: 200} or {clients: [3, 17], start: 100, end: 200}")
         start, end = float(outage["start"]), float(outage["end"])
-        require(0 <= start < end, key, dict(outage), "needs 0 <= start < end (virtual time)")
         if "clients" in outage:
             require(all(0 <= c < data.num_clients for c in outage["clients"]), key, dict(outage),
                     f"names a client outside the dataset's 0..{data.num_clients - 1}")
@@ -227,6 +223,29 @@ def unreliable(cfg: "UnreliableConfig", data, seed: int, client_means: np.ndarra
 
 
 WORK_DEADLINE_UNITS = ("time", "mean_compute")
+OUTAGE_EXAMPLE = "{labels: [0, 1], start: 100, end: 200} or {clients: [3, 17], start: 100, end: 200}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_outage(key: str, outage: Any) -> None:
+    """One outage window's shape (before any run): a mapping of labels or clients (lists of integers
+    >= 0), start and end (numbers, 0 <= start < end)."""
+    shown = dict(outage) if isinstance(outage, dict) else outage
+    allowed = f"give labels (or clients), start and end, e.g. {OUTAGE_EXAMPLE}"
+    require(isinstance(outage, dict) and set(outage) in ({"labels", "start", "end"}, {"clients", "start", "end"}),
+            key, shown, allowed)
+    members = "clients" if "clients" in outage else "labels"
+    ids = outage[members]
+    require(isinstance(ids, list) and ids and all(_is_int(i) and i >= 0 for i in ids), f"{key}.{members}", ids,
+            f"must be a non-empty list of integer {'client ids' if members == 'clients' else 'labels'} >= 0, e.g. [3, 17]")
+    for bound in ("start", "end"):
+        value = outage[bound]
+        require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+                f"{key}.{bound}", value, "must be a number (virtual time)")
+    require(0 <= outage["start"] < outage["end"], key, shown, "needs 0 <= start < end (virtual time)")
 
 
 @schema("behaviour", "unreliable", unreliable)
@@ -234,7 +253,7 @@ class UnreliableConfig(BehaviourConfig):
     """behaviour=unreliable: trips fail with ``failure_rate`` (or their group's rate); with ``bandwidth``
     set, communication takes bytes / bandwidth on the clock (module docstring)."""
 
-    failure_rate: Optional[float] = 0.1  # probability that a trip fails part-way, in [0, 1]; null with group rates
+    failure_rate: Optional[float] = 0.1  # probability that a trip fails part-way, in [0, 1); null with group rates
     # Per group: group g holds the clients whose main label is in groups[g] (as speed=by_group); its trips fail
     # with group_failure_rates[g] (e.g. a region on flaky links) and its median bandwidth is group_bandwidths[g]
     groups: Optional[list[list[int]]] = None
@@ -264,6 +283,8 @@ class UnreliableConfig(BehaviourConfig):
 
     def __post_init__(self) -> None:
         b = "behaviour."
+        for i, outage in enumerate(self.outages or []):
+            check_outage(f"{b}outages[{i}]", outage)
         for key in ("group_failure_rates", "group_bandwidths"):
             values = getattr(self, key)
             if values is None:
@@ -274,13 +295,15 @@ class UnreliableConfig(BehaviourConfig):
             require(self.group_failure_rates is not None or self.group_bandwidths is not None, b + "groups",
                     self.groups, "needs behaviour.group_failure_rates or behaviour.group_bandwidths (what differs by group)")
         if self.group_failure_rates is None:
-            require(self.failure_rate is not None and 0 <= self.failure_rate <= 1, b + "failure_rate",
-                    self.failure_rate, "must be in [0, 1]")
+            require(self.failure_rate is not None and 0 <= self.failure_rate < 1, b + "failure_rate",
+                    self.failure_rate, "must be in [0, 1): at 1 every trip fails and the server never steps")
         else:
             require(self.failure_rate is None, b + "failure_rate", self.failure_rate,
                     "must be null with behaviour.group_failure_rates (which gives each group's)")
             require(all(0 <= rate <= 1 for rate in self.group_failure_rates), b + "group_failure_rates",
                     self.group_failure_rates, "must each be in [0, 1]")
+            require(min(self.group_failure_rates) < 1, b + "group_failure_rates", self.group_failure_rates,
+                    "must not all be 1: every trip would fail and the server never step")
         if self.group_bandwidths is not None:
             require(self.bandwidth is None, b + "bandwidth", self.bandwidth,
                     "must be null with behaviour.group_bandwidths (which gives each group's median)")

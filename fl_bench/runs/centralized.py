@@ -34,7 +34,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, SequentialSampler
 
 from fl_bench.algorithms.synchronous import CentralizedConfig
-from fl_bench.clients.hardware import process_count, resolve_accelerator
+from fl_bench.clients.hardware import check_cpu_devices, process_count, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining
 from fl_bench.clients.task import LightningTaskConfig, builtin_task
 from fl_bench.clients.trainer import minibatch_plan
@@ -218,6 +218,8 @@ class CentralizedRun:
         torch.manual_seed(cfg.seed)  # model initialisation, as the simulator's runs
         self.accelerator, _ = resolve_accelerator("cpu" if cfg.numerics == "portable" else cfg.accelerator,
                                                   cfg.devices, example_flops=0.0)
+        if self.accelerator == "cpu":
+            check_cpu_devices(cfg.accelerator, cfg.devices)
         data: FederatedData = build_dataset(cfg.dataset, cfg.partition).pooled()
         self.data = data
         model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
@@ -275,7 +277,7 @@ class CentralizedRun:
             loggers.append(WandbLogger(project=cfg.wandb.project, entity=cfg.wandb.entity, save_dir=str(self.run_dir),
                                        name=self.run_dir.name, config=self.config, group=group, tags=tags,
                                        mode=mode))
-        return Trainer(accelerator=self.accelerator, devices=1, precision=cfg.precision, max_epochs=self.rounds_budget,
+        return Trainer(accelerator=self.accelerator, devices=cfg.devices if isinstance(cfg.devices, list) else 1, precision=cfg.precision, max_epochs=self.rounds_budget,
                        check_val_every_n_epoch=cfg.eval_every,
                        num_sanity_val_steps=0 if resumed else -1,  # the sanity check is round 0's evaluation
                        logger=loggers,

@@ -7,6 +7,7 @@ traceback instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -27,7 +28,11 @@ from fl_bench.runs.config import register_configs
 from fl_bench.runs.interrupt import stop_signals_handled
 from fl_bench.runs.run_dir import RunDirectory
 
-register_configs()
+# Importing this module registers the configs for whoever composes them (tests, benchmarks, Hydra's
+# launchers). A plugin module that cannot be imported must not end in a traceback here: main() and the
+# other commands register again inside their error handling, which says so in one line.
+with contextlib.suppress(ConfigError):
+    register_configs()
 
 
 def one_line(error: BaseException) -> str:
@@ -131,6 +136,7 @@ def main() -> None:
         os.environ["FL_BENCH_TRACEBACK"] = "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
+        register_configs()  # FL_BENCH_PLUGINS' modules: one that cannot be imported is one line
         _main()
     except (FLBenchError, HydraException, OmegaConfBaseException) as error:
         if os.environ.get("FL_BENCH_TRACEBACK"):

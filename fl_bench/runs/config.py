@@ -21,7 +21,7 @@ from omegaconf import MISSING, OmegaConf
 # The built-in options register themselves when their modules are imported.
 from fl_bench.algorithms import buffered, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
 from fl_bench.algorithms.base import AlgorithmConfig
-from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES
+from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES, check_cpu_devices
 from fl_bench.clients.task import TaskConfig
 from fl_bench.data import sources, synthetic, two_means  # noqa: F401,E402
 from fl_bench.data.federated import DatasetConfig
@@ -150,6 +150,8 @@ class Config:
         choice("accelerator", self.accelerator, ACCELERATORS)
         require(_devices_ok(self.devices), "devices", self.devices,
                 "must be a number of processes >= 1 or a list of distinct GPU indices, e.g. [0, 1]")
+        if self.accelerator == "cpu":
+            check_cpu_devices(self.accelerator, self.devices)
         require(self.num_nodes >= 1, "num_nodes", self.num_nodes, "must be >= 1")
         choice("strategy", self.strategy, STRATEGIES)
         require(self.threads is None or self.threads >= 1, "threads", self.threads, "must be >= 1 or null")
@@ -193,6 +195,7 @@ def config_digest(config: dict[str, Any]) -> str:
 
 def register_configs() -> None:
     """Register the root schema (``config_schema``) and the plugins' components; the built-in
-    options registered themselves when this module imported them."""
-    load_plugins()
+    options registered themselves when this module imported them. Safe to call again; ConfigError
+    (one line) for a plugin module that cannot be imported."""
     ConfigStore.instance().store(name="config_schema", node=Config)
+    load_plugins()

@@ -24,21 +24,9 @@ import numpy as np
 import pandas as pd
 
 from fl_bench.errors import ConfigError, FLBenchError
-from fl_bench.traces.formats import AVAILABILITY_FORMATS, Windows, read_fedscale_capacity, read_windows
+from fl_bench.traces.formats import AVAILABILITY_FORMATS, Windows, read_fedscale_capacity, read_windows, trace_entries
 
 FORMATS = (*AVAILABILITY_FORMATS, "fedscale_capacity")
-
-
-def trace_clients(fmt: str, path: Path) -> int:
-    """How many clients (entries) a trace holds."""
-    if not path.is_file():
-        raise ConfigError(f"trace {path} does not exist")
-    if fmt == "csv":
-        return int(pd.read_csv(path)["client"].max()) + 1
-    if fmt == "flgo_pings":
-        return int(pd.read_csv(path, usecols=["id"])["id"].nunique())
-    with path.open("rb") as f:
-        return len(pickle.load(f))
 
 
 def online_time_before(windows: Windows, x: np.ndarray) -> np.ndarray:
@@ -106,7 +94,9 @@ def summarise(args: argparse.Namespace) -> str:
     if not args.hour > 0:
         raise ConfigError(f"--hour {args.hour} is not allowed: it must be > 0 (trace-time units in an hour)")
     path = Path(args.path).expanduser()
-    clients = trace_clients(args.format, path)
+    clients = trace_entries(args.format, path, "trace")
+    if clients == 0:
+        raise ConfigError(f"trace={path} holds no client")
     if args.format == "fedscale_capacity":
         computation, communication = read_fedscale_capacity(str(path), clients, "trace")
         return f"{path} ({args.format}): {clients} devices\n{capacity_summary(computation, communication).to_string()}"
@@ -135,7 +125,9 @@ def on_off_windows(clients: int, online: float, session: float, span: float, rng
 def generate(args: argparse.Namespace) -> str:
     rng = np.random.default_rng(args.seed)
     out = Path(args.path).expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.parent.is_dir():  # a misspelt directory would otherwise be made silently
+        raise ConfigError(f"{out}: its directory {out.parent} does not exist: create it first, or give a path in an "
+                          f"existing directory")
     if args.format == "fedscale_capacity":
         if not (args.computation > 0 and args.communication > 0 and args.computation_sigma >= 0
                 and args.communication_sigma >= 0):

@@ -28,10 +28,14 @@ import math
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fl_bench.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 AVAILABILITY_FORMATS = ("csv", "fedscale", "flgo_pings")
 
@@ -77,30 +81,60 @@ def _load_pickle(path: Path, key: str, what: str) -> dict:
     return trace
 
 
-def read_csv_windows(path: Path, num_clients: int, key: str) -> Windows:
-    """fl_bench's ``client,start,end`` file (module docstring); client ids must be 0..num_clients-1."""
-    _missing(path, key, "a CSV file with columns client,start,end")
+def _not_text(path: Path, key: str, what: str, error: Exception) -> ConfigError:
+    """The one-line refusal of a file that a CSV reader cannot read as text (binary, NUL bytes)."""
+    return ConfigError(f"{key}={path} is not a CSV text file ({type(error).__name__}): give {what}")
+
+
+def read_table(path: Path, key: str, what: str, **read_csv) -> pd.DataFrame:
+    """A CSV file read by pandas (``read_csv``'s keyword arguments); ConfigError in one line when it is
+    missing, empty, binary or not CSV."""
+    import pandas as pd
+
+    _missing(path, key, what)
+    try:
+        return pd.read_csv(path, **read_csv)
+    except pd.errors.EmptyDataError:
+        raise ConfigError(f"{key}={path} is empty: give {what}") from None
+    except UnicodeDecodeError as error:
+        raise _not_text(path, key, what, error) from None
+    except (pd.errors.ParserError, ValueError) as error:  # ragged rows, NUL bytes, missing columns
+        raise ConfigError(f"{key}={path}: {str(error).strip().splitlines()[0]}: give {what}") from None
+
+
+def read_csv_windows(path: Path, num_clients: int | None, key: str) -> Windows:
+    """fl_bench's ``client,start,end`` file (module docstring); client ids must be 0..num_clients-1
+    (None: any id >= 0)."""
+    what = "a CSV file with columns client,start,end"
+    _missing(path, key, what)
     rows = []
-    with path.open(newline="") as f:
-        reader = csv.reader(f)
-        header = [h.strip() for h in next(reader, [])]
-        if header != ["client", "start", "end"]:
-            raise ConfigError(f"{key}={path} row 1: header {header} is not allowed: it must be client,start,end")
-        for line, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            try:
-                client, start, end = int(row[0]), float(row[1]), float(row[2])
-                if len(row) != 3:
-                    raise ValueError
-            except (ValueError, IndexError):
-                raise ConfigError(f"{key}={path} row {line}: {','.join(row)!r} is not 'client,start,end' "
-                                  "(an integer client id and two numbers)") from None
-            if not 0 <= client < num_clients:
-                raise ConfigError(f"{key}={path} row {line}: client {client} is unknown: ids are 0..{num_clients - 1}")
-            if not (math.isfinite(start) and end > start):
-                raise ConfigError(f"{key}={path} row {line}: window [{start:g}, {end:g}) is empty or not finite: need start < end")
-            rows.append((client, start, end, line))
+    try:
+        with path.open(newline="") as f:
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            if not header:
+                raise ConfigError(f"{key}={path} is empty: give {what}")
+            if header != ["client", "start", "end"]:
+                raise ConfigError(f"{key}={path} row 1: header {header} is not allowed: it must be client,start,end")
+            for line, row in enumerate(reader, start=2):
+                if not row:
+                    continue
+                try:
+                    client, start, end = int(row[0]), float(row[1]), float(row[2])
+                    if len(row) != 3:
+                        raise ValueError
+                except (ValueError, IndexError):
+                    raise ConfigError(f"{key}={path} row {line}: {','.join(row)!r} is not 'client,start,end' "
+                                      "(an integer client id and two numbers)") from None
+                if client < 0 or (num_clients is not None and client >= num_clients):
+                    ids = "ids are >= 0" if num_clients is None else f"ids are 0..{num_clients - 1}"
+                    raise ConfigError(f"{key}={path} row {line}: client {client} is unknown: {ids}")
+                if not (math.isfinite(start) and end > start):
+                    raise ConfigError(f"{key}={path} row {line}: window [{start:g}, {end:g}) is empty or not finite: "
+                                      "need start < end")
+                rows.append((client, start, end, line))
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise _not_text(path, key, what, error) from None
     if not rows:
         return Windows(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
     c, s, e, lines = (np.array(column) for column in zip(*rows))
@@ -164,22 +198,28 @@ def read_fedscale_behaviour(path: Path, num_clients: int, key: str, wrap: bool =
     return _periodic(sessions, periods, repeat_until)
 
 
-def read_flgo_pings(path: Path, num_clients: int, key: str, wrap: bool = False, repeat_until: float | None = None,
-                    bucket: float = 15.0) -> Windows:
-    """FLGo's ping log (module docstring): each ping puts its user online for the bucket that holds it."""
-    _missing(path, key, "a CSV ping log with columns id and timestamp (FLGo's phone simulator)")
+def read_pings(path: Path, key: str) -> pd.DataFrame:
+    """FLGo's ping log as a frame of ``id`` and numeric ``timestamp``, at least one ping."""
     import pandas as pd
 
-    try:
-        pings = pd.read_csv(path, usecols=["id", "timestamp"])
-    except ValueError as error:
-        raise ConfigError(f"{key}={path}: {str(error).splitlines()[0]}: a ping log needs columns id and timestamp") from None
+    pings = read_table(path, key, "a CSV ping log with columns id and timestamp (FLGo's phone simulator)",
+                       usecols=["id", "timestamp"])
     times = pd.to_numeric(pings["timestamp"], errors="coerce").to_numpy(dtype=float)
     if not np.all(np.isfinite(times)):
         bad = pings["timestamp"][~np.isfinite(times)].iloc[0]
         raise ConfigError(f"{key}={path}: timestamp {bad!r} is not a number")
     if len(times) == 0:
         raise ConfigError(f"{key}={path} holds no ping")
+    return pings.assign(timestamp=times)
+
+
+def read_flgo_pings(path: Path, num_clients: int, key: str, wrap: bool = False, repeat_until: float | None = None,
+                    bucket: float = 15.0) -> Windows:
+    """FLGo's ping log (module docstring): each ping puts its user online for the bucket that holds it."""
+    import pandas as pd
+
+    pings = read_pings(path, key)
+    times = pings["timestamp"].to_numpy(dtype=float)
     times = times - times.min()
     slots = np.floor(times / bucket)
     users = pings["id"].value_counts(sort=True)  # most pings first, FLGo's default choice of users
@@ -213,6 +253,17 @@ def read_windows(fmt: str, path: str, num_clients: int, key: str, wrap: bool = F
     return Windows(windows.clients, windows.starts * time_scale, windows.ends * time_scale)
 
 
+def trace_entries(fmt: str, path: Path, key: str) -> int:
+    """How many entries (clients) a trace in format ``fmt`` holds, the file read and checked as a whole
+    (its windows, pings or pickled entries); ConfigError in one line for a bad file."""
+    if fmt == "csv":
+        windows = read_csv_windows(path, None, key)
+        return int(windows.clients.max()) + 1 if len(windows.clients) else 0
+    if fmt == "flgo_pings":
+        return int(read_pings(path, key)["id"].nunique())
+    return len(_load_pickle(path, key, "a pickled dict of FedScale trace entries"))
+
+
 def read_fedscale_capacity(path: str, num_clients: int, key: str, wrap: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Each client's (computation ms per sample, communication kbps) from FedScale's capacity trace."""
     path = Path(path).expanduser()
@@ -235,11 +286,10 @@ def read_fedscale_capacity(path: str, num_clients: int, key: str, wrap: bool = F
 def read_failure_times(path: str, num_clients: int, key: str) -> tuple[np.ndarray, np.ndarray]:
     """A ``client,time`` failure trace as CSR arrays: client c's failure times are
     ``times[first[c]:first[c + 1]]``, increasing."""
-    path = Path(path).expanduser()
-    _missing(path, key, "a CSV file with columns client,time")
     import pandas as pd
 
-    table = pd.read_csv(path, skipinitialspace=True)
+    path = Path(path).expanduser()
+    table = read_table(path, key, "a CSV file with columns client,time", skipinitialspace=True)
     if list(table.columns) != ["client", "time"]:
         raise ConfigError(f"{key}={path} row 1: header {list(table.columns)} is not allowed: it must be client,time")
     clients = pd.to_numeric(table["client"], errors="coerce").to_numpy()

@@ -242,7 +242,7 @@ def test_a_trip_cut_at_its_availability_window_keeps_its_phases_and_is_not_a_dev
 @pytest.mark.parametrize("override, message", [
     ("behaviour.bandwidth_sigma=1", "behaviour.bandwidth_sigma=1.0 is not allowed: needs behaviour.bandwidth"),
     ("behaviour.upload_fraction=0.5", "behaviour.upload_fraction=0.5 is not allowed: needs behaviour.bandwidth"),
-    ("behaviour.failure_rate=1.5", "behaviour.failure_rate=1.5 is not allowed: must be in [0, 1]"),
+    ("behaviour.failure_rate=1.5", "behaviour.failure_rate=1.5 is not allowed: must be in [0, 1)"),
     ("behaviour.groups=[[0],[1]]", "behaviour.groups=[[0], [1]] is not allowed: needs behaviour.group_failure_rates or"),
     ("behaviour.groups=[[0],[1]] behaviour.group_failure_rates=[0.1,0.2]",
      "behaviour.failure_rate=0.1 is not allowed: must be null with behaviour.group_failure_rates"),
