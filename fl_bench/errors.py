@@ -21,3 +21,7 @@ class DivergenceError(FLBenchError):
     def __init__(self, message: str, trips: int | None = None, server_step: int | None = None):
         super().__init__(message)
         self.trips, self.server_step = trips, server_step
+
+
+class NoProgressError(FLBenchError):
+    """A run that ended without a single server step: its model never changed, so it is no result."""

@@ -96,7 +96,7 @@ def _frames(records: list[tuple[Any, dict, pd.DataFrame, pd.DataFrame, str]], by
     for run_id, ((_, summary, m, t, where), method) in enumerate(zip(records, methods)):
         runs.append({"run": run_id, "method": method, "source": where, **summary})
         metrics.append(m.assign(run=run_id, method=method, seed=summary["seed"]))
-        trips.append(t[["staleness", "used", "num_examples"]].assign(run=run_id, method=method))
+        trips.append(t[TRIP_COLUMNS].assign(run=run_id, method=method))
     return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True), pd.concat(trips, ignore_index=True)
 
 
@@ -108,11 +108,23 @@ def load_runs(paths: list[Path], by: list[str]) -> Frames:
     records = []
     for summary_path in summaries:
         run_dir = summary_path.parent
+        summary = json.loads(summary_path.read_text())
         records.append((
-            OmegaConf.load(run_dir / ".hydra" / "config.yaml"), json.loads(summary_path.read_text()),
-            pd.read_csv(run_dir / "metrics.csv"), pd.read_csv(run_dir / "trips.csv"), str(run_dir),
+            OmegaConf.load(run_dir / ".hydra" / "config.yaml"), summary,
+            pd.read_csv(run_dir / "metrics.csv"), _trips(run_dir, summary), str(run_dir),
         ))
     return _frames(records, by)
+
+
+TRIP_COLUMNS = ["staleness", "used", "num_examples"]  # what the tables and plots read of trips.csv
+
+
+def _trips(run_dir: Path, summary: dict[str, Any]) -> pd.DataFrame:
+    """The run's trips.csv; none for ``algorithm=centralized``, which has no client trips to log
+    (fl_bench.runs.centralized: one model on the pooled data, on lightning.Trainer)."""
+    if summary.get("algorithm") == "centralized" and not (run_dir / "trips.csv").exists():
+        return pd.DataFrame({column: pd.Series(dtype="int64") for column in TRIP_COLUMNS})
+    return pd.read_csv(run_dir / "trips.csv")
 
 
 def load_wandb_runs(project: str, by: list[str], api: Any = None) -> Frames:

@@ -3,6 +3,7 @@ table's arms on fresh seeds, write the tables beside the paper's numbers.
 
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml [TABLE ...] [--jobs 2]
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
+    python -m fl_bench.analysis.reproduce sweeps/hfl_smoke.yaml --smoke --every-arm --in-process   # every arm, once
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
 
 Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
@@ -29,6 +30,7 @@ own comments document the rest
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import re
@@ -38,17 +40,21 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from omegaconf import OmegaConf
 
 from fl_bench.analysis.fairness import write_fairness
 from fl_bench.analysis.guards import contains, evidence_markdown, search_space, search_space_text, tuned_edges
 from fl_bench.analysis.report import load_runs, write_report
+from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
+from fl_bench.runs.config import register_configs
 
 
 @dataclass(frozen=True)
@@ -84,15 +90,9 @@ class Protocol:
 
     @classmethod
     def of(cls, spec: dict) -> "Protocol":
-        """The sweep file's ``protocol``, checked against its studies (:meth:`check`); ValueError
-        naming what is missing or wrong."""
-        if "protocol" not in spec:
-            raise ValueError("the sweep file has no protocol: state its tuner, tuning and report seeds and verdict rule "
-                             "before its runs (sweeps/fedbuff_smoke.yaml shows the fields)")
+        """The sweep file's ``protocol`` (its shape checked by fl_bench.analysis.sweep_file), checked
+        against its studies (:meth:`check`); ValueError naming what is wrong."""
         p = spec["protocol"]
-        missing = [key for key in ("registered", "report_seeds", "verdict", "tuner") if key not in p]
-        if missing:
-            raise ValueError(f"protocol: missing {', '.join(missing)}")
         protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"])
         protocol.check(spec["studies"])
         return protocol
@@ -109,9 +109,6 @@ class Protocol:
             if tuned:
                 raise ValueError(f"studies {', '.join(tuned)} name a search space but protocol.tuner is null")
             return
-        missing = [key for key in ("trials", "startup_trials", "seeds", "objective", "direction") if key not in self.tuner]
-        if missing:
-            raise ValueError(f"protocol.tuner: missing {', '.join(missing)}")
         trials, seeds = self.tuner["trials"], self.tuner["seeds"]
         if trials < self.MIN_TRIALS:
             raise ValueError(f"protocol.tuner.trials={trials}: at least {self.MIN_TRIALS} for every study")
@@ -172,13 +169,19 @@ class Protocol:
 
 class Reproduction:
     """One sweep file's reproduction: tune its studies, run its tables' arms on the report seeds,
-    write the tables. ``smoke``: the file's small workload, one seed, each table's reference arm,
+    write the tables. ``smoke``: the file's small workload, one seed, each table's reference arm (with
+    ``every_arm`` every arm: a check that each of the file's commands runs and is reported),
     no tuning."""
 
-    def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = ()):
-        self.spec = OmegaConf.to_container(OmegaConf.load(spec_path))
+    def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = (),
+                 every_arm: bool = False, in_process: bool = False):
+        self.spec = load_sweep_file(spec_path)
         self.protocol = Protocol.of(self.spec)
-        self.smoke, self.jobs = smoke, jobs
+        if every_arm and not smoke:
+            raise ValueError("--every-arm is a smoke check: use it with --smoke (a full reproduction runs every arm)")
+        if in_process and jobs > 1:
+            raise ValueError(f"--in-process runs one command at a time in this process: use --jobs 1, not {jobs}")
+        self.smoke, self.every_arm, self.jobs, self.in_process = smoke, every_arm, jobs, in_process
         self.runs_dir = runs_dir or Path(self.spec["runs_dir"] + ("_smoke" if smoke else ""))
         self.tuned_dir = Path(self.spec["tuned_dir"])
         self.workload = [*self.spec["workload"], *(self.spec["smoke"] if smoke else []), *overrides]
@@ -189,20 +192,30 @@ class Reproduction:
     def _check_special_cases(self) -> None:
         """Every nested study's special case composes into a config that runs (FedProx with mu = 0):
         otherwise its first trial fails and the study starts from nowhere."""
+        self._check_composes([
+            ([*self.workload, *study["overrides"], *(f"{k}={v}" for k, v in study["special_case"].get("set", {}).items())],
+             f"study {name}: its special case does not run")
+            for name, study in self.spec["studies"].items() if study.get("special_case") is not None])
+
+    def check_arms(self, arms: list[Arm]) -> None:
+        """Every arm's command composes into a config that passes its checks (a misspelt override or a
+        value out of range), before any study is tuned or any arm run."""
+        self._check_composes([([*self.workload, *self.spec["studies"][arm.study]["overrides"], *arm.overrides],
+                               f"arm {arm.label!r} ({arm.study}) does not run") for arm in arms])
+
+    @staticmethod
+    def _check_composes(configs: list[tuple[list[str], str]]) -> None:
+        """Compose each (overrides, what) as a run would; ValueError naming ``what`` and the error."""
         from hydra import compose, initialize_config_dir
 
         from fl_bench.runs.cli import CONFIG_DIR, one_line
 
-        for name, study in self.spec["studies"].items():
-            special = study.get("special_case")
-            if special is None:
-                continue
-            overrides = [*self.workload, *study["overrides"], *(f"{k}={v}" for k, v in special.get("set", {}).items())]
-            try:
-                with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+            for overrides, what in configs:
+                try:
                     OmegaConf.to_object(compose("config", overrides=overrides))
-            except Exception as error:  # Hydra's and the schema's errors, made one line
-                raise ValueError(f"study {name}: its special case does not run: {one_line(error)}") from error
+                except Exception as error:  # Hydra's and the schema's errors, made one line
+                    raise ValueError(f"{what}: {one_line(error)}") from error
 
     def tables(self, names: list[str]) -> dict[str, dict]:
         """The tables named ``names`` (all when empty), by name; ValueError for an unknown one."""
@@ -215,11 +228,12 @@ class Reproduction:
     def arms(self, table: dict) -> list[Arm]:
         """The table's arms (with ``smoke`` only its reference arm); ValueError for an arm whose
         study the file lacks."""
-        arms = [Arm(label, a["study"], tuple(a.get("overrides", []))) for label, a in table["arms"].items()]
+        arms = [Arm(label, a["study"], tuple([*a.get("overrides", []), *(a.get("smoke", []) if self.smoke else [])]))
+                for label, a in table["arms"].items()]
         for arm in arms:
             if arm.study not in self.spec["studies"]:
                 raise ValueError(f"arm {arm.label!r} names study {arm.study!r}: not among {', '.join(self.spec['studies'])}")
-        if self.smoke:  # one point per table: its reference arm, which every other arm is compared with
+        if self.smoke and not self.every_arm:  # one point per table: its reference arm, which the others are compared with
             return [a for a in arms if a.label == table["reference"]]
         return arms
 
@@ -307,10 +321,13 @@ class Reproduction:
         with open(log_dir / "reproduce.log", "w") as log:
             log.write(" ".join(command) + "\n")
             log.flush()
-            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
-        if done.returncode != 0 and check:
-            raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}): see {log_dir}/reproduce.log")
-        return done.returncode == 0
+            if self.in_process:  # command is [python, -m, fl_bench, ...]
+                code = run_in_process(command[3:], log)
+            else:
+                code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+        if code != 0 and check:
+            raise RuntimeError(f"{' '.join(command)} failed (exit {code}): see {log_dir}/reproduce.log")
+        return code == 0
 
     def _parallel(self, function, items) -> list:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
@@ -335,7 +352,7 @@ class Reproduction:
         seeds is far worse than its tuning seeds' mean: the guard the unstable one misses when most
         report seeds collapse (a median seed that missed the target is not an outlier)."""
         tuner = self.protocol.tuner
-        if tuner is None:
+        if tuner is None or self.smoke:  # a smoke point runs another workload than the one tuned
             return ""
         findings = []
         for arm in arms:
@@ -374,6 +391,8 @@ class Reproduction:
         Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
         tables = self.tables(names)
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
+        if not self.smoke:  # before hours of tuning (a smoke point's runs start at once and fail as fast)
+            self.check_arms(list(arms.values()))
         studies = {arm.study for arm in arms.values()}
         studies = {self.spec["studies"][s].get("setting_of", s) for s in studies}
         self._parallel(self.tuned, sorted(studies))
@@ -407,8 +426,32 @@ class Reproduction:
                 print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
 
 
+def run_in_process(arguments: list[str], log: TextIO) -> int:
+    """``python -m fl_bench ARGUMENTS`` in this process, its output into ``log``: the same command (and
+    the same results: every run seeds what it draws from) without a new interpreter's start-up of
+    torch and Lightning. Returns its exit status."""
+    import logging
+
+    from fl_bench.runs.cli import main as fl_bench_main
+
+    argv, handlers, level = sys.argv, logging.root.handlers[:], logging.root.level
+    sys.argv = ["fl_bench", *arguments]
+    try:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            fl_bench_main()
+        return 0
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else 1
+    except Exception:  # a traceback in the log, as a subprocess would leave it
+        traceback.print_exc(file=log)
+        return 1
+    finally:
+        sys.argv = argv
+        logging.root.handlers[:], logging.root.level = handlers, level  # Hydra configured logging for the run
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Command line (module docstring); errors are one line (exit 2)."""
+    """Command line (module docstring); errors are one line (exit 1; a malformed command line, argparse's 2)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")
@@ -416,6 +459,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs-dir", type=Path, help="where runs go (default: the file's runs_dir)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (give each threads=1 on a small machine)")
     parser.add_argument("--smoke", action="store_true", help="one point per table on the file's small workload")
+    parser.add_argument("--every-arm", action="store_true",
+                        help="with --smoke: every arm of every table once (checks that each command runs and is reported)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run every study and arm in this process, one at a time (no start-up per run; --jobs 1)")
     parser.add_argument("--override", nargs="+", default=[], metavar="KEY=VALUE",
                         help="Hydra overrides for every run, e.g. device=cuda data_root=/data (tuning included)")
     parser.add_argument("--publish", metavar="ENTITY/PROJECT", help="also publish each table as a W&B Report "
@@ -423,10 +470,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="with --publish: write each Report's specification instead")
     args = parser.parse_args(argv)
     try:
-        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override).run(
+        register_configs()  # plugin components the arms name; a plugin that cannot be imported is one line
+        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process).run(
             args.tables, args.out, args.publish, args.dry_run)
     except (ValueError, RuntimeError, FileNotFoundError, ConfigError) as error:
-        parser.exit(2, f"fl_bench.analysis.reproduce: error: {error}\n")
+        parser.exit(1, f"fl_bench.analysis.reproduce: error: {error}\n")
 
 
 if __name__ == "__main__":

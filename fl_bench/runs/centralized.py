@@ -311,10 +311,15 @@ class CentralizedRun:
                 callback.load_state_dict(state["callbacks"][callback.key])
         self.rounds, self.resumed_at = state["rounds"], [*state["resumed_at"], state["rounds"]]
 
+    @property
+    def checkpoint_file(self) -> Path:
+        """Lightning's last checkpoint (the same command goes on from it)."""
+        return self.run_dir / CHECKPOINTS / "last.ckpt"
+
     def checkpoint_to_resume(self, directory) -> dict[str, Any] | None:
         """Lightning's last.ckpt in the run directory, when ``resume`` allows; refused (one line) when it
         belongs to another config."""
-        path = self.run_dir / CHECKPOINTS / "last.ckpt"
+        path = self.checkpoint_file
         if self.cfg.resume is False or not path.exists():
             if self.cfg.resume:
                 raise ConfigError(f"resume=true but {self.run_dir} holds no {CHECKPOINTS}/last.ckpt: run without "

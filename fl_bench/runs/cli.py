@@ -129,12 +129,33 @@ def exit_with_error(error: BaseException) -> NoReturn:
     sys.exit(1)
 
 
+@contextlib.contextmanager
+def _errors_reach_us():
+    """HYDRA_FULL_ERROR inside the block, so that Hydra lets errors through to :func:`main`; a user who
+    set it asked for full tracebacks (FL_BENCH_TRACEBACK). Both restored after, so that a process that
+    runs several commands (fl_bench.analysis.reproduce --in-process, the tests) sees each as its own."""
+    before = {key: os.environ.get(key) for key in ("HYDRA_FULL_ERROR", "FL_BENCH_TRACEBACK")}
+    if before["HYDRA_FULL_ERROR"]:
+        os.environ["FL_BENCH_TRACEBACK"] = "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def main() -> None:
     """``python -m fl_bench``: the Hydra run, its errors printed as one line (exit 1); with
     ``HYDRA_FULL_ERROR`` set, the full traceback."""
-    if os.environ.get("HYDRA_FULL_ERROR"):  # the user asked for full tracebacks
-        os.environ["FL_BENCH_TRACEBACK"] = "1"
-    os.environ["HYDRA_FULL_ERROR"] = "1"
+    with _errors_reach_us():
+        _run_command_line()
+
+
+def _run_command_line() -> None:
     try:
         register_configs()  # FL_BENCH_PLUGINS' modules: one that cannot be imported is one line
         _main()

@@ -32,7 +32,7 @@ from fl_bench.data.partition import LabelGroupsPartitionConfig
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
-from fl_bench.errors import ConfigError, DivergenceError
+from fl_bench.errors import ConfigError, DivergenceError, NoProgressError
 from fl_bench.models import build_model
 from fl_bench.numerics import describe as describe_numerics
 from fl_bench.numerics import kernels, require_portable_process
@@ -314,10 +314,29 @@ class Run:
         self.resumed_at = [*run["resumed_at"], sim.trips]
         self.seconds_before = run["seconds"]
 
+    def _check_progress(self) -> None:
+        """NoProgressError (one line, status failed) for a run whose server never stepped: every trip
+        failed, or the budget ended before the first step was due."""
+        sim = self.exp.simulator
+        if self.exp.server.version > 0:
+            return
+        failed = sim.failures["failed_trips"]
+        why = (f"every one of its {sim.trips} client trips failed on its device (behaviour={self.cfg.behaviour.name})"
+               if failed == sim.trips else
+               f"its {sim.trips} client trips ({failed} failed on their device) never made a server step due "
+               f"(max_trips={self.cfg.max_trips}, max_rounds={'null' if self.cfg.max_rounds is None else self.cfg.max_rounds})")
+        raise NoProgressError(f"the run made no server step, so its model never changed: {why}; allow more trips, "
+                              f"fewer failures, or less work per step (a smaller buffer or cohort)")
+
+    @property
+    def checkpoint_file(self) -> Path:
+        """Where the run's checkpoint is (the same command goes on from it)."""
+        return self.run_dir / CHECKPOINT
+
     def checkpoint_to_resume(self, directory: RunDirectory) -> dict[str, Any] | None:
         """The run directory's checkpoint, when ``resume`` allows (refused in one line when it is
         another config's or damaged)."""
-        path = directory.path / CHECKPOINT
+        path = self.checkpoint_file
         if self.cfg.resume is False or not path.exists():
             if self.cfg.resume:
                 raise ConfigError(f"resume=true but {directory.path} holds no {CHECKPOINT}: run without resume=true to start it")
@@ -361,6 +380,7 @@ class Run:
         try:
             with STOP.deferred():
                 exp.simulator.run(resume=checkpoint is not None)
+            self._check_progress()
             status = "completed"
         except DivergenceError as error:
             status = "diverged"
@@ -412,15 +432,37 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
         try:
             finished = _finished_summary(directory, cfg, config)
             if finished is not None:
+                directory.replaced()  # a replacement killed after its run finished: the earlier run goes now
                 return finished
+            if cfg.resume is False or not run.checkpoint_file.exists():  # starts over: keep an earlier run whole
+                directory.set_aside()
             run.build()
             checkpoint = run.checkpoint_to_resume(directory)
         except BaseException:
             directory.remove_if_fresh()  # bad input leaves no orphan run directory
+            directory.restore()  # nor a damaged earlier run
             raise
         directory.save_configs(hydra_files or {})
         remove_partial_checkpoints(run_dir)
-        return run.execute(checkpoint)
+        try:
+            summary = run.execute(checkpoint)
+        except KeyboardInterrupt:  # resumable: the earlier run stays aside until this one finishes
+            raise
+        except BaseException as error:
+            if isinstance(error, DivergenceError):  # a result: it replaces the earlier run
+                _replaced(directory)
+            else:
+                directory.restore()
+            raise
+        _replaced(directory)
+        return summary
+
+
+def _replaced(directory: RunDirectory) -> None:
+    """The run finished: the earlier run set aside goes, with a warning if it was a finished one."""
+    earlier = directory.replaced()
+    if earlier is not None and earlier.get("status") in ("completed", "diverged"):
+        logger.warning("%s held a finished run (%s): replaced by this run", directory.path, earlier["status"])
 
 
 def _run_other_process(cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback]) -> dict[str, Any]:
@@ -443,8 +485,7 @@ def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, An
     if cfg.resume is False or summary is None or summary.get("status") not in ("completed", "diverged"):
         return None
     if summary.get("config_digest") != config_digest(config):
-        logger.warning("%s holds a finished run of another config: this run replaces it", directory.path)
-        return None
+        return None  # replaced once this run has finished (run_experiment)
     logger.info("%s already holds this run (%s); resume=false runs it again", directory.path, summary["status"])
     if not quiet:
         print(f"fl_bench: {directory.path} already holds this run ({summary['status']}): nothing to do; resume=false runs it again")

@@ -1,14 +1,24 @@
-"""A run's directory: held by one process at a time, and removed again when the run never started.
+"""A run's directory: held by one process at a time, removed again when the run never started, and an
+earlier run in it kept whole until a new one has finished.
 
 The lock is an advisory ``flock`` on ``<run dir>/.lock``: the kernel drops it when its holder
 exits, however it exits (SIGKILL included), so a killed run's directory can be resumed at once, while
 a second live run refuses, naming the holder, instead of the last writer silently winning.
+
+A run that starts over in a directory holding an earlier run (another config's finished run,
+``resume=false``, a failed run's files) first moves that run aside into ``<run dir>/.replaced/``
+(:meth:`RunDirectory.set_aside`). When the new run finishes (completed or diverged: a result), the
+earlier one is deleted (:meth:`RunDirectory.replaced`); when it fails, for bad input or mid-run, its
+files are deleted and the earlier run moved back, byte for byte (:meth:`RunDirectory.restore`). An
+interrupted run keeps it aside: the same command resumes the new run, and ``.replaced/`` holds the old
+one until that run finishes.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import shutil
 import socket
@@ -23,6 +33,7 @@ from omegaconf import OmegaConf
 from fl_bench.errors import ConfigError
 
 LOCK = ".lock"
+REPLACED = ".replaced"  # an earlier run, moved aside while a new one runs in its directory
 # What Hydra puts in a run directory before the run starts: its (empty) job log.
 _HYDRA_ENTRIES = {"cli.log"}
 
@@ -80,6 +91,50 @@ class RunDirectory:
             parent.rmdir()
             parent = parent.parent
 
+    @property
+    def _aside(self) -> Path:
+        return self.path / REPLACED
+
+    def set_aside(self) -> None:
+        """Move the earlier run this directory holds into ``.replaced/`` (nothing to do when it holds
+        none, or when an interrupted replacement already set one aside: what else is here is that
+        attempt's, and goes)."""
+        if self.fresh:
+            return
+        _close_file_logs(self.path)  # a log opened on the earlier run's cli.log must not write into it
+        if self._aside.exists():
+            self._clear()
+            return
+        self._aside.mkdir()
+        for entry in self._entries():
+            entry.rename(self._aside / entry.name)
+
+    def restore(self) -> None:
+        """A failed run: delete what it wrote and move the earlier run back where it was."""
+        if not self._aside.exists():
+            return
+        _close_file_logs(self.path, detach=True)  # nothing more of the failed run into the earlier run's cli.log
+        self._clear()
+        for entry in list(self._aside.iterdir()):
+            entry.rename(self.path / entry.name)
+        self._aside.rmdir()
+
+    def replaced(self) -> dict[str, Any] | None:
+        """A finished run: delete the earlier one set aside. Returns its summary (None: none was set aside,
+        or it had none)."""
+        if not self._aside.exists():
+            return None
+        summary = _read_summary(self._aside)
+        shutil.rmtree(self._aside)
+        return summary
+
+    def _entries(self) -> list[Path]:
+        return [entry for entry in self.path.iterdir() if entry.name not in (LOCK, REPLACED)]
+
+    def _clear(self) -> None:
+        for entry in self._entries():
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
     def save_configs(self, files: dict[str, Any]) -> None:
         """Hydra's ``.hydra/*.yaml`` of this run, written once the directory is ours (Hydra's own
         writing is off: it would overwrite a running run's config before the lock could refuse)."""
@@ -89,8 +144,24 @@ class RunDirectory:
 
     def summary(self) -> dict[str, Any] | None:
         """The directory's summary.json, or None when there is none to read."""
-        path = self.path / "summary.json"
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
+        return _read_summary(self.path)
+
+
+def _read_summary(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _close_file_logs(directory: Path, detach: bool = False) -> None:
+    """Close the logging file handlers writing into ``directory`` (Hydra's cli.log): they reopen the file
+    at its path on their next line; ``detach``: removed from their loggers, so they write no more."""
+    directory = directory.resolve()
+    for logger in [logging.root, *(item for item in logging.root.manager.loggerDict.values()
+                                    if isinstance(item, logging.Logger))]:
+        for handler in list(logger.handlers):
+            if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).resolve().parent == directory:
+                handler.close()
+                if detach:
+                    logger.removeHandler(handler)

@@ -1,0 +1,265 @@
+"""A reproduction's sweep file (``sweeps/*_smoke.yaml``): its schema, and reading it whole before any run.
+
+The schema is a tree of dataclasses that OmegaConf merges the file into, so a misspelt key, a value of
+the wrong type or a missing field stops with one line naming the key (with the closest valid key), the
+value and what is allowed. Names that refer to each other (an arm's study, a table's reference arm, an
+arm's ``vs`` and ``special_case``, a study's ``setting_of``) are checked too. The protocol's rules
+(budgets, seeds) are :class:`fl_bench.analysis.reproduce.Protocol`'s.
+
+A field the file leaves out stays out of what :func:`load_sweep_file` returns (the driver tells "not
+set" from a default), with the values converted to their schema types (``report_seeds: [1, "2"]``
+gives ``[1, 2]``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from fl_bench.analysis.report import MEASURES as REPORT_MEASURES
+from fl_bench.errors import ConfigError
+
+MEASURES = (*REPORT_MEASURES, "fairness")  # fairness: FedStaleWeight's weight shares (fl_bench.analysis.fairness)
+
+
+@dataclass
+class Tuner:
+    """``protocol.tuner``: one budget for every study of the file."""
+
+    trials: int = MISSING
+    startup_trials: int = MISSING
+    seeds: list[int] = MISSING
+    objective: str = MISSING
+    direction: str = MISSING
+
+
+@dataclass
+class ProtocolSpec:
+    """``protocol``: what every arm follows, written before the runs."""
+
+    registered: str = MISSING
+    report_seeds: list[int] = MISSING
+    verdict: str = MISSING
+    tuner: Optional[Tuner] = MISSING  # null: the paper's fixed setting, not tuned
+
+
+@dataclass
+class SpecialCase:
+    """A nested study's special case: the study it reduces to and the values that reduce it."""
+
+    study: str = MISSING
+    set: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Study:
+    """``studies.<name>``: the overrides of a tuned (``space``) or fixed setting."""
+
+    overrides: list[str] = MISSING
+    space: Optional[str] = None
+    paper: Optional[dict[str, list[Any]]] = None
+    special_case: Optional[SpecialCase] = None
+    setting_of: Optional[str] = None
+
+
+@dataclass
+class ArmSpec:
+    """``tables.<table>.arms.<label>``: a row of a table."""
+
+    study: str = MISSING
+    overrides: list[str] = field(default_factory=list)
+    smoke: list[str] = field(default_factory=list)  # added at the smoke point (a budget its first step needs)
+    paper: Optional[dict[str, Any]] = None
+    vs: Optional[str] = None
+    special_case: Optional[str] = None
+
+
+@dataclass
+class Table:
+    """``tables.<name>``: a results page."""
+
+    title: str = MISSING
+    reference: str = MISSING
+    arms: dict[str, ArmSpec] = MISSING
+    notes: str = ""
+    measure: str = "trips"
+    at: Optional[list[int]] = None  # measure=fairness: the trips at which weight shares are read
+
+
+@dataclass
+class SweepFile:
+    """A reproduction's sweep file (module docstring)."""
+
+    workload: list[str] = MISSING
+    protocol: ProtocolSpec = MISSING
+    runs_dir: str = MISSING
+    tuned_dir: str = MISSING
+    studies: dict[str, Study] = MISSING
+    tables: dict[str, Table] = MISSING
+    smoke: list[str] = field(default_factory=list)
+    readings: list[str] = field(default_factory=list)
+
+
+WANDB_SWEEP_KEYS = {"program", "method", "parameters"}
+
+
+def load_sweep_file(path: Path) -> dict[str, Any]:
+    """The sweep file at ``path`` as plain containers, checked whole (module docstring); ConfigError in
+    one line naming the file, the key and what is allowed."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist: give a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a text file: give a sweep file (YAML)") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{path} is not valid YAML: {problem}{where}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} holds a {type(raw).__name__}, not a mapping of keys: give a sweep file "
+                          "(sweeps/fedbuff_smoke.yaml shows the fields)")
+    if WANDB_SWEEP_KEYS <= set(raw):
+        raise ConfigError(f"{path} is a W&B sweep (program, method, parameters): run it with `wandb sweep {path}`; "
+                          "python -m fl_bench.analysis.reproduce takes a reproduction's sweep file")
+    raw = _plain(raw)
+    try:
+        typed = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepFile), raw), throw_on_missing=True)
+    except OmegaConfBaseException as error:
+        raise ConfigError(f"{path}: {_explain(error, raw)}") from None
+    spec = _as_given(typed, raw)
+    for key in ("smoke", "readings"):
+        spec.setdefault(key, [])
+    _check_names(spec, path)
+    return spec
+
+
+def _plain(value: Any) -> Any:
+    """YAML's dates (``registered: 2026-11-25``) as the text they were written as."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def _as_given(typed: Any, raw: Any) -> Any:
+    """``typed`` restricted to the keys ``raw`` gives (defaults of fields left out are dropped)."""
+    if isinstance(raw, dict) and isinstance(typed, dict):
+        return {key: _as_given(typed[key], value) for key, value in raw.items()}
+    return typed
+
+
+def _explain(error: OmegaConfBaseException, raw: dict) -> str:
+    """One line for OmegaConf's error: the key, the value and what the schema allows there."""
+    key = str(error.full_key or error.key)
+    if isinstance(error, ConfigKeyError) and is_dataclass(error.object_type):
+        allowed = [f.name for f in fields(error.object_type)]
+        close = difflib.get_close_matches(str(error.key), allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return f"{key} is not a key of {_what(error.object_type)}: {hint}(its keys: {', '.join(allowed)})"
+    expected = _describe(_field_type(key))
+    if "Missing mandatory value" in str(error):
+        return f"{key} is missing: give {expected}"
+    return f"{key}={_value_at(raw, key)!r} is not allowed: it must be {expected}"
+
+
+def _what(cls: type) -> str:
+    return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
+            "SpecialCase": "a special_case", "ArmSpec": "an arm", "Table": "a table"}.get(cls.__name__, cls.__name__)
+
+
+def _path(key: str) -> list[str | int]:
+    return [int(part) if part.isdigit() else part for part in re.findall(r"[^.\[\]]+", key)]
+
+
+def _value_at(raw: Any, key: str) -> Any:
+    for part in _path(key):
+        try:
+            raw = raw[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return raw
+
+
+def _field_type(key: str) -> Any:
+    """The schema's type at ``key`` (dotted, with [i] for list items)."""
+    tp: Any = SweepFile
+    for part in _path(key):
+        tp = _unwrap(tp)
+        if is_dataclass(tp):
+            tp = typing.get_type_hints(tp).get(part, Any)
+        elif typing.get_origin(tp) in (dict, list):
+            tp = typing.get_args(tp)[-1]
+        else:
+            return Any
+    return tp
+
+
+def _unwrap(tp: Any) -> Any:
+    """X for Optional[X]."""
+    if typing.get_origin(tp) is typing.Union:
+        return next(arg for arg in typing.get_args(tp) if arg is not type(None))
+    return tp
+
+
+def _describe(tp: Any) -> str:
+    """A type in words: 'a list of integers', 'a mapping of names to studies', ..."""
+    optional = typing.get_origin(tp) is typing.Union
+    tp = _unwrap(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list:
+        text = f"a list of {_plural(args[0])}"
+    elif origin is dict:
+        text = f"a mapping of names to {_plural(args[1])}"
+    elif is_dataclass(tp):
+        text = f"{_what(tp)} (a mapping with keys {', '.join(f.name for f in fields(tp))})"
+    else:
+        text = {int: "an integer", str: "a string", float: "a number", bool: "true or false"}.get(tp, "a value")
+    return f"{text} or null" if optional else text
+
+
+def _plural(tp: Any) -> str:
+    tp = _unwrap(tp)
+    if is_dataclass(tp):
+        return {"ArmSpec": "arms", "Study": "studies", "Table": "tables"}.get(tp.__name__, tp.__name__)
+    return {int: "integers", str: "strings", float: "numbers"}.get(tp, "values")
+
+
+def _check_names(spec: dict[str, Any], path: Path) -> None:
+    """Names that refer to each other name something the file has."""
+    studies = spec["studies"]
+
+    def known(name: str, what: str, options: Any) -> None:
+        if name not in options:
+            close = difflib.get_close_matches(str(name), list(options), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"{path}: {what}={name!r} is not defined: {hint}(choose one of {', '.join(options)})")
+
+    for name, study in studies.items():
+        if study.get("setting_of") is not None:
+            known(study["setting_of"], f"studies.{name}.setting_of", studies)
+    for table_name, table in spec["tables"].items():
+        where = f"tables.{table_name}"
+        arms = table["arms"]
+        if not arms:
+            raise ConfigError(f"{path}: {where}.arms is empty: a table needs at least its reference arm")
+        known(table["reference"], f"{where}.reference", arms)
+        if table.get("measure", "trips") not in MEASURES:
+            raise ConfigError(f"{path}: {where}.measure={table['measure']!r} is not allowed: choose one of "
+                              f"{', '.join(MEASURES)}")
+        for label, arm in arms.items():
+            known(arm["study"], f"{where}.arms.{label}.study", studies)
+            for key in ("vs", "special_case"):
+                if arm.get(key) is not None:
+                    known(arm[key], f"{where}.arms.{label}.{key}", arms)
