@@ -23,6 +23,7 @@ read only traces you trust.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import math
 import pickle
@@ -86,12 +87,26 @@ def _not_text(path: Path, key: str, what: str, error: Exception) -> ConfigError:
     return ConfigError(f"{key}={path} is not a CSV text file ({type(error).__name__}): give {what}")
 
 
+def _check_text(path: Path, key: str, what: str) -> None:
+    """Refuse a binary file before a CSV reader makes something of it: NUL bytes, or not UTF-8, in its
+    first 64 KiB."""
+    with path.open("rb") as f:
+        head = f.read(1 << 16)
+    try:
+        if b"\0" in head:
+            raise ValueError("NUL bytes")
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # a character cut at the end is fine
+    except (UnicodeDecodeError, ValueError) as error:
+        raise _not_text(path, key, what, error) from None
+
+
 def read_table(path: Path, key: str, what: str, **read_csv) -> pd.DataFrame:
     """A CSV file read by pandas (``read_csv``'s keyword arguments); ConfigError in one line when it is
     missing, empty, binary or not CSV."""
     import pandas as pd
 
     _missing(path, key, what)
+    _check_text(path, key, what)
     try:
         return pd.read_csv(path, **read_csv)
     except pd.errors.EmptyDataError:
@@ -107,6 +122,7 @@ def read_csv_windows(path: Path, num_clients: int | None, key: str) -> Windows:
     (None: any id >= 0)."""
     what = "a CSV file with columns client,start,end"
     _missing(path, key, what)
+    _check_text(path, key, what)
     rows = []
     try:
         with path.open(newline="") as f:

@@ -120,3 +120,36 @@ class NotALightningModule(nn.Module):
     def __init__(self):
         super().__init__()
         self.layer = nn.Linear(2, 2)
+
+
+class _Linear(L.LightningModule):
+    """A linear classifier without the methods its subclasses leave out (refused in one line)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int):
+        super().__init__()
+        self.layer = nn.Linear(math.prod(input_shape), num_classes)
+
+    def forward(self, x):
+        return self.layer(x.flatten(1))
+
+
+class NoConfigureOptimizers(_Linear):
+    """Has a training_step but no configure_optimizers."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+class NoTrainingStep(_Linear):
+    """Has configure_optimizers but no training_step."""
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class SkipsEveryBatch(NoTrainingStep):
+    """A training_step that returns None (Lightning skips such a batch) on every batch."""
+
+    def training_step(self, batch, batch_idx):
+        return None

@@ -1,0 +1,212 @@
+"""The table of refusals: every bad input a user can give fl_bench's commands stops with exit 1 and one
+line naming the value and what is allowed, never a traceback or a silent acceptance; and a bad run
+into a directory that holds a finished run leaves that run byte for byte as it was.
+
+Add a row whenever a knob, file format or command lands. A row is (command, arguments, environment,
+the line's first words). ``{tmp}`` in arguments and words is the test's directory, where ``files``
+below are written; ``{run}`` is a directory holding a finished run. The commands run in this process
+(``python -m fl_bench`` is ``fl_bench.runs.cli.main`` with its sys.argv), which is what they run in a
+new one, without the start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN = REPO / "tests" / "example_plugin"
+MODULES = "my_fl_extensions.lightning_modules"
+LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
+GOOD_RUN = ("max_trips=60", "eval_every=30")  # what {run} holds
+
+
+def _sweep(tmp: Path, edit) -> None:
+    """A copy of sweeps/hfl_smoke.yaml changed by ``edit`` (a function of its text)."""
+    text = (REPO / "sweeps" / "hfl_smoke.yaml").read_text()
+    (tmp / "sweep.yaml").write_text(edit(text))
+
+
+def write_files(tmp: Path) -> None:
+    (tmp / "empty.csv").write_text("")
+    (tmp / "binary.dat").write_bytes(bytes(range(256)) * 4)
+    (tmp / "past.csv").write_text("client,start,end\n" + "".join(f"{c},0,0.5\n" for c in range(1000)))
+    (tmp / "bad.yaml").write_text("studies: [1,\ntables: }")
+    (tmp / "misspelt.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
+        "fedavg:       {overrides:", "fedavg:       {overides:"))
+    (tmp / "unknown_key.yaml").write_text("runz_dir: x\n" + (REPO / "sweeps" / "hfl_smoke.yaml").read_text())
+    (tmp / "five.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
+        "report_seeds: [1, 2, 3, 4, 5]", "report_seeds: five"))
+    (tmp / "no_reference.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
+        "reference: (0,1) HFL", "reference: (0,1) HFLL"))
+    with open(tmp / "list.pkl", "wb") as f:
+        pickle.dump([1, 2, 3], f)
+
+
+FL_BENCH, TRACES, REPRODUCE = "fl_bench", "fl_bench.traces", "fl_bench.analysis.reproduce"
+OUTAGE = "behaviour=unreliable"
+
+# (command, arguments, environment, first words after "<command>: error: ")
+REFUSALS = [
+    # the run's own knobs and config groups
+    (FL_BENCH, ["concurrency=0"], {}, "concurrency=0 is not allowed"),
+    (FL_BENCH, ["algorithm=nope"], {}, "unknown algorithm 'nope': choose one of adaptive_fedopt, buffered_fedavg"),
+    (FL_BENCH, ["algorithm.buffer_size=-1"], {}, "algorithm.buffer_size=-1 is not allowed"),
+    (FL_BENCH, ["algorithm.bufer_size=3"], {}, "Could not override 'algorithm.bufer_size'"),
+    (FL_BENCH, ["concurrency=5000"], {}, "concurrency=5000 is impossible"),
+    (FL_BENCH, ["dataset=sent140", "data_root={tmp}/data"], {}, "dataset 'sent140' is not prepared"),
+    (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
+    # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")
+    (FL_BENCH, ["devices=[5]", "seed=1"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU (accelerator=auto)"),
+    # plugins
+    (FL_BENCH, [], {"FL_BENCH_PLUGINS": "no_such_module"}, "plugin module 'no_such_module' (from FL_BENCH_PLUGINS) "
+                                                           "cannot be imported"),
+    # device behaviour
+    (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: 3, start: 1, end: 2}]"], {},
+     "behaviour.outages[0].clients=3 is not allowed: must be a non-empty list of integer client ids"),
+    (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: [1.5], start: 1, end: 2}]"], {},
+     "behaviour.outages[0].clients=[1.5] is not allowed"),
+    (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: [1], start: abc, end: 2}]"], {},
+     "behaviour.outages[0].start='abc' is not allowed: must be a number"),
+    (FL_BENCH, [OUTAGE, "behaviour.outages=[{labels: [1], start: 3, end: 2}]"], {},
+     "behaviour.outages[0]={'labels': [1], 'start': 3, 'end': 2} is not allowed: needs 0 <= start < end"),
+    (FL_BENCH, [OUTAGE, "behaviour.outages=[{label: [1], start: 1, end: 2}]"], {},
+     "behaviour.outages[0]={'label': [1], 'start': 1, 'end': 2} is not allowed: give labels (or clients)"),
+    (FL_BENCH, [OUTAGE, "behaviour.failure_trace={tmp}/empty.csv"], {},
+     "behaviour.failure_trace={tmp}/empty.csv is empty: give a CSV file with columns client,time"),
+    (FL_BENCH, [OUTAGE, "behaviour.failure_trace={tmp}/binary.dat"], {},
+     "behaviour.failure_trace={tmp}/binary.dat is not a CSV text file"),
+    (FL_BENCH, [OUTAGE, "behaviour.failure_rate=1.0"], {},
+     "behaviour.failure_rate=1.0 is not allowed: must be in [0, 1): at 1 every trip fails"),
+    (FL_BENCH, [OUTAGE, "behaviour.failure_rate=null", "behaviour.groups=[[0,1,2,3,4],[5,6,7,8,9]]",
+                "behaviour.group_failure_rates=[1,1]"], {}, "behaviour.group_failure_rates=[1.0, 1.0] is not allowed"),
+    (FL_BENCH, [OUTAGE, "behaviour.failure_hazard=1000"], {},
+     "the run made no server step, so its model never changed: every one of its 60 client trips failed"),
+    (FL_BENCH, [OUTAGE, "behaviour.bandwidth=1", "behaviour.bandwidth_trace={tmp}/list.pkl"], {},
+     "behaviour.bandwidth_trace={tmp}/list.pkl holds a list, not a dict"),
+    # availability traces
+    (FL_BENCH, ["availability=trace", "availability.path={tmp}/binary.dat"], {},
+     "availability.path={tmp}/binary.dat is not a CSV text file"),
+    (FL_BENCH, ["availability=trace", "availability.path={tmp}/empty.csv"], {}, "availability.path={tmp}/empty.csv is empty"),
+    (FL_BENCH, ["availability=trace", "availability.path={tmp}/binary.dat", "availability.format=flgo_pings"], {},
+     "availability.path={tmp}/binary.dat is not a CSV text file"),
+    (FL_BENCH, ["availability=trace", "availability.path={tmp}/binary.dat", "availability.format=fedscale"], {},
+     "availability.path={tmp}/binary.dat is not a pickled trace"),
+    (FL_BENCH, ["availability=trace", "availability.path={tmp}/past.csv", "max_trips=300"], {}, "the run is stuck at time"),
+    # a run that cannot step
+    (FL_BENCH, ["max_trips=5"], {}, "the run made no server step, so its model never changed: its 5 client trips"),
+    # a user's LightningModule
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.NoConfigureOptimizers"], {},
+     "NoConfigureOptimizers has no configure_optimizers"),
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.NoTrainingStep"], {},
+     f"task.module._target_={MODULES}.NoTrainingStep has no training_step"),
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.SkipsEveryBatch"], {},
+     "SkipsEveryBatch.training_step returned None"),
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.NotALightningModule"], {},
+     f"task.module._target_={MODULES}.NotALightningModule is not a LightningModule class"),
+    # python -m fl_bench.traces
+    (TRACES, ["summarise", "{tmp}/binary.dat", "--format", "fedscale"], {}, "trace={tmp}/binary.dat is not a pickled trace"),
+    (TRACES, ["summarise", "{tmp}/empty.csv"], {}, "trace={tmp}/empty.csv is empty"),
+    (TRACES, ["summarise", "{tmp}/binary.dat"], {}, "trace={tmp}/binary.dat is not a CSV text file"),
+    (TRACES, ["summarise", "{tmp}/binary.dat", "--format", "flgo_pings"], {}, "trace={tmp}/binary.dat is not a CSV text file"),
+    (TRACES, ["summarise", "{tmp}/empty.csv", "--format", "flgo_pings"], {}, "trace={tmp}/empty.csv is empty"),
+    (TRACES, ["summarise", "{tmp}/list.pkl", "--format", "fedscale_capacity"], {}, "trace={tmp}/list.pkl holds a list"),
+    (TRACES, ["generate", "{tmp}/no_such_dir/week.csv"], {},
+     "{tmp}/no_such_dir/week.csv: its directory {tmp}/no_such_dir does not exist"),
+    # python -m fl_bench.analysis.reproduce: sweep files checked whole before any run
+    (REPRODUCE, ["{tmp}/bad.yaml"], {}, "{tmp}/bad.yaml is not valid YAML: expected the node content, but found '}' at line 2"),
+    (REPRODUCE, ["{tmp}/misspelt.yaml"], {},
+     "{tmp}/misspelt.yaml: studies.fedavg.overides is not a key of a study: did you mean overrides?"),
+    (REPRODUCE, ["{tmp}/unknown_key.yaml"], {}, "{tmp}/unknown_key.yaml: runz_dir is not a key of a sweep file: did you "
+                                                "mean runs_dir?"),
+    (REPRODUCE, ["{tmp}/five.yaml"], {},
+     "{tmp}/five.yaml: protocol.report_seeds='five' is not allowed: it must be a list of integers"),
+    (REPRODUCE, ["{tmp}/no_reference.yaml"], {},
+     "{tmp}/no_reference.yaml: tables.hfl_convex_smoke.reference='(0,1) HFLL' is not defined: did you mean (0,1) HFL?"),
+    (REPRODUCE, [str(REPO / "sweeps" / "fedbuff_sent140_wandb.yaml")], {}, f"{REPO}/sweeps/fedbuff_sent140_wandb.yaml is "
+                                                                          "a W&B sweep"),
+    (REPRODUCE, ["{tmp}/no_such.yaml"], {}, "{tmp}/no_such.yaml does not exist"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
+]
+
+
+def _digests(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+def _command(command: str, args: list[str]):
+    """The command's main, called as its command line would call it."""
+    if command == FL_BENCH:
+        from fl_bench.runs.cli import main
+
+        return lambda: (setattr(sys, "argv", ["fl_bench", *args]), main())
+    if command == TRACES:
+        from fl_bench.traces.__main__ import main
+    else:
+        from fl_bench.analysis.reproduce import main
+    return lambda: main(args)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished run's directory (copied by each test that runs into one)."""
+    from fl_bench.runs.cli import main
+
+    run = tmp_path_factory.mktemp("good") / "run"
+    argv = sys.argv
+    try:
+        sys.argv = ["fl_bench", "progress=false", *GOOD_RUN, f"hydra.run.dir={run}"]
+        main()
+    finally:
+        sys.argv = argv
+    assert (run / "model.pt").exists()
+    return run
+
+
+@pytest.mark.parametrize("command, args, env, words", REFUSALS, ids=lambda value: None)
+def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
+        command, args, env, words, tmp_path, finished_run, monkeypatch, capsys):
+    write_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    before = _digests(run)
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
+    if command == FL_BENCH:
+        args = ["progress=false", *GOOD_RUN, *args, f"hydra.run.dir={run}"]
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(SystemExit) as stop:
+        warnings.simplefilter("default")  # what python -m shows
+        _command(command, args)()
+    shown = [w for w in caught if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()] + [str(w.message) for w in shown]
+    assert stop.value.code == 1, err
+    assert len(lines) == 1, err
+    prog = {FL_BENCH: "fl_bench", TRACES: "fl_bench", REPRODUCE: "fl_bench.analysis.reproduce"}[command]
+    assert lines[0].startswith(f"{prog}: error: {words.replace('{tmp}', str(tmp_path))}"), lines[0]
+    assert _digests(run) == before  # the finished run there is untouched, its cli.log included
+    assert not (run / ".replaced").exists()
+
+
+def test_every_sweep_file_is_read_whole_and_names_what_its_arms_refer_to():
+    """Each of sweeps/*.yaml that the reproduction driver takes passes the schema, and the schema keeps
+    what the file gives as it gives it (an arm without vs has no vs)."""
+    from fl_bench.analysis.sweep_file import load_sweep_file
+
+    for path in sorted((REPO / "sweeps").glob("*_smoke.yaml")):
+        spec = load_sweep_file(path)
+        raw = yaml.safe_load(path.read_text())
+        for name, table in raw["tables"].items():
+            for label, arm in table["arms"].items():
+                assert set(spec["tables"][name]["arms"][label]) == set(arm)
