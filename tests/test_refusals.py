@@ -46,11 +46,13 @@ def write_files(tmp: Path) -> None:
         "report_seeds: [1, 2, 3, 4, 5]", "report_seeds: five"))
     (tmp / "no_reference.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
         "reference: (0,1) HFL", "reference: (0,1) HFLL"))
+    (tmp / "arm_key.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
+        "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
     with open(tmp / "list.pkl", "wb") as f:
         pickle.dump([1, 2, 3], f)
 
 
-FL_BENCH, TRACES, REPRODUCE = "fl_bench", "fl_bench.traces", "fl_bench.analysis.reproduce"
+FL_BENCH, TRACES, REPRODUCE, DATA = "fl_bench", "fl_bench.traces", "fl_bench.analysis.reproduce", "fl_bench.data"
 OUTAGE = "behaviour=unreliable"
 
 # (command, arguments, environment, first words after "<command>: error: ")
@@ -134,6 +136,14 @@ REFUSALS = [
                                                                           "a W&B sweep"),
     (REPRODUCE, ["{tmp}/no_such.yaml"], {}, "{tmp}/no_such.yaml does not exist"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
+     "--in-process runs one command at a time in this process: use --jobs 1, not 2"),
+    (REPRODUCE, ["{tmp}/arm_key.yaml"], {}, "{tmp}/arm_key.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.overides is "
+                                            "not a key of an arm: did you mean overrides?"),
+    # python -m fl_bench.data
+    (DATA, ["prepare", "synthetic"], {}, "dataset='synthetic' is generated at run time: nothing to prepare"),
+    (DATA, ["prepare", "nope"], {}, "unknown dataset 'nope'"),
+    (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "no_such_module"}, "plugin module 'no_such_module'"),
 ]
 
 
@@ -150,6 +160,8 @@ def _command(command: str, args: list[str]):
         return lambda: (setattr(sys, "argv", ["fl_bench", *args]), main())
     if command == TRACES:
         from fl_bench.traces.__main__ import main
+    elif command == DATA:
+        from fl_bench.data.__main__ import main
     else:
         from fl_bench.analysis.reproduce import main
     return lambda: main(args)
@@ -193,7 +205,7 @@ def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
     lines = [line for line in err.splitlines() if line.strip()] + [str(w.message) for w in shown]
     assert stop.value.code == 1, err
     assert len(lines) == 1, err
-    prog = {FL_BENCH: "fl_bench", TRACES: "fl_bench", REPRODUCE: "fl_bench.analysis.reproduce"}[command]
+    prog = {FL_BENCH: "fl_bench", TRACES: "fl_bench", DATA: "fl_bench", REPRODUCE: "fl_bench.analysis.reproduce"}[command]
     assert lines[0].startswith(f"{prog}: error: {words.replace('{tmp}', str(tmp_path))}"), lines[0]
     assert _digests(run) == before  # the finished run there is untouched, its cli.log included
     assert not (run / ".replaced").exists()
