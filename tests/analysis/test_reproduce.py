@@ -194,18 +194,6 @@ def test_a_bad_protocol_stops_the_command_with_one_line(tmp_path):
                                                     "for every study")
 
 
-@pytest.mark.slow
-def test_fedstaleweight_s_fairness_table_runs_from_its_sweep_file_with_its_evidence(tmp_path):
-    out = tmp_path / "results"
-    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(SPEC.parent / "fedstaleweight_smoke.yaml"), "--smoke",
-                           "--out", str(out), "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    text = (out / "fedstaleweight_fig2_smoke.md").read_text()
-    assert text.startswith("# fedstaleweight_fig2_smoke\n\nFedStaleWeight Fig. 2 at smoke scale")
-    assert "| group 1 weight share" in text and "## Evidence" in text and "Readings" in text and "Protocol (registered" in text
-    assert (out / "fedstaleweight_fig2_smoke_weight_share.png").stat().st_size > 0
-
-
 def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_is_named(tmp_path, monkeypatch):
     """FedBuff Table 6's K=1000 setting: 57,000 trips on the tuning seeds, most report seeds missing the
     target (a median the unstable guard cannot see as an outlier)."""

@@ -280,24 +280,3 @@ def test_every_algorithm_runs_with_every_behaviour_and_repeats_itself(tmp_path, 
         assert summary["status"] == "completed" and summary["failed_trips"] > 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "trips.csv"), pd.read_csv(tmp_path / "b" / "trips.csv"))
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "metrics.csv"), pd.read_csv(tmp_path / "b" / "metrics.csv"))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("sweep, page_name, row, reading", [
-    ("devices_smoke", "devices_smoke", "| fedbuff reliable |", "A failure happens at a uniform point"),
-    ("partial_work_smoke", "partial_work_smoke", "| fedavg deadline |", "A trip whose compute draw c exceeds"),
-])
-def test_the_devices_results_pages_are_made_by_their_sweep_files(tmp_path, sweep, page_name, row, reading):
-    """sweeps/devices_smoke.yaml and sweeps/partial_work_smoke.yaml (results/) run through the reproduction
-    driver: their smoke point writes the page with the protocol and readings."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    spec = Path(__file__).parents[2] / "sweeps" / f"{sweep}.yaml"
-    done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(spec), "--smoke", "--out",
-                           str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    page = (tmp_path / "out" / f"{page_name}.md").read_text()
-    assert row in page and "Protocol (registered 2026-11-26)" in page
-    assert reading in page
