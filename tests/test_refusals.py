@@ -152,19 +152,17 @@ def _digests(directory: Path) -> dict[str, str]:
             for p in sorted(directory.rglob("*")) if p.is_file() and p.name != ".lock"}
 
 
-def _command(command: str, args: list[str]):
-    """The command's main, called as its command line would call it."""
+def _main(command: str):
+    """The command's main function."""
     if command == FL_BENCH:
-        from fl_bench.runs.cli import main
-
-        return lambda: (setattr(sys, "argv", ["fl_bench", *args]), main())
-    if command == TRACES:
+        from fl_bench.runs.cli import main  # reads sys.argv, as Hydra's entry points do
+    elif command == TRACES:
         from fl_bench.traces.__main__ import main
     elif command == DATA:
         from fl_bench.data.__main__ import main
     else:
         from fl_bench.analysis.reproduce import main
-    return lambda: main(args)
+    return main
 
 
 @pytest.fixture(scope="module")
@@ -197,9 +195,12 @@ def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
     if command == FL_BENCH:
         args = ["progress=false", *GOOD_RUN, *args, f"hydra.run.dir={run}"]
+    main = _main(command)
+    if command == FL_BENCH:
+        monkeypatch.setattr(sys, "argv", ["fl_bench", *args])
     with warnings.catch_warnings(record=True) as caught, pytest.raises(SystemExit) as stop:
         warnings.simplefilter("default")  # what python -m shows
-        _command(command, args)()
+        main() if command == FL_BENCH else main(args)
     shown = [w for w in caught if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()] + [str(w.message) for w in shown]

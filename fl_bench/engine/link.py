@@ -11,7 +11,6 @@ older ``epoch`` is stale.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.algorithms.synchronous import CentralizedConfig
@@ -320,11 +319,11 @@ class Run:
         sim = self.exp.simulator
         if self.exp.server.version > 0:
             return
-        failed = sim.failures["failed_trips"]
+        failed, rounds = sim.failures["failed_trips"], self.cfg.max_rounds
         why = (f"every one of its {sim.trips} client trips failed on its device (behaviour={self.cfg.behaviour.name})"
                if failed == sim.trips else
                f"its {sim.trips} client trips ({failed} failed on their device) never made a server step due "
-               f"(max_trips={self.cfg.max_trips}, max_rounds={'null' if self.cfg.max_rounds is None else self.cfg.max_rounds})")
+               f"(max_trips={self.cfg.max_trips}, max_rounds={'null' if rounds is None else rounds})")
         raise NoProgressError(f"the run made no server step, so its model never changed: {why}; allow more trips, "
                               f"fewer failures, or less work per step (a smaller buffer or cohort)")
 
@@ -446,13 +445,13 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
         remove_partial_checkpoints(run_dir)
         try:
             summary = run.execute(checkpoint)
+        except DivergenceError:  # a result: it replaces the earlier run
+            _replaced(directory)
+            raise
         except KeyboardInterrupt:  # resumable: the earlier run stays aside until this one finishes
             raise
-        except BaseException as error:
-            if isinstance(error, DivergenceError):  # a result: it replaces the earlier run
-                _replaced(directory)
-            else:
-                directory.restore()
+        except BaseException:  # no result: the earlier run comes back
+            directory.restore()
             raise
         _replaced(directory)
         return summary

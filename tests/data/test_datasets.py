@@ -224,7 +224,7 @@ def test_shakespeare_from_leaf_json_sequential_split_to_the_char_gru(tmp_path):
     x0, y0 = data.client(0)
     assert "".join(SHAKESPEARE_ALPHABET[int(c)] for c in x0[0]) == line[:80]  # first lines train (sequential)
     assert SHAKESPEARE_ALPHABET[int(y0[0])] == line[80]
-    assert run(tmp_path, "dataset=shakespeare", *args, "max_trips=4", "concurrency=2")["client_trips"] == 4
+    assert run(tmp_path, "dataset=shakespeare", *args, "max_trips=4", "concurrency=2", "algorithm.buffer_size=2")["client_trips"] == 4
 
 
 def test_celeba_from_raw_files_and_images(tmp_path):

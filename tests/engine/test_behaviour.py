@@ -1,6 +1,7 @@
 """Devices as they behave (fl_bench.engine.behaviour): a trip's timing by phase on a hand-computed case,
 failed trips that spend time and send nothing, communication on the clock, and one-line refusals."""
 
+import json
 import math
 import re
 
@@ -153,12 +154,20 @@ def test_a_link_wider_than_every_transfer_changes_nothing(run_config):
 
 
 @pytest.mark.parametrize("link", [(), ("behaviour.server_bandwidth=1e12",)])
-def test_a_trip_its_round_closes_on_is_not_a_device_failure_and_keeps_its_phases(run_config, link):
+def test_a_trip_its_round_closes_on_is_not_a_device_failure_and_keeps_its_phases(tmp_path, link):
     # down 1 (18,216 bytes at 18,216), compute 1, up 1: every trip would end at 3, after the deadline 2.5;
-    # the round closes on those still running (1 downloading + 0.5 uploading), unless they failed before
-    summary, _, trips = run_config("max_trips=60", "eval_every=30", "concurrency=10", "algorithm=fedavg",
-                                   "algorithm.deadline=2.5", "delay=constant", "delay.value=1.0", "behaviour=unreliable",
-                                   "behaviour.failure_rate=0.5", "behaviour.bandwidth=18216", *link)
+    # the round closes on those still running (1 downloading + 0.5 uploading), unless they failed before.
+    # No upload ever arrives, so the run fails (no server step) with its logs written.
+    from fl_bench.errors import NoProgressError
+    from fl_bench.runs.experiment import run_experiment
+
+    cfg = compose_run_config("max_trips=60", "eval_every=30", "concurrency=10", "algorithm=fedavg", "algorithm.deadline=2.5",
+                             "delay=constant", "delay.value=1.0", "behaviour=unreliable", "behaviour.failure_rate=0.5",
+                             "behaviour.bandwidth=18216", *link)
+    with pytest.raises(NoProgressError, match="the run made no server step"):
+        run_experiment(cfg, tmp_path / "run")
+    summary, trips = json.loads((tmp_path / "run" / "summary.json").read_text()), pd.read_csv(tmp_path / "run" / "trips.csv")
+    assert summary["status"] == "failed" and summary["server_steps"] == 0
     closed = np.isclose(trips["end_time"] - trips["start_time"], 2.5, rtol=0, atol=1e-9)
     assert closed.sum() > 10 and (trips["used"] == 0).all()
     assert (trips.loc[closed, "failed"] == 0).all()  # a failure drawn after 2.5 never happened

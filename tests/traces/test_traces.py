@@ -71,7 +71,7 @@ def test_flgo_pings_put_a_user_online_for_the_buckets_it_pinged_in(tmp_path):
     with pytest.raises(ConfigError, match="has 3 clients but the dataset has 4"):
         read_flgo_pings(path, 4, "availability.path")
     (tmp_path / "bad.csv").write_text("user,time\n1,2\n")
-    with pytest.raises(ConfigError, match="a ping log needs columns id and timestamp"):
+    with pytest.raises(ConfigError, match="give a CSV ping log with columns id and timestamp"):
         read_flgo_pings(tmp_path / "bad.csv", 1, "availability.path")
 
 
@@ -149,7 +149,7 @@ def test_the_traces_command_summarises_and_generates_traces(tmp_path, capsys):
     failed = subprocess.run([sys.executable, "-m", "fl_bench.traces", "summarise", str(tmp_path / "none.csv")],
                             capture_output=True, text=True)
     assert failed.returncode == 1 and failed.stderr.strip().splitlines() == [
-        f"fl_bench: error: trace {tmp_path / 'none.csv'} does not exist"]
+        f"fl_bench: error: trace={tmp_path / 'none.csv'} does not exist: give a CSV file with columns client,start,end"]
     with pytest.raises(SystemExit):
         main(["generate", str(out), "--format", "fedscale_capacity", "--computation", "-1"])
     assert "--computation -1.0, --communication 2000.0" in capsys.readouterr().err
