@@ -202,6 +202,8 @@ class CentralizedRun:
     ``build``, ``checkpoint_to_resume``, ``execute``; the callbacks' ``on_start``, ``on_evaluation``,
     ``state_dict``, ``summary`` and ``on_end`` hooks are called as the simulator's run calls them."""
 
+    checkpoint_name = f"{CHECKPOINTS}/last.ckpt"  # Lightning's, in the run directory: the same command goes on from it
+
     def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback] = ()):
         self.cfg, self.run_dir, self.config = cfg, Path(run_dir), config
         self.callbacks: list[Callback] = [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), *callbacks]
@@ -311,15 +313,10 @@ class CentralizedRun:
                 callback.load_state_dict(state["callbacks"][callback.key])
         self.rounds, self.resumed_at = state["rounds"], [*state["resumed_at"], state["rounds"]]
 
-    @property
-    def checkpoint_file(self) -> Path:
-        """Lightning's last checkpoint (the same command goes on from it)."""
-        return self.run_dir / CHECKPOINTS / "last.ckpt"
-
     def checkpoint_to_resume(self, directory) -> dict[str, Any] | None:
         """Lightning's last.ckpt in the run directory, when ``resume`` allows; refused (one line) when it
         belongs to another config."""
-        path = self.checkpoint_file
+        path = self.run_dir / self.checkpoint_name
         if self.cfg.resume is False or not path.exists():
             if self.cfg.resume:
                 raise ConfigError(f"resume=true but {self.run_dir} holds no {CHECKPOINTS}/last.ckpt: run without "

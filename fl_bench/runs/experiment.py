@@ -238,6 +238,8 @@ class Run:
     the progress bar, fairness and privacy accounting hang on it as callbacks
     (fl_bench.runs.callbacks), called in list order."""
 
+    checkpoint_name = CHECKPOINT  # in the run directory: the same command goes on from it
+
     def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback] = (),
                  writes: bool = True):
         self.cfg, self.run_dir, self.config = cfg, run_dir, config
@@ -327,15 +329,10 @@ class Run:
         raise NoProgressError(f"the run made no server step, so its model never changed: {why}; allow more trips, "
                               f"fewer failures, or less work per step (a smaller buffer or cohort)")
 
-    @property
-    def checkpoint_file(self) -> Path:
-        """Where the run's checkpoint is (the same command goes on from it)."""
-        return self.run_dir / CHECKPOINT
-
     def checkpoint_to_resume(self, directory: RunDirectory) -> dict[str, Any] | None:
         """The run directory's checkpoint, when ``resume`` allows (refused in one line when it is
         another config's or damaged)."""
-        path = self.checkpoint_file
+        path = directory.path / self.checkpoint_name
         if self.cfg.resume is False or not path.exists():
             if self.cfg.resume:
                 raise ConfigError(f"resume=true but {directory.path} holds no {CHECKPOINT}: run without resume=true to start it")
@@ -433,7 +430,7 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
             if finished is not None:
                 directory.replaced()  # a replacement killed after its run finished: the earlier run goes now
                 return finished
-            if cfg.resume is False or not run.checkpoint_file.exists():  # starts over: keep an earlier run whole
+            if cfg.resume is False or not (run_dir / run.checkpoint_name).exists():  # starts over: keep the earlier run
                 directory.set_aside()
             run.build()
             checkpoint = run.checkpoint_to_resume(directory)

@@ -146,7 +146,8 @@ def test_a_finished_run_is_not_run_again_and_a_held_directory_is_refused(tmp_pat
     assert (run_dir / "metrics.csv").read_bytes() == metrics  # untouched, its config too
     assert "max_trips: 500" in (run_dir / ".hydra" / "config.yaml").read_text()
     other = fl_bench("progress=false", "max_trips=600", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert other.returncode == 0 and "holds a finished run of another config: this run replaces it" in other.stderr
+    assert other.returncode == 0 and "held a finished run (completed): replaced by this run" in other.stderr
+    assert not (run_dir / ".replaced").exists()
     assert json.loads((run_dir / "summary.json").read_text())["client_trips"] == 600
 
 
