@@ -15,6 +15,8 @@ from tests.conftest import compose_run_config
 from tests.runs.test_cli import fl_bench
 from tests.runs.test_determinism import GOLDEN
 
+pytestmark = pytest.mark.numerics  # CI reruns these under other CPU kernels (.ci/run)
+
 # What another machine would change: ATen's and OpenBLAS's kernels chosen for AVX2, MKL limited to
 # AVX2 (on an Intel CPU MKL otherwise picks AVX-512 code), and more threads.
 AVX2_MACHINE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
