@@ -39,10 +39,11 @@ AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 @dataclass(frozen=True)
 class Placement:
     """Where and how a run trains (:func:`place`): the Lightning ``fabric`` (this process's device,
-    precision, rank and the run's processes), whether client trips are batched and whether they step
+    precision, rank and the run's processes; None for one process on the CPU with the built-in task,
+    for which it would only name the device), whether client trips are batched and whether they step
     through CUDA graphs, and why ``auto`` chose so."""
 
-    fabric: Any  # lightning.fabric.Fabric (imported where a run is built)
+    fabric: Any  # lightning.fabric.Fabric (imported where a run needs it), or None
     batched: bool  # vmap_clients
     graphs: bool  # cuda_graphs
     precision: str  # 32-true | bf16-mixed | 16-mixed
@@ -51,12 +52,17 @@ class Placement:
     @property
     def device(self) -> torch.device:
         """This process's device."""
-        return self.fabric.device
+        return self.fabric.device if self.fabric is not None else torch.device("cpu")
 
     @property
     def processes(self) -> int:
         """Processes of the run (devices x num_nodes)."""
-        return self.fabric.world_size
+        return self.fabric.world_size if self.fabric is not None else 1
+
+    def launch(self) -> None:
+        """Start a multi-process run's other processes (they build the same objects from here on)."""
+        if self.fabric is not None:
+            self.fabric.launch()
 
     def describe(self) -> str:
         """One line for the run's start: device, processes, precision, batching and graphs, with the
@@ -111,14 +117,16 @@ def process_count(devices: Any, num_nodes: int) -> int:
 
 
 def place(accelerator: str, devices: Any, num_nodes: int, strategy: str, precision: str, vmap_clients: bool | None,
-          cuda_graphs: bool | None, model: nn.Module, example_flops: float, loggers: list[Any] = ()) -> Placement:
+          cuda_graphs: bool | None, model: nn.Module, example_flops: float, loggers: list[Any] = (),
+          lightning_task: bool = False) -> Placement:
     """Build the run's Fabric from Lightning's ``accelerator``, ``devices``, ``num_nodes``, ``strategy``
     and ``precision`` (``accelerator=auto`` resolved by the measured rule above), and resolve
     ``vmap_clients`` and ``cuda_graphs`` (None: auto) for ``model``, whose training example costs
     ``example_flops`` (forward + backward); ``loggers``: Fabric's (where a LightningModule's ``self.log``
-goes). The processes are not launched yet (``fabric.launch()``)."""
-    from lightning.fabric import Fabric  # Lightning costs seconds to import: only where a run is built
-
+    goes). Fabric is built where the run uses it: a GPU, several processes, or a LightningModule task
+    (``lightning_task``: Fabric sets it up, routes its ``self.log`` and runs its precision); one process on
+    the CPU with the built-in task, which does its own autocast, only needs the CPU named, and not the
+    2 s of importing Lightning. The processes are not launched yet (:meth:`Placement.launch`)."""
     chosen, why = resolve_accelerator(accelerator, devices, example_flops)
     if chosen == "cpu":
         check_cpu_devices(accelerator, devices)
@@ -127,17 +135,10 @@ goes). The processes are not launched yet (``fabric.launch()``)."""
                           f"needs a GPU; use bf16-mixed or 32-true")
     why = [why] if why else []
     processes = process_count(devices, num_nodes)
-    if processes > 1 or strategy == "ddp":
-        from fl_bench.clients.distributed import client_parallel_strategy
-
-        strategy = client_parallel_strategy()
-    try:
-        fabric = Fabric(accelerator=chosen, devices=devices, num_nodes=num_nodes, strategy=strategy, precision=precision,
-                        loggers=list(loggers))
-    except (ValueError, RuntimeError, TypeError) as error:  # Lightning's MisconfigurationException is a ValueError
-        raise ConfigError(f"accelerator={accelerator} devices={devices} num_nodes={num_nodes} strategy={strategy} "
-                          f"precision={precision}: {str(error).splitlines()[0]}") from None
-    device = fabric.device
+    fabric = None
+    if chosen != "cpu" or processes > 1 or strategy == "ddp" or lightning_task:
+        fabric = _fabric(accelerator, chosen, devices, num_nodes, strategy, precision, loggers, processes)
+    device = fabric.device if fabric is not None else torch.device("cpu")
     batched = vmap_clients
     if batched is None:
         rnn = any(isinstance(m, _UnrollableRNN) for m in model.modules())
@@ -152,3 +153,21 @@ goes). The processes are not launched yet (``fabric.launch()``)."""
         raise ConfigError(f"cuda_graphs=true needs batched trips on a CUDA device (accelerator={chosen}, "
                           f"vmap_clients={batched}); use cuda_graphs=null (auto) or false")
     return Placement(fabric, batched, graphs, precision, "; ".join(why))
+
+
+def _fabric(accelerator: str, chosen: str, devices: Any, num_nodes: int, strategy: str, precision: str,
+            loggers: list[Any], processes: int) -> Any:
+    """Lightning's Fabric for the resolved accelerator (``chosen``); ConfigError in one line for what it
+    refuses."""
+    from lightning.fabric import Fabric  # Lightning costs seconds to import: only where a run uses it
+
+    if processes > 1 or strategy == "ddp":
+        from fl_bench.clients.distributed import client_parallel_strategy
+
+        strategy = client_parallel_strategy()
+    try:
+        return Fabric(accelerator=chosen, devices=devices, num_nodes=num_nodes, strategy=strategy, precision=precision,
+                      loggers=list(loggers))
+    except (ValueError, RuntimeError, TypeError) as error:  # Lightning's MisconfigurationException is a ValueError
+        raise ConfigError(f"accelerator={accelerator} devices={devices} num_nodes={num_nodes} strategy={strategy} "
+                          f"precision={precision}: {str(error).splitlines()[0]}") from None

@@ -113,8 +113,8 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     metrics = task_metrics_logger() if lightning else None
     placement = place(accelerator, cfg.devices, cfg.num_nodes, cfg.strategy, cfg.precision,
                       False if lightning else cfg.vmap_clients, cfg.cuda_graphs, task.model, per_example,
-                      loggers=[metrics] if lightning else [])
-    placement.fabric.launch()  # a multi-process run's other processes start here and build the same objects
+                      loggers=[metrics] if lightning else [], lightning_task=lightning)
+    placement.launch()  # a multi-process run's other processes start here and build the same objects
     device = placement.device
     data = data.to(device)
     if lightning:

@@ -59,9 +59,9 @@ def test_without_a_gpu_an_explicit_one_fails_in_one_line(monkeypatch):
 
 
 def test_fabric_carries_the_precision_and_refuses_what_the_cpu_cannot_do():
-    """Lightning's precision names: bf16-mixed autocasts on the CPU; 16-mixed (fp16) is refused there
-    by Fabric, in one line."""
-    bf16 = place("cpu", 1, 1, "auto", "bf16-mixed", None, None, MLP, 1.0)
+    """Lightning's precision names: bf16-mixed autocasts a LightningModule task on the CPU; 16-mixed
+    (fp16) is refused there, in one line."""
+    bf16 = place("cpu", 1, 1, "auto", "bf16-mixed", None, None, MLP, 1.0, lightning_task=True)
     with bf16.fabric.autocast():
         assert torch.get_autocast_dtype("cpu") == torch.bfloat16 and torch.is_autocast_enabled("cpu")
     assert "bf16-mixed precision" in bf16.describe()
@@ -77,6 +77,16 @@ def test_two_devices_make_a_client_parallel_strategy_that_leaves_modules_unwrapp
     assert two.processes == 2 and "x 2 processes" in two.describe()
     assert type(two.fabric.strategy).__name__ == "ClientParallelStrategy"
     assert two.fabric.strategy.setup_module(MLP) is MLP
+
+
+def test_fabric_is_built_where_a_run_uses_it():
+    """One process on the CPU with the built-in task needs only the CPU named (no Lightning import);
+    a LightningModule task or several processes get Fabric."""
+    plain = cpu_place("cpu", None, None, MLP, 1.0)
+    assert plain.fabric is None and plain.device == torch.device("cpu") and plain.processes == 1
+    plain.launch()  # nothing to launch
+    assert cpu_place("cpu", None, None, MLP, 1.0, lightning_task=True).fabric is not None
+    assert place("cpu", 2, 1, "auto", "32-true", False, None, MLP, 1.0).fabric is not None
 
 
 def test_cuda_graphs_true_without_cuda_is_one_line():
