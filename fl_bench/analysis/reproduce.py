@@ -296,10 +296,13 @@ class Reproduction:
         arm reruns: the command names the setting)."""
         directory = self.runs_dir / arm.key
         best = self.tuned(arm.study)["best_params"]
-        command = self._command([
-            *self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
-            *arm.overrides, f"seed={','.join(map(str, self.seeds))}", f"hydra.sweep.dir={directory}",
-        ])
+        setting = [*self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
+                   *arm.overrides]
+        if len(self.seeds) == 1:  # one run (a smoke point): Hydra's run mode composes the config twice, a multirun 3 times
+            command = self._command([*setting, f"seed={self.seeds[0]}",
+                                     f"hydra.run.dir={directory}/0_seed{self.seeds[0]}"], multirun=False)
+        else:
+            command = self._command([*setting, f"seed={','.join(map(str, self.seeds))}", f"hydra.sweep.dir={directory}"])
         log = directory / "reproduce.log"
         done = len(list(directory.glob("*/summary.json"))) >= len(self.seeds)
         # (the interpreter's path may differ between machines: compare from the module on)
@@ -313,8 +316,8 @@ class Reproduction:
         return directory
 
     @staticmethod
-    def _command(overrides: list[str]) -> list[str]:
-        return [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
+    def _command(overrides: list[str], multirun: bool = True) -> list[str]:
+        return [sys.executable, "-m", "fl_bench", *(["-m"] if multirun else []), "progress=false", *overrides]
 
     def _run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
         log_dir.mkdir(parents=True, exist_ok=True)
