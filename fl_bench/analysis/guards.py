@@ -155,7 +155,7 @@ RESAMPLES = 2000
 COLLAPSE_POINTS = 10.0  # accuracy this far below its arm's median is a collapsed seed, not noise
 
 
-def _interval(statistic, *samples: np.ndarray) -> tuple[float, float]:
+def bootstrap_interval(statistic, *samples: np.ndarray) -> tuple[float, float]:
     """95% percentile-bootstrap interval of ``statistic(*samples)``, each sample resampled on its own."""
     from scipy import stats
 
@@ -215,7 +215,7 @@ def _accuracy(measure: str) -> str:
 def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float, float]:
     statistic = ((lambda a, b: np.median(a) / np.median(b)) if kind == "ratio"
                  else (lambda a, b: np.median(a) - np.median(b)))
-    return (statistic(ours, base), *_interval(statistic, ours, base))
+    return (statistic(ours, base), *bootstrap_interval(statistic, ours, base))
 
 
 def _shown(value: float, low: float, high: float, kind: str, bound: bool = False) -> str:
@@ -265,7 +265,7 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
     rows = []
     for method in methods:
         ours, bound = _samples(runs, method, measure)
-        low, high = _interval(np.median, ours)
+        low, high = bootstrap_interval(np.median, ours)
         arm = arms.get(method, {})
         level = (f"{np.median(ours):.2f} [{low:.2f}, {high:.2f}]" if kind == "difference"
                  else f"{'>' if bound else ''}{np.median(ours):,.0f} [{low:,.0f}, {high:,.0f}]")

@@ -54,7 +54,8 @@ from fl_bench.analysis.guards import contains, evidence_markdown, search_space, 
 from fl_bench.analysis.report import load_runs, write_report
 from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
-from fl_bench.runs.config import register_configs
+from fl_bench.runs.config import PRUNING_OBJECTIVES, register_configs
+from fl_bench.runs.pruning import make_pruner
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,11 @@ class Protocol:
             raise ValueError(f"seeds {shared} are both tuning and report seeds: report on seeds the tuner never saw")
         if self.tuner["direction"] not in ("minimize", "maximize"):
             raise ValueError(f"protocol.tuner.direction={self.tuner['direction']!r}: choose minimize or maximize")
+        if self.tuner.get("pruner"):
+            make_pruner(self.tuner["pruner"])  # ValueError for an unknown pruner
+            if self.tuner["objective"] not in PRUNING_OBJECTIVES:
+                raise ValueError(f"protocol.tuner.pruner needs an objective with a value so far ({', '.join(PRUNING_OBJECTIVES)}), "
+                                 f"not {self.tuner['objective']}")
         for name in tuned:
             self._check_study(name, studies)
 
@@ -161,7 +167,11 @@ class Protocol:
         else:
             t = self.tuner
             start = "; a nested method's first trial is its special case's best" if nested else ""
-            tuning = (f"every study {t['trials']} TPE trials ({t['startup_trials']} random), objective the mean "
+            pruner = t.get("pruner")
+            pruned = (f", hopeless trials stopped early by {pruner['name'].replace('_', ' ')} (first rung "
+                      f"{pruner['min_resource']:,} client trips, reduction factor {pruner.get('reduction_factor', 3)}, "
+                      f"each run compared with the other settings' runs of its seed)" if pruner else "")
+            tuning = (f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective the mean "
                       f"{t['objective']} over tuning seeds {', '.join(map(str, t['seeds']))}{start}")
         return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
                 f"{', '.join(map(str, self.report_seeds))}, none tuned on; verdict: {self.verdict}")
@@ -270,6 +280,8 @@ class Reproduction:
             f"hydra.sweeper.n_trials={tuner['trials']}", f"hydra.sweeper.n_startup_trials={tuner['startup_trials']}",
             f"hydra.sweeper.objective={tuner['objective']}", f"hydra.sweeper.direction={tuner['direction']}",
             f"hydra.sweeper.seeds=[{','.join(map(str, tuner['seeds']))}]",
+            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in tuner['pruner'].items())}}}"]
+              if tuner.get("pruner") else []),
             *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
             f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
             f"hydra.sweep.dir={sweep_dir}",

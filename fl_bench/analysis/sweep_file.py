@@ -31,6 +31,18 @@ MEASURES = (*REPORT_MEASURES, "fairness")  # fairness: FedStaleWeight's weight s
 
 
 @dataclass
+class Pruner:
+    """``protocol.tuner.pruner``: the rule that stops hopeless trials early, the same for every study
+    (hydra_plugins/fl_bench_optuna; resources are client trips)."""
+
+    name: str = MISSING  # successive_halving | hyperband
+    min_resource: int = MISSING  # the first rung
+    reduction_factor: int = 3
+    min_early_stopping_rate: Optional[int] = None  # successive_halving
+    max_resource: Optional[int] = None  # hyperband
+
+
+@dataclass
 class Tuner:
     """``protocol.tuner``: one budget for every study of the file."""
 
@@ -39,6 +51,7 @@ class Tuner:
     seeds: list[int] = MISSING
     objective: str = MISSING
     direction: str = MISSING
+    pruner: Optional[Pruner] = None  # null: every trial runs its whole budget
 
 
 @dataclass
@@ -176,6 +189,7 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
 
 def _what(cls: type) -> str:
     return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
+            "Pruner": "protocol.tuner.pruner",
             "SpecialCase": "a special_case", "ArmSpec": "an arm", "Table": "a table"}.get(cls.__name__, cls.__name__)
 
 

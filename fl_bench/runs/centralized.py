@@ -46,6 +46,7 @@ from fl_bench.numerics import describe as describe_numerics
 from fl_bench.numerics import require_portable_process
 from fl_bench.runs.callbacks import Callback, Target
 from fl_bench.runs.checkpoint import config_differences, save_verified
+from fl_bench.runs.pruning import final_status, with_pruning
 from fl_bench.runs.config import Config, config_digest
 from fl_bench.runs.fairness import accuracy_by_class
 from fl_bench.runs.run_log import RunLog, has_wandb_credentials, run_labels
@@ -206,7 +207,8 @@ class CentralizedRun:
 
     def __init__(self, cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback] = ()):
         self.cfg, self.run_dir, self.config = cfg, Path(run_dir), config
-        self.callbacks: list[Callback] = [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), *callbacks]
+        self.callbacks: list[Callback] = with_pruning(cfg.pruning, [
+            Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), *callbacks])
         self.resumed_at: list[int] = []
         self.rounds = 0
         self.log: RunLog
@@ -353,7 +355,7 @@ class CentralizedRun:
             if self.rounds != trainer.current_epoch and not trainer.should_stop:
                 trainer.validate(self.module, val, verbose=False)  # the final model, as the simulator's runs
             self.rounds = trainer.current_epoch
-            status = "completed"
+            status = final_status(self.callbacks, "completed")
         except DivergenceError as error:
             status = "diverged"
             diverged.update(trips=error.trips, server_step=error.server_step)

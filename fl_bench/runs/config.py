@@ -70,6 +70,25 @@ class WandbConfig:
         choice("wandb.mode", self.mode, WANDB_MODES)
 
 
+# The summary keys whose value so far means something at every evaluation (fl_bench.runs.callbacks.Target)
+PRUNING_OBJECTIVES = ("trips_to_target_or_shortfall", "trips_to_target_or_budget", "best_val_accuracy")
+
+
+@dataclass
+class PruningConfig:
+    """Where a tuning trial's run reports its objective at each evaluation (fl_bench.runs.pruning; set by
+    the Optuna sweeper, not by hand)."""
+
+    study: Optional[str] = None  # the study of this seed's runs (the run asks it for a trial); null: no pruning
+    storage: Optional[str] = None  # its database URL (sqlite:///..., postgresql+psycopg2://...)
+    objective: str = "trips_to_target_or_shortfall"  # one of PRUNING_OBJECTIVES
+
+    def __post_init__(self) -> None:
+        choice("pruning.objective", self.objective, PRUNING_OBJECTIVES)
+        require(self.study is None or self.storage is not None, "pruning.storage", self.storage,
+                "needs the database URL of pruning.study")
+
+
 @dataclass
 class Config:
     """The root schema of a run: one option of every component group and the run's own knobs
@@ -136,6 +155,9 @@ class Config:
     # null: continue from the run directory's checkpoint if it has one of this config (re-running
     # the same command resumes); true: there must be one; false: start over, discarding it.
     resume: Optional[bool] = None
+    # A tuning trial's run: where it reports its objective at each evaluation, and stops when pruned
+    # (fl_bench.runs.pruning; set by the Optuna sweeper)
+    pruning: PruningConfig = field(default_factory=PruningConfig)
 
     def __post_init__(self) -> None:
         require(self.seed >= 0, "seed", self.seed, "must be >= 0 (numpy seeds are non-negative)")

@@ -58,6 +58,7 @@ from fl_bench.runs.checkpoint import (
 from fl_bench.runs.centralized import CentralizedRun
 from fl_bench.runs.config import Config, config_digest, result_config
 from fl_bench.runs.fairness import accuracy_by_class
+from fl_bench.runs.pruning import final_status, with_pruning
 from fl_bench.runs.interrupt import STOP
 from fl_bench.runs.run_dir import RunDirectory
 from fl_bench.runs.run_log import RunLog
@@ -258,8 +259,9 @@ class Run:
     def build(self) -> None:
         """Every object of the run (bad input fails here) and its callbacks."""
         self.exp = build_experiment(self.cfg, self.on_eval, self.between_events)
-        self.callbacks = default_callbacks(self.cfg, self.exp.data.num_clients, progress=self.writes,
-                                           task_metrics=getattr(self.exp.task, "metrics", None)) + self.extra_callbacks
+        self.callbacks = with_pruning(self.cfg.pruning, default_callbacks(
+            self.cfg, self.exp.data.num_clients, progress=self.writes,
+            task_metrics=getattr(self.exp.task, "metrics", None)) + self.extra_callbacks)
         # between_events runs after every event: call only the callbacks that override it
         self._between = [c for c in self.callbacks if type(c).between_events is not Callback.between_events]
 
@@ -376,8 +378,9 @@ class Run:
         try:
             with STOP.deferred():
                 exp.simulator.run(resume=checkpoint is not None)
-            self._check_progress()
-            status = "completed"
+            status = final_status(self.callbacks, "completed")
+            if status == "completed":
+                self._check_progress()
         except DivergenceError as error:
             status = "diverged"
             diverged.update(trips=error.trips, server_step=error.server_step)
@@ -400,7 +403,7 @@ class Run:
             for callback in self.callbacks:
                 callback.on_end(self, status, summary)
             self.log.finish(exp.simulator.log.columns(), summary)
-            if status in ("completed", "diverged"):  # final: nothing to resume
+            if status in ("completed", "diverged", "pruned"):  # final: nothing to resume
                 remove_checkpoint(run_dir / CHECKPOINT)
             if status == "completed":
                 exp.trainer.load(exp.server.params)
@@ -494,7 +497,7 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
     sim, trips = exp.simulator, exp.simulator.log.columns()
     final = log.rows[-1] if log.rows else {}
     summary = {
-        "status": status,  # completed | diverged | interrupted | failed
+        "status": status,  # completed | diverged | pruned (a tuning trial stopped early) | interrupted | failed
         # Where a NaN/Inf model (checked after every server step) or loss stopped the run.
         "diverged_at_trips": diverged.get("trips"),
         "diverged_at_step": diverged.get("server_step"),

@@ -28,6 +28,15 @@ repeats and leave neighbours untried. A proposal equal to an evaluated setting i
 setting's value (TPE keeps it in its history) and asked again, outside the budget; ``n_trials``
 counts settings run. A fully discrete space smaller than the budget ends when every point ran.
 
+``pruner``: early stopping of hopeless trials under one rule (the protocol's), e.g. ``{name:
+successive_halving, min_resource: 4000, reduction_factor: 3}`` (Optuna's SuccessiveHalvingPruner;
+``hyperband`` takes ``max_resource`` too; resources are client trips). Each run of a trial reports the
+objective so far at every evaluation (fl_bench.runs.pruning) to a trial of its own in a study of its
+seed's runs (``<study_name>.seed<s>``, so a run is only compared with other settings' runs of the same
+seed), and stops when that study's pruner prunes it; a trial any of whose runs was pruned is told
+PRUNED, with the mean of its runs' last reported values, which TPE ranks below the completed trials.
+Needs a ``storage`` the runs can reach, and an objective with a value so far.
+
 Search space: ``hydra.sweeper.params`` maps a config key to Hydra's sweep syntax:
 ``interval(a, b)`` (float; ``tag(log, interval(a, b))`` log scale; ``tag(int, interval(a, b))``
 integers), ``choice(x, y, ...)``, ``range(a, b[, step])``; a plain value is fixed.
@@ -50,7 +59,20 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from fl_bench.runs.pruning import make_pruner
+
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class PrunerConfig:
+    """Early stopping of hopeless trials (module docstring); resources are client trips."""
+
+    name: Optional[str] = None  # successive_halving | hyperband; null: every run to its budget
+    min_resource: Optional[int] = None  # the first rung
+    reduction_factor: int = 3  # 1 / the fraction of runs that go on at each rung
+    min_early_stopping_rate: int = 0  # successive_halving
+    max_resource: Optional[int] = None  # hyperband: the budget
 
 
 @dataclass
@@ -67,6 +89,7 @@ class OptunaSweeperConfig:
     params: Dict[str, str] = field(default_factory=dict)
     seeds: List[int] = field(default_factory=list)  # each trial's runs; empty: the config's own seed
     enqueue: List[Dict[str, Any]] = field(default_factory=list)  # settings tried first (within n_trials)
+    pruner: PrunerConfig = field(default_factory=PrunerConfig)
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="fl_bench_optuna", node=OptunaSweeperConfig, provider="fl_bench")
@@ -125,7 +148,7 @@ def open_study(attempts: int = 5, **kwargs) -> optuna.Study:
 
 class OptunaSweeper(Sweeper):
     def __init__(self, study_name, storage, objective, direction, n_trials, n_jobs, seed, n_startup_trials, params,
-                 seeds=(), enqueue=()):
+                 seeds=(), enqueue=(), pruner=None):
         if n_jobs < 1:
             raise ValueError(f"hydra.sweeper.n_jobs={n_jobs}: must be at least 1")
         self.study_name, self.storage, self.objective, self.direction = study_name, storage, objective, direction
@@ -139,6 +162,17 @@ class OptunaSweeper(Sweeper):
             unknown = sorted(set(setting) - set(self.space))
             if unknown:
                 raise ValueError(f"hydra.sweeper.enqueue names {unknown}: not among the searched keys {sorted(self.space)}")
+        spec = OmegaConf.to_container(pruner) if isinstance(pruner, DictConfig) else dict(pruner or {})
+        self.pruner = make_pruner(spec)
+        self.pruner_spec = {key: value for key, value in spec.items() if value is not None} if self.pruner else None
+        if self.pruner is not None:
+            from fl_bench.runs.config import PRUNING_OBJECTIVES
+
+            if objective not in PRUNING_OBJECTIVES:
+                raise ValueError(f"hydra.sweeper.pruner needs an objective with a value so far ({', '.join(PRUNING_OBJECTIVES)}), "
+                                 f"not {objective}")
+            if not storage:
+                raise ValueError("hydra.sweeper.pruner needs hydra.sweeper.storage: the runs report to the study there")
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         self.config = config
@@ -163,6 +197,14 @@ class OptunaSweeper(Sweeper):
         if not study.trials:  # a continued study already evaluated them
             for setting in self.enqueue:
                 study.enqueue_trial(setting)
+        # per seed, a study of that seed's runs, where the pruner compares them (module docstring)
+        self.run_studies = None if self.pruner is None else [
+            open_study(study_name=f"{self.study_name}.seed{s}" if s is not None else f"{self.study_name}.runs",
+                       storage=self.storage, direction=self.direction, pruner=self.pruner,
+                       sampler=optuna.samplers.RandomSampler(seed=0))  # (the runs' trials suggest nothing)
+            for s in (self.seeds or [None])]
+        for run_study in self.run_studies or []:  # where the runs read it (Optuna's storage keeps no pruner)
+            run_study.set_user_attr("pruner", self.pruner_spec)
         size = grid_size(self.space)
         for start in range(0, self.n_trials, self.n_jobs):
             if size is not None and len(self.evaluated(study)) >= size:
@@ -174,6 +216,8 @@ class OptunaSweeper(Sweeper):
         repeats = [t for t in study.trials if "repeat_of" in t.user_attrs]
         summary = {"study_name": self.study_name, "storage": self.storage,
                    "trials": len(study.trials) - len(repeats), "repeats_told": len(repeats),
+                   "pruner": self.pruner_spec,
+                   "pruned_trials": sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials),
                    "seeds": self.seeds, "enqueued": self.enqueue,
                    "failed_trials": sum(t.state == optuna.trial.TrialState.FAIL and "repeat_of" not in t.user_attrs
                                         for t in study.trials),
@@ -225,13 +269,20 @@ class OptunaSweeper(Sweeper):
             return summary
         return None
 
+    def pruning_overrides(self, seed_index: int) -> List[str]:
+        """The run of a trial on the seed_index-th seed reports to that seed's run study."""
+        if self.run_studies is None:
+            return []
+        study = self.run_studies[seed_index].study_name
+        return [f'pruning.study="{study}"', f'pruning.storage="{self.storage}"', f"pruning.objective={self.objective}"]
+
     def run_batch(self, study: optuna.Study, fixed_lines: List[str], size: int) -> None:
         """Ask ``size`` new settings, launch them (each once per seed) as one batch, tell each its objective."""
         batch: set = set()
         trials, values = zip(*(self.ask_new(study, batch) for _ in range(size)))
         seeds = [[f"seed={s}"] for s in self.seeds] or [[]]
-        overrides = [[*fixed_lines, *(f"{key}={value}" for key, value in v.items()), *seed]
-                     for v in values for seed in seeds]
+        overrides = [[*fixed_lines, *(f"{key}={value}" for key, value in v.items()), *seed, *self.pruning_overrides(i)]
+                     for v in values for i, seed in enumerate(seeds)]
         # hydra.job.num (the run directory's prefix) is counted from trials[0].number's first run: the
         # trial's runs unless another invocation took numbers in between; run_dirs records the truth.
         try:
@@ -244,6 +295,9 @@ class OptunaSweeper(Sweeper):
         for index, (trial, v) in enumerate(zip(trials, values)):
             runs = results[index * len(seeds):(index + 1) * len(seeds)]
             summaries = [self.summary(r) for r in runs]
+            if any(summary is not None and summary.get("status") == "pruned" for summary in summaries):
+                self.tell_pruned(study, trial, summaries, v)
+                continue
             if any(summary is None for summary in summaries):
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 failed = next(r for r, summary in zip(runs, summaries) if summary is None)
@@ -256,3 +310,20 @@ class OptunaSweeper(Sweeper):
             value = sum(per_seed) / len(per_seed)
             study.tell(trial, value)
             log.info(f"trial {trial.number}: {value} (per seed {per_seed}) with {v}")
+
+    def tell_pruned(self, study: optuna.Study, trial: optuna.Trial, summaries: List[Optional[Dict[str, Any]]],
+                    setting: Dict[str, Any]) -> None:
+        """A trial whose run was pruned on some seed: PRUNED, reported at the mean of its runs' last values
+        (at the earliest of their last steps), which TPE ranks below the completed trials."""
+        last = []
+        for run_study, summary in zip(self.run_studies, summaries):
+            number = (summary or {}).get("pruning_trial")
+            reported = next((t.intermediate_values for t in run_study.get_trials(deepcopy=False) if t.number == number), {})
+            if reported:
+                last.append((max(reported), reported[max(reported)]))
+        if last:
+            trial.report(sum(value for _, value in last) / len(last), step=min(step for step, _ in last))
+        pruned_at = [summary.get("pruned_at_trips") if summary else None for summary in summaries]
+        trial.set_user_attr("pruned_at_trips", pruned_at)
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        log.info(f"trial {trial.number}: pruned (at trips {pruned_at}) with {setting}")

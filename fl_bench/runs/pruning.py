@@ -1,0 +1,107 @@
+"""Early stopping of hopeless tuning trials: a run started by the Optuna sweeper for a trial reports
+its objective at every evaluation and stops when the study's pruner says the trial cannot win.
+
+The sweeper (hydra_plugins/fl_bench_optuna) sets ``pruning`` on each run of a trial: the study the run
+reports to (a study of one tuning seed's runs, so every run is compared with the other settings' runs of
+the same seed; the run asks it for a trial of its own and tells it how it ended) and the objective. At
+each evaluation the
+run reports the objective as if it ended there (``trips_to_target_or_shortfall``: the trips to the
+target if it was reached, else the budget times 1 + the shortfall of the best accuracy so far;
+``best_val_accuracy``: the best so far), at step = client trips, and asks ``should_prune``. A pruned
+run stops there with status ``pruned`` and ``pruned_at_trips`` in its summary; the sweeper tells the
+trial it was pruned. The pruner and its settings are the protocol's (one rule for every study of a
+sweep file, so budgets stay equal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fl_bench.errors import ConfigError
+from fl_bench.runs.callbacks import Callback, Target
+from fl_bench.runs.config import PruningConfig
+
+PRUNERS = {"successive_halving": ("min_resource", "reduction_factor", "min_early_stopping_rate"),
+           "hyperband": ("min_resource", "max_resource", "reduction_factor")}
+
+
+def make_pruner(spec: dict[str, Any]) -> Any:
+    """Optuna's pruner named by ``spec`` (the sweeper's ``pruner``: name, min_resource, ...; name null: no
+    pruning, None); ValueError for an unknown name or a missing first rung. Resources are client trips."""
+    name = spec.get("name")
+    if name is None:
+        return None
+    import optuna
+
+    if name not in PRUNERS:
+        raise ValueError(f"hydra.sweeper.pruner.name={name!r}: choose one of {', '.join(PRUNERS)}, or null")
+    if not (spec.get("min_resource") or 0) >= 1:
+        raise ValueError(f"hydra.sweeper.pruner.min_resource={spec.get('min_resource')!r}: the first rung, in client "
+                         f"trips, >= 1")
+    settings = {key: spec[key] for key in PRUNERS[name] if spec.get(key) is not None}
+    if name == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner(**settings)
+    return optuna.pruners.HyperbandPruner(**settings)
+
+
+class Pruning(Callback):
+    """A trial of its own in its seed's run study (asked at the start, told at the end): the objective so
+    far reported at each evaluation; the run stops when the study's pruner prunes it."""
+
+    def __init__(self, cfg: PruningConfig, target: Target):
+        self.cfg, self.target = cfg, target
+        self.trial = None
+        self.pruned_at: int | None = None
+
+    def on_start(self, run, resumed: bool) -> None:
+        import optuna  # only tuning runs load it
+
+        study = optuna.load_study(study_name=self.cfg.study, storage=self.cfg.storage)
+        pruner = make_pruner(study.user_attrs.get("pruner") or {})  # the sweeper's (the storage keeps no pruner)
+        if pruner is None:
+            raise ConfigError(f"pruning.study={self.cfg.study} names no pruner: it is the Optuna sweeper's study of a "
+                              f"seed's runs, which records its pruner")
+        self.trial = optuna.load_study(study_name=self.cfg.study, storage=self.cfg.storage, pruner=pruner).ask()
+
+    def on_evaluation(self, run, progress, row) -> bool:
+        value = self.target.summary(run)[self.cfg.objective]  # as if the run ended here
+        self.trial.report(float(value), step=progress.trips)
+        if self.trial.should_prune():
+            self.pruned_at = progress.trips
+            return True
+        return False
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pruned_at": self.pruned_at}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.pruned_at = state["pruned_at"]
+
+    def summary(self, run) -> dict[str, Any]:
+        return {"pruned_at_trips": self.pruned_at, "pruning_trial": self.trial.number if self.trial else None}
+
+    def on_end(self, run, status: str, summary: dict[str, Any]) -> None:
+        """Tell the trial how the run ended: its objective (a diverged run's too: what it reached), pruned,
+        or failed (an interrupted run is resumed as another trial)."""
+        from optuna.trial import TrialState
+
+        if self.trial is None:
+            return
+        if status in ("completed", "diverged"):
+            self.trial.study.tell(self.trial, float(summary[self.cfg.objective]))
+        else:
+            self.trial.study.tell(self.trial, state=TrialState.PRUNED if status == "pruned" else TrialState.FAIL)
+
+
+def with_pruning(cfg: PruningConfig, callbacks: list[Callback]) -> list[Callback]:
+    """``callbacks`` and, for a tuning trial's run (``cfg.study`` set), its Pruning after the Target it reads."""
+    if cfg.study is None:
+        return callbacks
+    target = next(callback for callback in callbacks if isinstance(callback, Target))
+    return [*callbacks, Pruning(cfg, target)]
+
+
+def final_status(callbacks: list[Callback], status: str) -> str:
+    """``pruned`` for a run its pruner stopped (else ``status``)."""
+    pruned = any(isinstance(callback, Pruning) and callback.pruned_at is not None for callback in callbacks)
+    return "pruned" if pruned and status == "completed" else status
