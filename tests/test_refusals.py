@@ -48,6 +48,8 @@ def write_files(tmp: Path) -> None:
         "reference: (0,1) HFL", "reference: (0,1) HFLL"))
     (tmp / "arm_key.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
         "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
+    (tmp / "bad_pruner.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
+        "direction: maximize}", "direction: maximize, pruner: {name: bogus, min_resource: 100}}"))
     with open(tmp / "list.pkl", "wb") as f:
         pickle.dump([1, 2, 3], f)
 
@@ -113,6 +115,18 @@ REFUSALS = [
      "SkipsEveryBatch.training_step returned None"),
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.NotALightningModule"], {},
      f"task.module._target_={MODULES}.NotALightningModule is not a LightningModule class"),
+    # tuning with a pruner (hydra_plugins/fl_bench_optuna)
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner.name=bogus",
+                "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
+     "hydra.sweeper.pruner.name='bogus' is not allowed: choose one of successive_halving, hyperband, or null"),
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner.name=successive_halving",
+                "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
+     "hydra.sweeper.pruner.min_resource=None is not allowed: the first rung"),
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner={name:hyperband,min_resource:100}",
+                "hydra.sweeper.objective=final_val_loss", "hydra.sweeper.storage=sqlite:///{tmp}/o.db",
+                "hydra.sweep.dir={tmp}/sweep"], {}, "hydra.sweeper.pruner needs an objective with a value so far"),
+    (FL_BENCH, ["pruning.study=s"], {}, "pruning.storage=None is not allowed: needs the database URL of pruning.study"),
+    (FL_BENCH, ["pruning.objective=final_val_loss"], {}, "pruning.objective='final_val_loss' is not allowed"),
     # python -m fl_bench.traces
     (TRACES, ["summarise", "{tmp}/binary.dat", "--format", "fedscale"], {}, "trace={tmp}/binary.dat is not a pickled trace"),
     (TRACES, ["summarise", "{tmp}/empty.csv"], {}, "trace={tmp}/empty.csv is empty"),
@@ -138,6 +152,8 @@ REFUSALS = [
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
      "--in-process runs one command at a time in this process: use --jobs 1, not 2"),
+    (REPRODUCE, ["{tmp}/bad_pruner.yaml"], {}, "protocol.tuner.pruner.name='bogus' is not allowed: choose one of "
+                                              "successive_halving, hyperband"),
     (REPRODUCE, ["{tmp}/arm_key.yaml"], {}, "{tmp}/arm_key.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.overides is "
                                             "not a key of an arm: did you mean overrides?"),
     # python -m fl_bench.data
@@ -193,8 +209,9 @@ def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
     shutil.copytree(finished_run, run)
     before = _digests(run)
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
-    if command == FL_BENCH:
-        args = ["progress=false", *GOOD_RUN, *args, f"hydra.run.dir={run}"]
+    if command == FL_BENCH:  # (Hydra's flags, -m, first)
+        flags = [arg for arg in args if arg.startswith("-")]
+        args = [*flags, "progress=false", *GOOD_RUN, *(a for a in args if a not in flags), f"hydra.run.dir={run}"]
     main = _main(command)
     if command == FL_BENCH:
         monkeypatch.setattr(sys, "argv", ["fl_bench", *args])

@@ -124,7 +124,7 @@ class Protocol:
         if self.tuner["direction"] not in ("minimize", "maximize"):
             raise ValueError(f"protocol.tuner.direction={self.tuner['direction']!r}: choose minimize or maximize")
         if self.tuner.get("pruner"):
-            make_pruner(self.tuner["pruner"])  # ValueError for an unknown pruner
+            make_pruner(self.tuner["pruner"], "protocol.tuner.pruner")  # ValueError for an unknown pruner
             if self.tuner["objective"] not in PRUNING_OBJECTIVES:
                 raise ValueError(f"protocol.tuner.pruner needs an objective with a value so far ({', '.join(PRUNING_OBJECTIVES)}), "
                                  f"not {self.tuner['objective']}")

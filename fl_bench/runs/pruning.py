@@ -25,19 +25,20 @@ PRUNERS = {"successive_halving": ("min_resource", "reduction_factor", "min_early
            "hyperband": ("min_resource", "max_resource", "reduction_factor")}
 
 
-def make_pruner(spec: dict[str, Any]) -> Any:
+def make_pruner(spec: dict[str, Any], key: str = "hydra.sweeper.pruner") -> Any:
     """Optuna's pruner named by ``spec`` (the sweeper's ``pruner``: name, min_resource, ...; name null: no
-    pruning, None); ValueError for an unknown name or a missing first rung. Resources are client trips."""
+    pruning, None); ConfigError naming ``key`` for an unknown name or a missing first rung. Resources are
+    client trips."""
     name = spec.get("name")
     if name is None:
         return None
     import optuna
 
     if name not in PRUNERS:
-        raise ValueError(f"hydra.sweeper.pruner.name={name!r}: choose one of {', '.join(PRUNERS)}, or null")
+        raise ConfigError(f"{key}.name={name!r} is not allowed: choose one of {', '.join(PRUNERS)}, or null")
     if not (spec.get("min_resource") or 0) >= 1:
-        raise ValueError(f"hydra.sweeper.pruner.min_resource={spec.get('min_resource')!r}: the first rung, in client "
-                         f"trips, >= 1")
+        raise ConfigError(f"{key}.min_resource={spec.get('min_resource')!r} is not allowed: the first rung, in client "
+                         f"trips, must be >= 1")
     settings = {key: spec[key] for key in PRUNERS[name] if spec.get(key) is not None}
     if name == "successive_halving":
         return optuna.pruners.SuccessiveHalvingPruner(**settings)

@@ -59,6 +59,7 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from fl_bench.errors import ConfigError
 from fl_bench.runs.pruning import make_pruner
 
 log = logging.getLogger(__name__)
@@ -169,10 +170,10 @@ class OptunaSweeper(Sweeper):
             from fl_bench.runs.config import PRUNING_OBJECTIVES
 
             if objective not in PRUNING_OBJECTIVES:
-                raise ValueError(f"hydra.sweeper.pruner needs an objective with a value so far ({', '.join(PRUNING_OBJECTIVES)}), "
+                raise ConfigError(f"hydra.sweeper.pruner needs an objective with a value so far ({', '.join(PRUNING_OBJECTIVES)}), "
                                  f"not {objective}")
             if not storage:
-                raise ValueError("hydra.sweeper.pruner needs hydra.sweeper.storage: the runs report to the study there")
+                raise ConfigError("hydra.sweeper.pruner needs hydra.sweeper.storage: the runs report to the study there")
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         self.config = config
