@@ -164,12 +164,24 @@ def dirichlet(
     pos = 0
     for size in sizes:
         q = rng.dirichlet(np.full(num_classes, alpha))
-        for _ in range(size):
-            k = _pick(q, left > 0, rng)
-            order[pos] = by_label[k][taken[k]]
-            taken[k] += 1
-            left[k] -= 1
-            pos += 1
+        # The client's draws are one uniform per example (what one _pick per example would draw, in
+        # order); between two labels running out, they are picked in one pass with the same cdf.
+        u, done = rng.random(size), 0
+        while done < size:
+            picks = _picks(q, left > 0, u[done:])
+            count = np.zeros(num_classes, dtype=np.int64)
+            ranks = np.empty(len(picks), dtype=np.int64)  # each pick's place among its label's picks
+            for k in np.unique(picks):
+                mine = picks == k
+                ranks[mine] = np.arange(mine.sum())
+            last = np.flatnonzero(ranks == left[picks] - 1)  # a label's last example: the cdf changes after it
+            n = last[0] + 1 if len(last) else len(picks)
+            ks = picks[:n]
+            order[pos: pos + n] = [by_label[k][taken[k] + r] for k, r in zip(ks, ranks[:n])]
+            np.add.at(count, ks, 1)
+            taken += count
+            left -= count
+            pos, done = pos + n, done + n
     return order, sizes
 
 
@@ -275,6 +287,16 @@ def pachinko(
             left[c, j] -= 1
             pos += 1
     return order, sizes
+
+
+def _picks(p: np.ndarray, live: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """For each uniform draw in ``u``, the index among the live entries that :func:`_pick` would pick
+    with that draw."""
+    w = p * live
+    if w.sum() <= 0:  # as _pick
+        w = live.astype(np.float64)
+    cdf = np.cumsum(w)
+    return np.searchsorted(cdf, u * cdf[-1], side="right").clip(max=len(p) - 1)
 
 
 def _pick(p: np.ndarray, live: np.ndarray, rng: np.random.Generator) -> int:

@@ -378,9 +378,10 @@ class Run:
         try:
             with STOP.deferred():
                 exp.simulator.run(resume=checkpoint is not None)
-            status = final_status(self.callbacks, "completed")
-            if status == "completed":
+            ended = final_status(self.callbacks, "completed")
+            if ended == "completed":  # (a pruned run stopped early on purpose)
                 self._check_progress()
+            status = ended
         except DivergenceError as error:
             status = "diverged"
             diverged.update(trips=error.trips, server_step=error.server_step)

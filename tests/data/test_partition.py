@@ -112,3 +112,33 @@ def test_natural_keeps_a_grouped_store_in_place_and_groups_an_unsorted_one():
 def test_more_clients_than_examples_is_a_clear_error():
     with pytest.raises(ConfigError, match="num_clients=2000"):
         partition(IIDPartitionConfig(num_clients=2000), POOL, 10)
+
+
+def test_dirichlet_picks_a_client_s_examples_in_one_pass_as_one_draw_per_example_would():
+    """The partition draws one uniform per example and picks its label by the client's q restricted to
+    the labels left; the fast path picks the draws between two labels running out in one pass. The
+    same partition and the same generator state after, as the per-example loop (written out here)."""
+    from fl_bench.data import partition
+
+    def per_example(y, num_classes, sizes, alpha, rng):
+        by_label = [rng.permutation(np.flatnonzero(y == k)) for k in range(num_classes)]
+        left, taken, order = np.array([len(ix) for ix in by_label]), np.zeros(num_classes, dtype=int), []
+        for size in sizes:
+            q = rng.dirichlet(np.full(num_classes, alpha))
+            for _ in range(size):
+                k = partition._pick(q, left > 0, rng)
+                order.append(by_label[k][taken[k]])
+                taken[k] += 1
+                left[k] -= 1
+        return np.array(order)
+
+    for case in range(20):
+        draw = np.random.default_rng(case)
+        n, classes, clients = int(draw.integers(50, 1500)), int(draw.integers(2, 12)), int(draw.integers(1, 40))
+        y, alpha = draw.integers(0, classes, n), float(draw.choice([1e-3, 0.1, 1.0, 10.0]))
+        sizes = np.full(clients, n // clients)
+        sizes[: n - sizes.sum()] += 1
+        slow, fast = np.random.default_rng(7), np.random.default_rng(7)
+        np.testing.assert_array_equal(partition.dirichlet(y, classes, sizes, alpha, fast)[0],
+                                      per_example(y, classes, sizes, alpha, slow))
+        assert fast.random() == slow.random()
