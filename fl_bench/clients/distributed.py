@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,9 +41,44 @@ def launched_rank() -> int:
     return int(env.get("SLURM_PROCID", 0))
 
 
+LOST_PROCESS_GRACE_SECONDS = 60.0
+
+
 def client_parallel_strategy() -> Any:
-    """A Fabric strategy with DDP's launch and process group, whose modules stay unwrapped."""
+    """A Fabric strategy with DDP's launch and process group, whose modules stay unwrapped; when Fabric
+    starts the processes itself, a process that dies leaves the others time to stop on their own."""
     from lightning.fabric.strategies import DDPStrategy
+    from lightning.fabric.strategies.launchers import subprocess_script
+
+    class PatientObserver(subprocess_script._ChildProcessObserver):
+        """Lightning's watch over the processes it started kills them all, rank 0 included, within 5 s of
+        one dying: rank 0 would die before it meets the lost process at its next collective and stops the
+        run in one line with its logs written (PeerLost). This one waits for that, and kills only a run
+        still alive after the grace period (a collective that hangs)."""
+
+        def _run(self) -> bool:
+            """One look at the processes (every 5 s); True once there is nothing more to watch."""
+            codes = [proc.poll() for proc in self._child_processes]
+            if all(code == 0 for code in codes):
+                return True
+            if not any(codes):  # still running
+                return False
+            time.sleep(LOST_PROCESS_GRACE_SECONDS)  # a daemon thread: it ends with rank 0, which stops on its own
+            logger.error("a process of this run died and the others did not stop within %.0f s: killing them",
+                         LOST_PROCESS_GRACE_SECONDS)
+            self._terminate_all()
+            return True
+
+    class PatientLauncher(subprocess_script._SubprocessScriptLauncher):
+        """Lightning's launch of ``python -m fl_bench`` per process, with :class:`PatientObserver`."""
+
+        def launch(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+            self.cluster_environment.validate_settings(num_devices=self.num_processes, num_nodes=self.num_nodes)
+            if not self.cluster_environment.creates_processes_externally:
+                self._call_children_scripts()
+                PatientObserver(child_processes=self.procs, main_pid=os.getpid()).start()
+            subprocess_script._set_num_threads_if_needed(num_processes=self.num_processes)
+            return function(*args, **kwargs)
 
     class ClientParallelStrategy(DDPStrategy):
         """DDP's processes and collectives; no gradient averaging: each process trains its own clients."""
@@ -50,6 +86,11 @@ def client_parallel_strategy() -> Any:
         def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
             """The module as it is (Fabric has moved it to this process's device)."""
             return module
+
+        def _configure_launcher(self) -> None:
+            super()._configure_launcher()
+            if type(self._launcher) is subprocess_script._SubprocessScriptLauncher:
+                self._launcher = PatientLauncher(self.cluster_environment, self.num_processes, self.num_nodes)
 
     return ClientParallelStrategy()
 

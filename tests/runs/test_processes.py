@@ -59,13 +59,14 @@ def test_two_processes_give_the_same_run_as_one(tmp_path, task):
 
 @pytest.mark.slow
 def test_a_lost_process_stops_the_run_in_one_line_and_the_same_command_resumes_it(tmp_path):
-    """Rank 1 dies at its 8th batch of trips (after checkpoints at server steps 3 and 6): rank 0 stops
-    with one line naming the lost process; the same command goes on from the last checkpoint and
-    ends as an uninterrupted run."""
+    """Rank 1 dies at its 8th batch of trips (after checkpoints at server steps 3 and 6) while rank 0
+    trains that batch for 6 s more than Lightning's watch over its processes waits (it kills them all
+    within 5 s): rank 0 stops with one line naming the lost process; the same command goes on from the
+    last checkpoint and ends as an uninterrupted run."""
     run_dir = tmp_path / "run"
     command = (*WORKLOAD, "devices=2", "checkpoint_every=3", f"hydra.run.dir={run_dir}")
     killed = fl_bench(*command, cwd=tmp_path, env={"FL_BENCH_PLUGINS": "kill_rank", "KILL_RANK": "1",
-                                                    "KILL_AT_TRAIN": "8"})
+                                                    "KILL_AT_TRAIN": "8", "STALL_SECONDS": "6"})
     assert killed.returncode == 1
     errors = [line for line in killed.stderr.splitlines() if line.startswith("fl_bench: error:")]
     assert len(errors) == 1 and "another process of this run stopped" in errors[0], killed.stderr
