@@ -50,6 +50,8 @@ def write_files(tmp: Path) -> None:
         "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
     (tmp / "bad_pruner.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
         "direction: maximize}", "direction: maximize, pruner: {name: bogus, min_resource: 100}}"))
+    (tmp / "pruner_type.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
+        "direction: maximize}", "direction: maximize, pruner: {name: successive_halving, min_resource: abc}}"))
     with open(tmp / "list.pkl", "wb") as f:
         pickle.dump([1, 2, 3], f)
 
@@ -125,8 +127,19 @@ REFUSALS = [
     (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner={name:hyperband,min_resource:100}",
                 "hydra.sweeper.objective=final_val_loss", "hydra.sweeper.storage=sqlite:///{tmp}/o.db",
                 "hydra.sweep.dir={tmp}/sweep"], {}, "hydra.sweeper.pruner needs an objective with a value so far"),
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner={name:successive_halving,min_resource:100,"
+                "max_resource:900}", "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
+     "hydra.sweeper.pruner.max_resource=900 is not allowed with hydra.sweeper.pruner.name=successive_halving"),
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner.min_resource=100",
+                "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
+     "hydra.sweeper.pruner.min_resource=100 is not allowed: it needs hydra.sweeper.pruner.name"),
     (FL_BENCH, ["pruning.study=s"], {}, "pruning.storage=None is not allowed: needs the database URL of pruning.study"),
     (FL_BENCH, ["pruning.objective=final_val_loss"], {}, "pruning.objective='final_val_loss' is not allowed"),
+    (FL_BENCH, ["pruning.objective=best_val_accuracy"], {}, "pruning.objective='best_val_accuracy' is not allowed: "
+                                                            "needs pruning.study"),
+    (FL_BENCH, ["pruning.storage=sqlite:///x.db"], {}, "pruning.storage='sqlite:///x.db' is not allowed: needs pruning.study"),
+    (FL_BENCH, ["pruning.study=s", "pruning.storage=sqlite:///x.db", "devices=2"], {},
+     "pruning.study='s' is not allowed: a tuning run reports from one process"),
     # python -m fl_bench.traces
     (TRACES, ["summarise", "{tmp}/binary.dat", "--format", "fedscale"], {}, "trace={tmp}/binary.dat is not a pickled trace"),
     (TRACES, ["summarise", "{tmp}/empty.csv"], {}, "trace={tmp}/empty.csv is empty"),
@@ -152,6 +165,10 @@ REFUSALS = [
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
      "--in-process runs one command at a time in this process: use --jobs 1, not 2"),
+    (REPRODUCE, ["{tmp}/empty.csv"], {}, "{tmp}/empty.csv is empty: give a sweep file"),
+    (REPRODUCE, ["{tmp}/binary.dat"], {}, "{tmp}/binary.dat is not a text file"),
+    (REPRODUCE, ["{tmp}/pruner_type.yaml"], {}, "{tmp}/pruner_type.yaml: protocol.tuner.pruner.min_resource='abc' is "
+                                                "not allowed: it must be an integer"),
     (REPRODUCE, ["{tmp}/bad_pruner.yaml"], {}, "protocol.tuner.pruner.name='bogus' is not allowed: choose one of "
                                               "successive_halving, hyperband"),
     (REPRODUCE, ["{tmp}/arm_key.yaml"], {}, "{tmp}/arm_key.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.overides is "

@@ -169,8 +169,8 @@ class Protocol:
             start = "; a nested method's first trial is its special case's best" if nested else ""
             pruner = t.get("pruner")
             pruned = (f", hopeless trials stopped early by {pruner['name'].replace('_', ' ')} (first rung "
-                      f"{pruner['min_resource']:,} client trips, reduction factor {pruner.get('reduction_factor', 3)}, "
-                      f"each run compared with the other settings' runs of its seed)" if pruner else "")
+                      f"{pruner['min_resource']:,} client trips, reduction factor {pruner.get('reduction_factor') or 3}, "
+                      f"each run compared with the other settings' runs of its seed)" if pruner and pruner.get("name") else "")
             tuning = (f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective the mean "
                       f"{t['objective']} over tuning seeds {', '.join(map(str, t['seeds']))}{start}")
         return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
@@ -236,13 +236,10 @@ class Reproduction:
         return {n: tables[n] for n in names or tables}
 
     def arms(self, table: dict) -> list[Arm]:
-        """The table's arms (with ``smoke`` only its reference arm); ValueError for an arm whose
-        study the file lacks."""
+        """The table's arms (with ``smoke`` only its reference arm, and each arm's smoke overrides); the
+        studies they name were checked when the file was read (fl_bench.analysis.sweep_file)."""
         arms = [Arm(label, a["study"], tuple([*a.get("overrides", []), *(a.get("smoke", []) if self.smoke else [])]))
                 for label, a in table["arms"].items()]
-        for arm in arms:
-            if arm.study not in self.spec["studies"]:
-                raise ValueError(f"arm {arm.label!r} names study {arm.study!r}: not among {', '.join(self.spec['studies'])}")
         if self.smoke and not self.every_arm:  # one point per table: its reference arm, which the others are compared with
             return [a for a in arms if a.label == table["reference"]]
         return arms
@@ -280,7 +277,7 @@ class Reproduction:
             f"hydra.sweeper.n_trials={tuner['trials']}", f"hydra.sweeper.n_startup_trials={tuner['startup_trials']}",
             f"hydra.sweeper.objective={tuner['objective']}", f"hydra.sweeper.direction={tuner['direction']}",
             f"hydra.sweeper.seeds=[{','.join(map(str, tuner['seeds']))}]",
-            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in tuner['pruner'].items())}}}"]
+            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in tuner['pruner'].items() if v is not None)}}}"]
               if tuner.get("pruner") else []),
             *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
             f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",

@@ -26,20 +26,9 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from fl_bench.analysis.report import MEASURES as REPORT_MEASURES
 from fl_bench.errors import ConfigError
+from fl_bench.runs.pruning import PrunerConfig
 
 MEASURES = (*REPORT_MEASURES, "fairness")  # fairness: FedStaleWeight's weight shares (fl_bench.analysis.fairness)
-
-
-@dataclass
-class Pruner:
-    """``protocol.tuner.pruner``: the rule that stops hopeless trials early, the same for every study
-    (hydra_plugins/fl_bench_optuna; resources are client trips)."""
-
-    name: str = MISSING  # successive_halving | hyperband
-    min_resource: int = MISSING  # the first rung
-    reduction_factor: int = 3
-    min_early_stopping_rate: Optional[int] = None  # successive_halving
-    max_resource: Optional[int] = None  # hyperband
 
 
 @dataclass
@@ -51,7 +40,7 @@ class Tuner:
     seeds: list[int] = MISSING
     objective: str = MISSING
     direction: str = MISSING
-    pruner: Optional[Pruner] = None  # null: every trial runs its whole budget
+    pruner: Optional[PrunerConfig] = None  # null: every trial runs its whole budget
 
 
 @dataclass
@@ -139,6 +128,8 @@ def load_sweep_file(path: Path) -> dict[str, Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(f"{path} is not valid YAML: {problem}{where}") from None
+    if raw is None:
+        raise ConfigError(f"{path} is empty: give a sweep file (sweeps/fedbuff_smoke.yaml shows the fields)")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} holds a {type(raw).__name__}, not a mapping of keys: give a sweep file "
                           "(sweeps/fedbuff_smoke.yaml shows the fields)")
@@ -189,7 +180,7 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
 
 def _what(cls: type) -> str:
     return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
-            "Pruner": "protocol.tuner.pruner",
+            "PrunerConfig": "protocol.tuner.pruner",
             "SpecialCase": "a special_case", "ArmSpec": "an arm", "Table": "a table"}.get(cls.__name__, cls.__name__)
 
 

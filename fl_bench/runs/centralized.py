@@ -281,7 +281,8 @@ class CentralizedRun:
             loggers.append(WandbLogger(project=cfg.wandb.project, entity=cfg.wandb.entity, save_dir=str(self.run_dir),
                                        name=self.run_dir.name, config=self.config, group=group, tags=tags,
                                        mode=mode))
-        return Trainer(accelerator=self.accelerator, devices=cfg.devices if isinstance(cfg.devices, list) else 1, precision=cfg.precision, max_epochs=self.rounds_budget,
+        devices = cfg.devices if isinstance(cfg.devices, list) else 1  # a GPU index list selects the GPU
+        return Trainer(accelerator=self.accelerator, devices=devices, precision=cfg.precision, max_epochs=self.rounds_budget,
                        check_val_every_n_epoch=cfg.eval_every,
                        num_sanity_val_steps=0 if resumed else -1,  # the sanity check is round 0's evaluation
                        logger=loggers,

@@ -21,7 +21,7 @@ from omegaconf import MISSING, OmegaConf
 # The built-in options register themselves when their modules are imported.
 from fl_bench.algorithms import buffered, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
 from fl_bench.algorithms.base import AlgorithmConfig
-from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES, check_cpu_devices
+from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES, check_cpu_devices, process_count
 from fl_bench.clients.task import TaskConfig
 from fl_bench.data import sources, synthetic, two_means  # noqa: F401,E402
 from fl_bench.data.federated import DatasetConfig
@@ -87,6 +87,10 @@ class PruningConfig:
         choice("pruning.objective", self.objective, PRUNING_OBJECTIVES)
         require(self.study is None or self.storage is not None, "pruning.storage", self.storage,
                 "needs the database URL of pruning.study")
+        if self.study is None:  # else they would be ignored
+            require(self.storage is None, "pruning.storage", self.storage, "needs pruning.study (the study it holds)")
+            require(self.objective == PruningConfig.objective, "pruning.objective", self.objective,
+                    "needs pruning.study (the study it is reported to)")
 
 
 @dataclass
@@ -195,6 +199,8 @@ class Config:
                  "must be >= 1 (server steps) or null")
         require(self.checkpoint_minutes is None or self.checkpoint_minutes > 0, "checkpoint_minutes",
                  self.checkpoint_minutes, "must be > 0 or null")
+        require(self.pruning.study is None or process_count(self.devices, self.num_nodes) == 1, "pruning.study",
+                self.pruning.study, "a tuning run reports from one process: use devices=1 num_nodes=1")
 
 
 # Run keys that change where a run writes, how visibly, or on which hardware, not what it computes:

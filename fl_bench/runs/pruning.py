@@ -15,7 +15,8 @@ sweep file, so budgets stay equal).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from fl_bench.errors import ConfigError
 from fl_bench.runs.callbacks import Callback, Target
@@ -25,12 +26,27 @@ PRUNERS = {"successive_halving": ("min_resource", "reduction_factor", "min_early
            "hyperband": ("min_resource", "max_resource", "reduction_factor")}
 
 
+@dataclass
+class PrunerConfig:
+    """The rule that stops hopeless tuning trials early (the Optuna sweeper's ``pruner``, a sweep file's
+    ``protocol.tuner.pruner``); resources are client trips; a setting left null takes Optuna's default."""
+
+    name: Optional[str] = None  # successive_halving | hyperband; null: every run to its budget
+    min_resource: Optional[int] = None  # the first rung (required)
+    reduction_factor: Optional[int] = None  # 1 / the fraction of runs that go on at each rung (Optuna: 3)
+    min_early_stopping_rate: Optional[int] = None  # successive_halving (Optuna: 0)
+    max_resource: Optional[int] = None  # hyperband: the budget (Optuna: "auto")
+
+
 def make_pruner(spec: dict[str, Any], key: str = "hydra.sweeper.pruner") -> Any:
-    """Optuna's pruner named by ``spec`` (the sweeper's ``pruner``: name, min_resource, ...; name null: no
-    pruning, None); ConfigError naming ``key`` for an unknown name or a missing first rung. Resources are
-    client trips."""
+    """Optuna's pruner named by ``spec`` (a PrunerConfig's fields; name null: no pruning, None); ConfigError
+    naming ``key`` for an unknown name, a missing first rung, or a setting the pruner would ignore."""
     name = spec.get("name")
+    given = sorted(k for k, value in spec.items() if value is not None and k != "name")
     if name is None:
+        if given:
+            raise ConfigError(f"{key}.{given[0]}={spec[given[0]]!r} is not allowed: it needs {key}.name "
+                              f"({', '.join(PRUNERS)})")
         return None
     import optuna
 
@@ -38,8 +54,12 @@ def make_pruner(spec: dict[str, Any], key: str = "hydra.sweeper.pruner") -> Any:
         raise ConfigError(f"{key}.name={name!r} is not allowed: choose one of {', '.join(PRUNERS)}, or null")
     if not (spec.get("min_resource") or 0) >= 1:
         raise ConfigError(f"{key}.min_resource={spec.get('min_resource')!r} is not allowed: the first rung, in client "
-                         f"trips, must be >= 1")
-    settings = {key: spec[key] for key in PRUNERS[name] if spec.get(key) is not None}
+                          f"trips, must be >= 1")
+    ignored = [k for k in given if k not in PRUNERS[name]]
+    if ignored:
+        raise ConfigError(f"{key}.{ignored[0]}={spec[ignored[0]]!r} is not allowed with {key}.name={name}: it takes "
+                          f"{', '.join(PRUNERS[name])}")
+    settings = {k: spec[k] for k in given}
     if name == "successive_halving":
         return optuna.pruners.SuccessiveHalvingPruner(**settings)
     return optuna.pruners.HyperbandPruner(**settings)
@@ -52,46 +72,59 @@ class Pruning(Callback):
     def __init__(self, cfg: PruningConfig, target: Target):
         self.cfg, self.target = cfg, target
         self.trial = None
+        self.number: int | None = None  # the trial's number in the run study (kept by a checkpoint)
+        self.reported: set[int] = set()  # steps the trial holds (a resumed run reports each once)
         self.pruned_at: int | None = None
 
     def on_start(self, run, resumed: bool) -> None:
+        """Ask the run study for a trial, or go on with the checkpoint's (a resumed run reports as an
+        uninterrupted one, so its pruner decides the same)."""
         import optuna  # only tuning runs load it
 
         study = optuna.load_study(study_name=self.cfg.study, storage=self.cfg.storage)
-        pruner = make_pruner(study.user_attrs.get("pruner") or {})  # the sweeper's (the storage keeps no pruner)
-        if pruner is None:
+        study.pruner = make_pruner(study.user_attrs.get("pruner") or {})  # the sweeper's: the storage keeps no pruner
+        if study.pruner is None:
             raise ConfigError(f"pruning.study={self.cfg.study} names no pruner: it is the Optuna sweeper's study of a "
                               f"seed's runs, which records its pruner")
-        self.trial = optuna.load_study(study_name=self.cfg.study, storage=self.cfg.storage, pruner=pruner).ask()
+        if self.number is None:
+            self.trial = study.ask()
+            self.number = self.trial.number
+            return
+        frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == self.number)
+        self.trial = optuna.Trial(study, frozen._trial_id)  # (Optuna names a trial by its storage id)
+        self.reported = set(frozen.intermediate_values)
 
     def on_evaluation(self, run, progress, row) -> bool:
-        value = self.target.summary(run)[self.cfg.objective]  # as if the run ended here
-        self.trial.report(float(value), step=progress.trips)
+        if progress.trips not in self.reported:
+            value = self.target.summary(run)[self.cfg.objective]  # as if the run ended here
+            self.trial.report(float(value), step=progress.trips)
+            self.reported.add(progress.trips)
         if self.trial.should_prune():
             self.pruned_at = progress.trips
             return True
         return False
 
     def state_dict(self) -> dict[str, Any]:
-        return {"pruned_at": self.pruned_at}
+        return {"pruned_at": self.pruned_at, "trial": self.number}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.pruned_at = state["pruned_at"]
+        self.pruned_at, self.number = state["pruned_at"], state["trial"]
 
     def summary(self, run) -> dict[str, Any]:
-        return {"pruned_at_trips": self.pruned_at, "pruning_trial": self.trial.number if self.trial else None}
+        return {"pruned_at_trips": self.pruned_at, "pruning_trial": self.number}
 
     def on_end(self, run, status: str, summary: dict[str, Any]) -> None:
-        """Tell the trial how the run ended: its objective (a diverged run's too: what it reached), pruned,
-        or failed (an interrupted run is resumed as another trial)."""
+        """Tell the trial how the run ended: its objective (a diverged run's too: what it reached) or pruned.
+        A failed or interrupted run leaves it running: the same command goes on with it from the checkpoint
+        (the sweeper fails the tuning trial of a failed run)."""
         from optuna.trial import TrialState
 
-        if self.trial is None:
+        if status not in ("completed", "diverged", "pruned"):
             return
-        if status in ("completed", "diverged"):
-            self.trial.study.tell(self.trial, float(summary[self.cfg.objective]))
+        if status == "pruned":
+            self.trial.study.tell(self.trial, state=TrialState.PRUNED)
         else:
-            self.trial.study.tell(self.trial, state=TrialState.PRUNED if status == "pruned" else TrialState.FAIL)
+            self.trial.study.tell(self.trial, float(summary[self.cfg.objective]))
 
 
 def with_pruning(cfg: PruningConfig, callbacks: list[Callback]) -> list[Callback]:

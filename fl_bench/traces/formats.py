@@ -82,9 +82,9 @@ def _load_pickle(path: Path, key: str, what: str) -> dict:
     return trace
 
 
-def _not_text(path: Path, key: str, what: str, error: Exception) -> ConfigError:
+def _not_text(path: Path, key: str, what: str, why: str) -> ConfigError:
     """The one-line refusal of a file that a CSV reader cannot read as text (binary, NUL bytes)."""
-    return ConfigError(f"{key}={path} is not a CSV text file ({type(error).__name__}): give {what}")
+    return ConfigError(f"{key}={path} is not a CSV text file ({why}): give {what}")
 
 
 def _check_text(path: Path, key: str, what: str) -> None:
@@ -92,12 +92,12 @@ def _check_text(path: Path, key: str, what: str) -> None:
     first 64 KiB."""
     with path.open("rb") as f:
         head = f.read(1 << 16)
+    if b"\0" in head:
+        raise _not_text(path, key, what, "NUL bytes")
     try:
-        if b"\0" in head:
-            raise ValueError("NUL bytes")
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # a character cut at the end is fine
-    except (UnicodeDecodeError, ValueError) as error:
-        raise _not_text(path, key, what, error) from None
+    except UnicodeDecodeError:
+        raise _not_text(path, key, what, "not UTF-8") from None
 
 
 def read_table(path: Path, key: str, what: str, **read_csv) -> pd.DataFrame:
@@ -111,8 +111,8 @@ def read_table(path: Path, key: str, what: str, **read_csv) -> pd.DataFrame:
         return pd.read_csv(path, **read_csv)
     except pd.errors.EmptyDataError:
         raise ConfigError(f"{key}={path} is empty: give {what}") from None
-    except UnicodeDecodeError as error:
-        raise _not_text(path, key, what, error) from None
+    except UnicodeDecodeError:
+        raise _not_text(path, key, what, "not UTF-8") from None
     except (pd.errors.ParserError, ValueError) as error:  # ragged rows, NUL bytes, missing columns
         raise ConfigError(f"{key}={path}: {str(error).strip().splitlines()[0]}: give {what}") from None
 
@@ -150,7 +150,7 @@ def read_csv_windows(path: Path, num_clients: int | None, key: str) -> Windows:
                                       "need start < end")
                 rows.append((client, start, end, line))
     except (UnicodeDecodeError, csv.Error) as error:
-        raise _not_text(path, key, what, error) from None
+        raise _not_text(path, key, what, type(error).__name__) from None
     if not rows:
         return Windows(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
     c, s, e, lines = (np.array(column) for column in zip(*rows))

@@ -60,20 +60,9 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from fl_bench.errors import ConfigError
-from fl_bench.runs.pruning import make_pruner
+from fl_bench.runs.pruning import PrunerConfig, make_pruner
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PrunerConfig:
-    """Early stopping of hopeless trials (module docstring); resources are client trips."""
-
-    name: Optional[str] = None  # successive_halving | hyperband; null: every run to its budget
-    min_resource: Optional[int] = None  # the first rung
-    reduction_factor: int = 3  # 1 / the fraction of runs that go on at each rung
-    min_early_stopping_rate: int = 0  # successive_halving
-    max_resource: Optional[int] = None  # hyperband: the budget
 
 
 @dataclass

@@ -59,3 +59,42 @@ def test_a_study_without_the_sweepers_pruner_is_refused_in_one_line(tmp_path):
     cfg = compose_run_config(*RUN, "pruning.study=other", f'pruning.storage="{storage}"')
     with pytest.raises(ConfigError, match="pruning.study=other names no pruner"):
         run_experiment(cfg, tmp_path / "run")
+
+
+def test_a_tuning_run_killed_and_resumed_reports_to_its_trial_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    """Killed after 5 checkpoints (before its first rung) and resumed: the same trial of the run study goes
+    on (no second trial), with the values and the pruning an uninterrupted run gets."""
+    from fl_bench.runs.experiment import Run
+
+    class Killed(Exception):
+        pass
+
+    trials = {}
+    for name in ("whole", "killed"):
+        (tmp_path / name).mkdir()
+        study, storage = run_study(tmp_path / name)
+        for _ in range(3):
+            trial = study.ask()
+            for step in (0, 100, 300):
+                trial.report(100.0, step)
+                trial.should_prune()
+            study.tell(trial, 100.0)
+        cfg = compose_run_config(*RUN, "checkpoint_every=1", "pruning.study=lr.seed1", f'pruning.storage="{storage}"')
+        if name == "killed":
+            checkpoint, written = Run.checkpoint, []
+
+            def checkpoint_then_die(self):
+                checkpoint(self)
+                written.append(1)
+                if len(written) == 5:
+                    raise Killed
+
+            monkeypatch.setattr(Run, "checkpoint", checkpoint_then_die)
+            with pytest.raises(Killed):
+                run_experiment(cfg, tmp_path / name / "run")
+            monkeypatch.setattr(Run, "checkpoint", checkpoint)
+        summary = run_experiment(cfg, tmp_path / name / "run")
+        trials[name] = (summary["pruned_at_trips"], len(study.trials), study.trials[summary["pruning_trial"]])
+    assert trials["killed"][:2] == trials["whole"][:2] == (100, 4)
+    assert trials["killed"][2].intermediate_values == trials["whole"][2].intermediate_values
+    assert trials["killed"][2].state == trials["whole"][2].state == optuna.trial.TrialState.PRUNED
