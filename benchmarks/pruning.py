@@ -88,7 +88,10 @@ def measure(key: str, out: Path) -> dict:
 def write_page(table: pd.DataFrame, path: Path) -> None:
     """results/pruning_validation.md: the protocol, the table, and one generated sentence per study."""
     lines = [f"# Pruned against full tuning (`benchmarks/pruning.py`, registered {REGISTERED})", "",
-             " ".join(__doc__.split("\n\n")[2].split()), "", table.to_markdown(index=False), ""]
+             " ".join(__doc__.split("\n\n")[2].split()), "",
+             "No paper has a number here: this compares two ways of tuning the same study. Search times are wall "
+             "seconds on the machine that ran it; client trips are the searches' work, which other load does not "
+             "change.", "", table.to_markdown(index=False), ""]
     for _, r in table.iterrows():
         verdict = "holds" if r["holds"] else "does not hold"
         lines.append(f"- {r['paper']} ({r['study']}): the pruned search's best scores {r['pruned median on report seeds']:.4g} "
