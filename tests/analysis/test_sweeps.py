@@ -160,11 +160,11 @@ def test_a_pruner_stops_hopeless_trials_at_its_rungs_and_the_best_is_a_completed
     """Successive halving on two tuning seeds: each run is compared with the other settings' runs of its
     seed; a trial with a pruned run is told PRUNED, and its runs stopped at a rung, not at the budget."""
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    result = fl_bench("-m", "hparams_search=synthetic_lr", "hydra.sweeper.n_trials=8", "hydra.sweeper.n_startup_trials=4",
+    result = fl_bench("-m", "hparams_search=synthetic_lr", "hydra.sweeper.n_trials=6", "hydra.sweeper.n_startup_trials=4",
                       f"hydra.sweeper.storage={storage}", "hydra.sweeper.seeds=[1,2]",
                       "hydra.sweeper.objective=trips_to_target_or_shortfall",
                       "hydra.sweeper.pruner={name:successive_halving,min_resource:200,reduction_factor:3}",
-                      "max_trips=1800", "eval_every=100", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                      "max_trips=900", "eval_every=100", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}",
                       cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     study = optuna.load_study(study_name="synthetic_lr_fedbuff", storage=storage)
@@ -178,4 +178,4 @@ def test_a_pruner_stops_hopeless_trials_at_its_rungs_and_the_best_is_a_completed
     assert stopped and all(s["client_trips"] == s["pruned_at_trips"] in (200, 600) for s in stopped)
     for seed in (1, 2):  # one run study per tuning seed, holding that seed's runs
         runs = optuna.load_study(study_name=f"synthetic_lr_fedbuff.seed{seed}", storage=storage)
-        assert len(runs.trials) == 8 and {s.get("seed") for s in summaries} == {1, 2}
+        assert len(runs.trials) == 6 and {s.get("seed") for s in summaries} == {1, 2}
