@@ -52,11 +52,18 @@ def write_files(tmp: Path) -> None:
         "direction: maximize}", "direction: maximize, pruner: {name: bogus, min_resource: 100}}"))
     (tmp / "pruner_type.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
         "direction: maximize}", "direction: maximize, pruner: {name: successive_halving, min_resource: abc}}"))
+    hfl = (REPO / "sweeps" / "hfl_smoke.yaml").read_text()
+    (tmp / "typed_interval.yaml").write_text(hfl.replace("    notes: >-\n", "    notes: >-\n      ahead by 2.1 [1.0, 3.2]\n", 1))
+    (tmp / "placeholder.yaml").write_text(hfl.replace("    notes: >-\n", "    notes: >-\n      {effect:(0,1) FedAvgg}\n", 1))
+    (tmp / "brace.yaml").write_text(hfl.replace("    notes: >-\n", "    notes: >-\n      {gap:(0,1) FedAvg}\n", 1))
+    (tmp / "cause.yaml").write_text(hfl.replace("(0,1) HFL: {study: hfl,",
+                                                "(0,1) HFL: {study: hfl, cause: {arm: '(0,1) FedAvgg', changes: waits},"))
     with open(tmp / "list.pkl", "wb") as f:
         pickle.dump([1, 2, 3], f)
 
 
 FL_BENCH, TRACES, REPRODUCE, DATA = "fl_bench", "fl_bench.traces", "fl_bench.analysis.reproduce", "fl_bench.data"
+SCOREBOARD = "fl_bench.analysis.scoreboard"
 OUTAGE = "behaviour=unreliable"
 
 # (command, arguments, environment, first words after "<command>: error: ")
@@ -173,6 +180,16 @@ REFUSALS = [
                                               "successive_halving, hyperband"),
     (REPRODUCE, ["{tmp}/arm_key.yaml"], {}, "{tmp}/arm_key.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.overides is "
                                             "not a key of an arm: did you mean overrides?"),
+    # findings quote measured numbers through placeholders only (they would go stale); causes name an arm
+    (REPRODUCE, ["{tmp}/typed_interval.yaml"], {}, "{tmp}/typed_interval.yaml: tables.hfl_convex_smoke.notes types the "
+                                                   "interval '[1.0, 3.2]': quote measured numbers as placeholders"),
+    (REPRODUCE, ["{tmp}/placeholder.yaml"], {}, "{tmp}/placeholder.yaml: tables.hfl_convex_smoke.notes placeholder "
+                                                "{effect:(0,1) FedAvgg}='(0,1) FedAvgg' is not defined: did you mean (0,1) FedAvg?"),
+    (REPRODUCE, ["{tmp}/brace.yaml"], {}, "{tmp}/brace.yaml: tables.hfl_convex_smoke.notes: '{gap:(0,1) FedAvg}' is not "
+                                          "a placeholder: write {KIND:ARM} with KIND one of effect, median, verdict, seeds"),
+    (REPRODUCE, ["{tmp}/cause.yaml"], {}, "{tmp}/cause.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.cause.arm='(0,1) "
+                                          "FedAvgg' is not defined"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/no_such_dir"], {}, "--sweeps {tmp}/no_such_dir is not a directory"),
     # python -m fl_bench.data
     (DATA, ["prepare", "synthetic"], {}, "dataset='synthetic' is generated at run time: nothing to prepare"),
     (DATA, ["prepare", "nope"], {}, "unknown dataset 'nope'"),
@@ -193,6 +210,8 @@ def _main(command: str):
         from fl_bench.traces.__main__ import main
     elif command == DATA:
         from fl_bench.data.__main__ import main
+    elif command == SCOREBOARD:
+        from fl_bench.analysis.scoreboard import main
     else:
         from fl_bench.analysis.reproduce import main
     return main
@@ -240,7 +259,8 @@ def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
     lines = [line for line in err.splitlines() if line.strip()] + [str(w.message) for w in shown]
     assert stop.value.code == 1, err
     assert len(lines) == 1, err
-    prog = {FL_BENCH: "fl_bench", TRACES: "fl_bench", DATA: "fl_bench", REPRODUCE: "fl_bench.analysis.reproduce"}[command]
+    prog = {FL_BENCH: "fl_bench", TRACES: "fl_bench", DATA: "fl_bench", REPRODUCE: "fl_bench.analysis.reproduce",
+            SCOREBOARD: "fl_bench.analysis.scoreboard"}[command]
     assert lines[0].startswith(f"{prog}: error: {words.replace('{tmp}', str(tmp_path))}"), lines[0]
     assert _digests(run) == before  # the finished run there is untouched, its cli.log included
     assert not (run / ".replaced").exists()

@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -68,15 +69,17 @@ class Edge:
         return f"{self.study}: {self.key}={self.value:.4g} at the {self.side} edge of [{self.low:g}, {self.high:g}]"
 
 
-def search_space_text(space: str, spaces: Path = SPACES) -> dict[str, str]:
-    """The sweeper's ``params`` of ``space`` as written (``conf/hparams_search/<space>.yaml``)."""
-    path = spaces / f"{space}.yaml"
-    if not path.is_file():
-        raise FileNotFoundError(f"search space {space!r}: no {path}")
+def search_space_text(space: str, spaces: Path | Sequence[Path] = SPACES) -> dict[str, str]:
+    """The sweeper's ``params`` of ``space`` as written (``<dir>/<space>.yaml`` in the first of
+    ``spaces`` that has it: conf/hparams_search, then a plugin's own on ``hydra.searchpath``)."""
+    directories = [spaces] if isinstance(spaces, Path) else list(spaces)
+    path = next((d / f"{space}.yaml" for d in directories if (d / f"{space}.yaml").is_file()), None)
+    if path is None:
+        raise FileNotFoundError(f"search space {space!r}: no {space}.yaml in {', '.join(map(str, directories))}")
     return {key: str(value) for key, value in OmegaConf.load(path).hydra.sweeper.params.items()}
 
 
-def search_space(space: str, spaces: Path = SPACES) -> dict[str, Any]:
+def search_space(space: str, spaces: Path | Sequence[Path] = SPACES) -> dict[str, Any]:
     """The sweeper's ``params`` of ``space``, each parsed by Hydra's override grammar (the
     ChoiceSweep / IntervalSweep / RangeSweep objects the sweeper itself reads)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -134,7 +137,7 @@ def edge_side(value: float, low: float, high: float, log: bool, discrete: bool) 
     return side
 
 
-def tuned_edges(tuned: dict[str, Any], spaces: Path = SPACES) -> list[Edge]:
+def tuned_edges(tuned: dict[str, Any], spaces: Path | Sequence[Path] = SPACES) -> list[Edge]:
     """The edges among a tuned study's best setting (a ``results/tuned/.../<study>.yaml``)."""
     if not tuned.get("space") or not tuned.get("best_params"):
         return []
@@ -256,9 +259,17 @@ def collapsed(runs: pd.DataFrame, method: str, measure: str) -> list[int]:
     return sorted(int(seed) for seed in group.loc[bad, "seed"])
 
 
-def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> pd.DataFrame:
-    """Per method: median [95% interval] over seeds; per compared arm: the effect against its ``vs``
-    (default ``reference``) with its interval, the paper's effect, the verdict; the guards' findings."""
+EVIDENCE_COLUMNS = ("method", "seeds", "median", "median_low", "median_high", "missed", "vs", "effect", "effect_low",
+                    "effect_high", "effect_bound", "paper", "verdict", "guard")
+
+
+def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> pd.DataFrame:
+    """Per method (column ``method``, in the order of ``runs``): its median over seeds with the 95%
+    interval (``missed``: some seed missed the target, so the median is a lower bound); per compared
+    arm the effect against its ``vs`` (default ``reference``) with its interval (``effect_bound``: a
+    lower bound), the paper's effect as text, the verdict; the guards' findings. Numbers, not text: the
+    page's table (:func:`evidence_table`), the findings' placeholders (:func:`fill_notes`) and the
+    scoreboard (fl_bench.analysis.scoreboard) all read it."""
     kind = "ratio" if measure in ("trips", "rounds") else "difference"
     paper_key = {"trips": "trips", "rounds": "trips"}.get(measure, "accuracy")
     methods = list(dict.fromkeys(runs["method"]))
@@ -267,15 +278,14 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
         ours, bound = _samples(runs, method, measure)
         low, high = bootstrap_interval(np.median, ours)
         arm = arms.get(method, {})
-        level = (f"{np.median(ours):.2f} [{low:.2f}, {high:.2f}]" if kind == "difference"
-                 else f"{'>' if bound else ''}{np.median(ours):,.0f} [{low:,.0f}, {high:,.0f}]")
-        row = {"method": method, "seeds": len(ours), "median [95% CI]": level,
-               "vs": "", "effect [95% CI]": "", "paper": "", "verdict": "", "guard": ""}
+        row = {"method": method, "seeds": len(ours), "median": float(np.median(ours)), "median_low": low,
+               "median_high": high, "missed": bound, "vs": "", "effect": np.nan, "effect_low": np.nan,
+               "effect_high": np.nan, "effect_bound": False, "paper": "", "verdict": "", "guard": ""}
         vs = arm.get("vs", reference)
         if vs in methods and vs != method and ("vs" in arm or "paper" in arm):
             base, base_bound = _samples(runs, vs, measure)
             value, e_low, e_high = _effect(ours, base, kind)
-            row.update({"vs": vs, "effect [95% CI]": _shown(value, e_low, e_high, kind, bound and not base_bound)})
+            row.update(vs=vs, effect=value, effect_low=e_low, effect_high=e_high, effect_bound=bound and not base_bound)
             paper = (arm.get("paper") or {}).get(paper_key)
             if paper is not None and kind == "difference":
                 theirs = (arms.get(vs, {}).get("paper") or {}).get(paper_key)
@@ -303,12 +313,63 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
                 row["guard"] = "; ".join(filter(None, [f"tuning failed: worse than its special case {special}", row["guard"]]))
                 row["verdict"] = "tuning failed" if row["verdict"] else ""
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(EVIDENCE_COLUMNS)).assign(measure=measure)
 
 
-def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> str:
-    """The evidence table with the guards' findings, as a section of a report."""
-    table = evidence_table(runs, reference, arms, measure)
+def shown_median(row: pd.Series) -> str:
+    """An evidence row's median [95% interval] as the page prints it."""
+    if row["measure"] in ("trips", "rounds"):
+        return f"{'>' if row['missed'] else ''}{row['median']:,.0f} [{row['median_low']:,.0f}, {row['median_high']:,.0f}]"
+    return f"{row['median']:.2f} [{row['median_low']:.2f}, {row['median_high']:.2f}]"
+
+
+def shown_effect(row: pd.Series) -> str:
+    """An evidence row's effect [95% interval] as the page prints it ('' for an arm compared with none)."""
+    if pd.isna(row["effect"]):
+        return ""
+    kind = "ratio" if row["measure"] in ("trips", "rounds") else "difference"
+    return _shown(row["effect"], row["effect_low"], row["effect_high"], kind, bool(row["effect_bound"]))
+
+
+def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
+                   found: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`evidence` (``found``, when already computed) as the page shows it."""
+    found = evidence(runs, reference, arms, measure) if found is None else found
+    return pd.DataFrame({"method": found["method"], "seeds": found["seeds"],
+                         "median [95% CI]": found.apply(shown_median, axis=1) if len(found) else [],
+                         "vs": found["vs"], "effect [95% CI]": found.apply(shown_effect, axis=1) if len(found) else [],
+                         "paper": found["paper"], "verdict": found["verdict"], "guard": found["guard"]})
+
+
+PLACEHOLDER = re.compile(r"\{(effect|median|verdict|seeds):([^{}]+)\}")
+PLACEHOLDER_KINDS = ("effect", "median", "verdict", "seeds")
+TYPED_INTERVAL = re.compile(r"\[\s*[+-]?\d[\d.,]*\s*,\s*[+-]?\d[\d.,]*\s*\]")
+
+
+def fill_notes(notes: str, found: pd.DataFrame) -> str:
+    """A table's findings with each placeholder ``{effect:ARM}``, ``{median:ARM}``, ``{verdict:ARM}`` or
+    ``{seeds:ARM}`` replaced by that arm's evidence, so that prose quoting a number cannot go stale
+    when the table is rerun ("not run" for an arm this table did not run, as at a smoke point)."""
+    rows = found.set_index("method") if len(found) else pd.DataFrame()
+
+    def value(match: re.Match) -> str:
+        kind, arm = match.group(1), match.group(2)
+        if arm not in rows.index:
+            return f"({arm}: not run)"
+        row = rows.loc[arm].copy()
+        row["method"] = arm
+        text = {"effect": shown_effect, "median": shown_median,
+                "verdict": lambda r: r["verdict"] or "no verdict", "seeds": lambda r: str(r["seeds"])}[kind](row)
+        return text or "(no comparison)"
+
+    return PLACEHOLDER.sub(value, notes)
+
+
+def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
+                      found: pd.DataFrame | None = None) -> str:
+    """The evidence table with the guards' findings, as a section of a report (``found``: :func:`evidence`
+    when already computed)."""
+    table = evidence_table(runs, reference, arms, measure, found)
     unit = {"trips": "client trips to target", "rounds": "rounds to target",
             "privacy": "final accuracy (%)"}.get(measure, "best accuracy (%)")
     effect = ("ratio of medians (lower is better)" if measure in ("trips", "rounds")

@@ -563,12 +563,13 @@ MEASURES = ("trips", "rounds", "best_accuracy", "costs", "privacy")
 
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
                  title: str | None = None, extra_seconds: float = 0.0, notes: str = "",
-                 measure: str = "trips") -> pd.DataFrame:
+                 measure: str = "trips", found: pd.DataFrame | None = None) -> pd.DataFrame:
     """``name``.md/.csv and its plots. ``measure``: client ``trips`` to the target (FedBuff),
     ``rounds`` to the target (round-based papers: FedLaAvg Table 3) or ``best_accuracy`` within the
     budget (FedLaAvg Table 2). With ``arms`` (label -> {vs, paper}) the table gains the paper's
     numbers beside ours and whether the direction matches; ``extra_seconds`` (tuning) is added to the
-    stated wall time; ``notes`` (what was measured about a difference) follow the table."""
+    stated wall time; ``notes`` (what was measured about a difference) follow the table; ``found``: the
+    evidence (fl_bench.analysis.guards.evidence) when the caller has computed it."""
     if measure not in MEASURES:
         raise ValueError(f"measure {measure!r}: choose one of {', '.join(MEASURES)}")
     runs, metrics, trips = frames
@@ -620,7 +621,8 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"{'; ratio: ' + unit + ' (and time) relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
                 f"; client_times_to_target: simulated time in mean client trip times. Resolution of {unit} to target: {grid} "
                 f"(0 where every model was evaluated).\n\n{markdown(table)}")
-    body += "\n\n" + evidence_markdown(rounds_view(runs) if measure == "rounds" else runs, reference, arms or {}, measure)
+    body += "\n\n" + evidence_markdown(rounds_view(runs) if measure == "rounds" else runs, reference, arms or {}, measure,
+                                       found)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
     # Fig. 3's trips against concurrency when the table spans several concurrencies

@@ -50,8 +50,11 @@ from typing import TextIO
 from omegaconf import OmegaConf
 
 from fl_bench.analysis.fairness import write_fairness
-from fl_bench.analysis.guards import contains, evidence_markdown, search_space, search_space_text, tuned_edges
-from fl_bench.analysis.report import load_runs, write_report
+from fl_bench.analysis.guards import (SPACES, contains, evidence, evidence_markdown, fill_notes, search_space,
+                                     search_space_text, tuned_edges)
+from fl_bench.analysis.report import load_runs, rounds_view, write_report
+from fl_bench.analysis import scoreboard
+from fl_bench.analysis.scoreboard import write_table_evidence
 from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
 from fl_bench.runs.config import PRUNING_OBJECTIVES, register_configs
@@ -75,6 +78,18 @@ class Arm:
         return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
+def plugin_spaces(overrides: list[str]) -> list[Path]:
+    """The ``hparams_search`` directories of the local config directories an override
+    ``hydra.searchpath=[file://DIR, ...]`` adds (a plugin's own search spaces)."""
+    directories = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+") == "hydra.searchpath":
+            directories += [Path(item.strip().strip("'\"")[len("file://"):]) / "hparams_search"
+                            for item in value.strip("[]").split(",") if item.strip().strip("'\"").startswith("file://")]
+    return directories
+
+
 @dataclass(frozen=True)
 class Protocol:
     """What every arm of a sweep file follows (its ``protocol:``), checked before any run (issue 29):
@@ -86,15 +101,16 @@ class Protocol:
     report_seeds: tuple[int, ...]
     verdict: str
     tuner: dict | None  # {trials, startup_trials, seeds, objective, direction}
+    spaces: tuple[Path, ...] = (SPACES,)  # where search spaces are found (a plugin's own after conf/hparams_search)
 
     MIN_TRIALS, MIN_TUNING_SEEDS, MIN_REPORT_SEEDS = 32, 2, 5
 
     @classmethod
-    def of(cls, spec: dict) -> "Protocol":
+    def of(cls, spec: dict, spaces: tuple[Path, ...] = (SPACES,)) -> "Protocol":
         """The sweep file's ``protocol`` (its shape checked by fl_bench.analysis.sweep_file), checked
-        against its studies (:meth:`check`); ValueError naming what is wrong."""
+        against its studies (:meth:`check`) with search spaces from ``spaces``; ValueError naming what is wrong."""
         p = spec["protocol"]
-        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"])
+        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"], spaces)
         protocol.check(spec["studies"])
         return protocol
 
@@ -131,11 +147,10 @@ class Protocol:
         for name in tuned:
             self._check_study(name, studies)
 
-    @staticmethod
-    def _check_study(name: str, studies: dict[str, dict]) -> None:
+    def _check_study(self, name: str, studies: dict[str, dict]) -> None:
         """The study's space holds the paper's values and its special case, which is itself tuned."""
         study = studies[name]
-        space = search_space(study["space"])
+        space = search_space(study["space"], self.spaces)
         for key, values in (study.get("paper") or {}).items():
             outside = [v for v in values if key not in space or not contains(space[key], v)]
             if outside:
@@ -149,7 +164,7 @@ class Protocol:
         for key, value in special.get("set", {}).items():
             if key not in space or not contains(space[key], value):
                 raise ValueError(f"study {name}: its special case's {key}={value} lies outside its space {study['space']}")
-        start = {*search_space(studies[base]["space"]), *special.get("set", {})}
+        start = {*search_space(studies[base]["space"], self.spaces), *special.get("set", {})}
         if start != set(space):
             raise ValueError(f"study {name}: its special case ({base}'s keys and {sorted(special.get('set', {}))}) sets "
                              f"{sorted(start)}, not its searched keys {sorted(space)}")
@@ -185,8 +200,10 @@ class Reproduction:
 
     def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = (),
                  every_arm: bool = False, in_process: bool = False):
-        self.spec = load_sweep_file(spec_path)
-        self.protocol = Protocol.of(self.spec)
+        register_configs()  # plugin components the arms name (FL_BENCH_PLUGINS); one that cannot be imported is one line
+        self.spec, self.spec_path = load_sweep_file(spec_path), Path(spec_path)
+        self.paper = self.spec.get("paper", self.spec_path.stem)  # its name on the scoreboard
+        self.protocol = Protocol.of(self.spec, (SPACES, *plugin_spaces(overrides)))
         if every_arm and not smoke:
             raise ValueError("--every-arm is a smoke check: use it with --smoke (a full reproduction runs every arm)")
         if in_process and jobs > 1:
@@ -262,7 +279,7 @@ class Reproduction:
             kept = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
             return kept if kept.get("tuner") == self.protocol.tuner else {"best_params": {}, "wall_seconds": 0.0}
         enqueue = self._special_case_start(spec)
-        made = {"space": spec["space"], "params": search_space_text(spec["space"]), "overrides": spec["overrides"],
+        made = {"space": spec["space"], "params": search_space_text(spec["space"], self.protocol.spaces), "overrides": spec["overrides"],
                 "tuner": self.protocol.tuner, "enqueued": enqueue}
         if path.exists():
             kept = OmegaConf.to_container(OmegaConf.load(path))
@@ -349,7 +366,7 @@ class Reproduction:
     def guards(self, arms: list[Arm]) -> str:
         """The guards' findings about these arms' tuning, for the table's notes (fl_bench.analysis.guards)."""
         studies = sorted({self.spec["studies"][a.study].get("setting_of", a.study) for a in arms})
-        edges = [edge for study in studies for edge in tuned_edges({"study": study, **self.tuned(study)})]
+        edges = [edge for study in studies for edge in tuned_edges({"study": study, **self.tuned(study)}, self.protocol.spaces)]
         if not edges:
             return ""
         return ("Guard, edge: a tuned value at the edge of its search space, so the optimum may lie beyond it "
@@ -420,22 +437,28 @@ class Reproduction:
             order = {a.label: i for i, a in enumerate(chosen)}
             runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
-            notes = "\n\n".join(filter(None, (table.get("notes", ""), self.guards(chosen),
+            measure = table.get("measure", "trips")
+            found = evidence(rounds_view(runs) if measure == "rounds" else runs, table["reference"], table["arms"],
+                             "best_accuracy" if measure == "fairness" else measure)
+            write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
+            notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.guards(chosen),
                                                 self.held_out(chosen, directories), self.readings(),
                                                 self.protocol.describe(self._nested()))))
-            if table.get("measure") == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
-                evidence = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy")
+            if measure == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
+                shown = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy", found)
                 run_dirs = {a.label: sorted(s.parent for s in directories[a.key].glob("*/summary.json")) for a in chosen}
                 write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
-                               "\n\n".join(filter(None, (evidence, notes))), table["title"])
+                               "\n\n".join(filter(None, (shown, notes))), table["title"])
             else:
                 write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
-                             notes, table.get("measure", "trips"))
+                             notes, measure, found)
             print(f"{name}: {out / name}.md")
             if publish:
                 from fl_bench.analysis.wandb_report import publish as publish_report
 
                 print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
+        rows = scoreboard.write(out, [*scoreboard.reproductions(), self.spec_path])
+        print(f"scoreboard: {out / 'README.md'}: {scoreboard.counts(rows)}")
 
 
 def run_in_process(arguments: list[str], log: TextIO) -> int:
@@ -482,7 +505,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="with --publish: write each Report's specification instead")
     args = parser.parse_args(argv)
     try:
-        register_configs()  # plugin components the arms name; a plugin that cannot be imported is one line
         Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process).run(
             args.tables, args.out, args.publish, args.dry_run)
     except (ValueError, RuntimeError, FileNotFoundError, ConfigError) as error:

@@ -24,6 +24,7 @@ import yaml
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
+from fl_bench.analysis.guards import PLACEHOLDER_KINDS, TYPED_INTERVAL
 from fl_bench.analysis.report import MEASURES as REPORT_MEASURES
 from fl_bench.errors import ConfigError
 from fl_bench.runs.pruning import PrunerConfig
@@ -73,6 +74,15 @@ class Study:
 
 
 @dataclass
+class Cause:
+    """An arm's ``cause``: the arm of the same table that changes one thing (``changes``) to test why
+    this arm's verdict differs from the paper (the scoreboard shows that arm's verdict beside it)."""
+
+    arm: str = MISSING
+    changes: str = MISSING
+
+
+@dataclass
 class ArmSpec:
     """``tables.<table>.arms.<label>``: a row of a table."""
 
@@ -82,6 +92,7 @@ class ArmSpec:
     paper: Optional[dict[str, Any]] = None
     vs: Optional[str] = None
     special_case: Optional[str] = None
+    cause: Optional[Cause] = None
 
 
 @dataclass
@@ -91,7 +102,7 @@ class Table:
     title: str = MISSING
     reference: str = MISSING
     arms: dict[str, ArmSpec] = MISSING
-    notes: str = ""
+    notes: str = ""  # findings; measured numbers only as placeholders {effect:ARM}, {median:ARM}, {verdict:ARM}, {seeds:ARM}
     measure: str = "trips"
     at: Optional[list[int]] = None  # measure=fairness: the trips at which weight shares are read
 
@@ -102,6 +113,7 @@ class SweepFile:
 
     workload: list[str] = MISSING
     protocol: ProtocolSpec = MISSING
+    paper: Optional[str] = None  # the paper's name on the scoreboard (default: the file's name)
     runs_dir: str = MISSING
     tuned_dir: str = MISSING
     studies: dict[str, Study] = MISSING
@@ -181,7 +193,7 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
 def _what(cls: type) -> str:
     return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
             "PrunerConfig": "protocol.tuner.pruner",
-            "SpecialCase": "a special_case", "ArmSpec": "an arm", "Table": "a table"}.get(cls.__name__, cls.__name__)
+            "SpecialCase": "a special_case", "Cause": "an arm's cause", "ArmSpec": "an arm", "Table": "a table"}.get(cls.__name__, cls.__name__)
 
 
 def _path(key: str) -> list[str | int]:
@@ -268,3 +280,22 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
             for key in ("vs", "special_case"):
                 if arm.get(key) is not None:
                     known(arm[key], f"{where}.arms.{label}.{key}", arms)
+            if arm.get("cause") is not None:
+                known(arm["cause"]["arm"], f"{where}.arms.{label}.cause.arm", arms)
+        _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known)
+
+
+def _check_notes(notes: str, arms: dict[str, Any], where: str, known: Any) -> None:
+    """Findings quote measured numbers only through placeholders of this table's arms: a typed interval
+    would go stale the first time the table is rerun on other seeds."""
+    typed = TYPED_INTERVAL.search(notes)
+    if typed:
+        raise ConfigError(f"{where} types the interval {typed.group(0)!r}: quote measured numbers as "
+                          f"placeholders ({', '.join('{' + k + ':ARM}' for k in PLACEHOLDER_KINDS)}), filled from the "
+                          "table's evidence when its page is written")
+    for brace in re.finditer(r"\{([^{}]*)\}", notes):
+        kind, _, arm = brace.group(1).partition(":")
+        if kind not in PLACEHOLDER_KINDS or not arm:
+            raise ConfigError(f"{where}: {brace.group(0)!r} is not a placeholder: write {{KIND:ARM}} with KIND one of "
+                              f"{', '.join(PLACEHOLDER_KINDS)}")
+        known(arm, f"{where.split(': ', 1)[1]} placeholder {brace.group(0)}", arms)

@@ -6,8 +6,10 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.guards import (
     edge_side,
+    evidence,
     evidence_markdown,
     evidence_table,
+    fill_notes,
     saturated,
     search_space,
     search_space_text,
@@ -191,3 +193,17 @@ def test_a_setting_that_collapses_on_some_report_seeds_is_flagged_unstable_and_d
         status=["completed"] * 9 + ["diverged"])
     table = evidence_table(trips, "steady", {}, "trips").set_index("method")
     assert table.loc["fragile", "guard"] == "unstable: collapsed on seeds 1, 4 of 5" and table.loc["steady", "guard"] == ""
+
+
+def test_findings_quote_the_evidence_through_placeholders_so_a_rerun_cannot_leave_them_stale():
+    runs = _runs({"fedbuff": [100, 105, 98, 102, 101], "fedavgm": [300, 320, 310, 305, 315]})
+    arms = {"fedavgm": {"vs": "fedbuff", "paper": {"trips": [3.3]}}}
+    found = evidence(runs, "fedbuff", arms, "trips")
+    shown = evidence_table(runs, "fedbuff", arms, "trips", found).set_index("method")
+    notes = ("FedAvgM needs {effect:fedavgm} ({verdict:fedavgm}, {seeds:fedavgm} seeds); FedBuff {median:fedbuff}, "
+             "{effect:fedbuff}; {effect:fedasync}")
+    assert fill_notes(notes, found) == (
+        f"FedAvgM needs {shown.loc['fedavgm', 'effect [95% CI]']} (reproduces, 5 seeds); FedBuff 101 [98, 105], "
+        "(no comparison); (fedasync: not run)")
+    assert shown.loc["fedavgm", "effect [95% CI]"].startswith("3.07× [")
+    assert found.set_index("method").loc["fedavgm", "effect"] == pytest.approx(310 / 101)

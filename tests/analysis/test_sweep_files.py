@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fl_bench.analysis.guards import PLACEHOLDER
 from fl_bench.analysis.reproduce import Reproduction
 from fl_bench.analysis.sweep_file import load_sweep_file
 from tests.conftest import compose_run_config
@@ -48,7 +49,9 @@ def test_every_arm_of_every_sweep_file_runs_at_its_smoke_point_and_is_reported(s
         assert page.startswith(f"# {name}\n\n{table['title']}") and "## Evidence" in page
         assert f"Protocol (registered {sweep['protocol']['registered']})" in page
         assert all(reading[:60] in page for reading in sweep["readings"])  # every reading under every table
+        assert not PLACEHOLDER.search(page) and (out / f"{name}_evidence.csv").is_file()  # findings filled from it
         missing = [label for label in table["arms"] if f"| {label} " not in page]
         assert not missing, f"{name}: no row for {missing}"
         plots = ["weight_share"] if table.get("measure") == "fairness" else ["curves", "staleness", "examples"]
         assert all((out / f"{name}_{plot}.png").stat().st_size > 0 for plot in plots)
+    assert f"## {sweep['paper']}" in (out / "README.md").read_text()  # the scoreboard

@@ -1,0 +1,152 @@
+"""One scoreboard for every paper: what holds, generated from the tables' evidence.
+
+    python -m fl_bench.analysis.scoreboard            # results/evidence.csv and results/README.md
+    python -m fl_bench.analysis.scoreboard --out /tmp/r --sweeps sweeps
+
+Each reproduced table leaves ``<table>_evidence.csv`` beside its page (:func:`write_table_evidence`,
+called by fl_bench.analysis.reproduce): one row per arm with its median and effect, their 95%
+intervals, the paper's effect, the verdict and the guards. This module gathers the rows that carry a
+verdict, for every table of every sweep file, into ``evidence.csv`` and a page per paper
+(``README.md``). A "differs" row names its cause where its sweep file gives one (an arm's ``cause``:
+the arm of the same table that changes one thing, and what it changes), with that arm's verdict, so
+the reader sees whether changing that one thing moves the verdict; else it says "unexplained". A
+table without an evidence file (never reproduced since evidence files exist) is listed as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from fl_bench.analysis.sweep_file import load_sweep_file
+from fl_bench.errors import ConfigError
+
+SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
+TEXT = ("arm", "vs", "paper_effect", "verdict", "guard", "cause", "paper", "table")  # empty cells stay ""
+VERDICTS = ("reproduces", "differs", "inconclusive", "tuning failed")
+COLUMNS = ["paper", "table", "arm", "vs", "measure", "median", "median_low", "median_high", "effect", "effect_low",
+           "effect_high", "paper_effect", "verdict", "guard", "seeds", "cause"]
+
+
+def write_table_evidence(found: pd.DataFrame, table: str, paper: str, arms: dict[str, dict], path: Path) -> None:
+    """A table's :func:`fl_bench.analysis.guards.evidence` with its table, paper and each arm's cause,
+    written to ``path`` (``<table>_evidence.csv``)."""
+    frame = found.rename(columns={"method": "arm", "paper": "paper_effect"}).assign(paper=paper, table=table)
+    frame["cause"] = [_cause(arms.get(arm, {}).get("cause")) for arm in frame["arm"]]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+
+
+def _cause(cause: dict | None) -> str:
+    return "" if not cause else f"{cause['changes']} (arm {cause['arm']})"
+
+
+def reproductions(directory: Path = SWEEPS) -> list[Path]:
+    """The reproductions' sweep files in ``directory`` (those with a ``protocol``; not W&B sweeps)."""
+    return [path for path in sorted(directory.glob("*.yaml"))
+            if "protocol" in (yaml.safe_load(path.read_text(errors="replace")) or {})]
+
+
+def gather(out: Path, sweep_files: list[Path]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """Every verdict row of every table of ``sweep_files`` found under ``out``, and the (paper, table)
+    pairs that have no evidence file there."""
+    frames, missing = [], []
+    for spec_path in dict.fromkeys(path.resolve() for path in sweep_files):
+        spec = load_sweep_file(spec_path)
+        paper = spec.get("paper", spec_path.stem)
+        for table in spec["tables"]:
+            path = out / f"{table}_evidence.csv"
+            if not path.is_file():
+                missing.append((paper, table))
+                continue
+            frame = pd.read_csv(path, dtype={column: str for column in TEXT})
+            frame[list(TEXT)] = frame[list(TEXT)].fillna("")
+            frames.append(frame[frame["verdict"] != ""])
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    rows["cause"] = [_cause_verdict(row, rows) for _, row in rows.iterrows()]
+    return rows[COLUMNS], missing
+
+
+def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
+    """A "differs" row's cause with the verdict of the arm that tests it; "unexplained" without one."""
+    if row["verdict"] != "differs":
+        return row["cause"]
+    if not row["cause"]:
+        return "unexplained"
+    arm = row["cause"].rsplit("(arm ", 1)[1].rstrip(")")
+    other = rows[(rows["table"] == row["table"]) & (rows["arm"] == arm)]
+    verdict = other["verdict"].iloc[0] if len(other) else "no verdict"
+    return f"{row['cause']}: {verdict}"
+
+
+def _effect(row: pd.Series) -> str:
+    if row["measure"] in ("trips", "rounds"):
+        return f"{row['effect']:.2f}× [{row['effect_low']:.2f}, {row['effect_high']:.2f}]"
+    return f"{row['effect']:+.2f} [{row['effect_low']:+.2f}, {row['effect_high']:+.2f}]"
+
+
+def counts(rows: pd.DataFrame) -> str:
+    """'N verdicts: a reproduces, b differs, c inconclusive (x%)' for ``rows``."""
+    found = rows["verdict"].value_counts()
+    parts = [f"{found.get(v, 0)} {v}" for v in VERDICTS if found.get(v, 0) or v != "tuning failed"]
+    share = found.get("inconclusive", 0) / len(rows) if len(rows) else 0.0
+    return f"{len(rows)} verdicts: {', '.join(parts)} ({share:.0%} inconclusive)"
+
+
+def markdown(rows: pd.DataFrame, missing: list[tuple[str, str]]) -> str:
+    """The scoreboard page: counts overall, then per paper a row per claim."""
+    lines = ["# What holds: every paper's claims under this suite's protocol", "",
+             "Generated by `python -m fl_bench.analysis.scoreboard` from the tables' evidence files "
+             "(`<table>_evidence.csv`, written by `fl_bench.analysis.reproduce`); one row per verdict, the same rows as "
+             "`evidence.csv`. Effect: the arm against `vs` (a ratio of client trips or rounds, lower is better; or a "
+             "difference in accuracy points, higher is better), median over the report seeds with its 95% bootstrap "
+             "interval; the verdict rule is each table's protocol (on its page).", "", f"All papers: {counts(rows)}.", ""]
+    for paper in dict.fromkeys([*rows["paper"], *(p for p, _ in missing)]):
+        mine = rows[rows["paper"] == paper]
+        lines += [f"## {paper}", ""]
+        if len(mine):
+            lines += [f"{counts(mine)}.", ""]
+            shown = pd.DataFrame({
+                "table": [f"[{t}]({t}.md)" for t in mine["table"]], "arm": mine["arm"], "vs": mine["vs"],
+                "effect [95% CI]": mine.apply(_effect, axis=1), "paper": mine["paper_effect"],
+                "verdict": mine["verdict"], "seeds": mine["seeds"], "guard": mine["guard"], "cause": mine["cause"]})
+            lines += [shown.to_markdown(index=False), ""]
+        gone = [t for p, t in missing if p == paper]
+        if gone:
+            lines += [f"No evidence file (not reproduced since evidence files were introduced): "
+                      f"{', '.join(f'[{t}]({t}.md)' for t in gone)}.", ""]
+    return "\n".join(lines)
+
+
+def write(out: Path, sweep_files: list[Path] | None = None) -> pd.DataFrame:
+    """``out``/evidence.csv and ``out``/README.md from the evidence files under ``out`` of the tables of
+    ``sweep_files`` (default: :func:`reproductions`)."""
+    rows, missing = gather(out, reproductions() if sweep_files is None else sweep_files)
+    out.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(out / "evidence.csv", index=False)
+    (out / "README.md").write_text(markdown(rows, missing))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.scoreboard", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("results"), help="where the tables' evidence files are")
+    parser.add_argument("--sweeps", type=Path, default=SWEEPS, help="the sweep files whose tables to gather")
+    args = parser.parse_args(argv)
+    try:
+        if not args.sweeps.is_dir():
+            raise ConfigError(f"--sweeps {args.sweeps} is not a directory: give the directory of the sweep files")
+        rows = write(args.out, reproductions(args.sweeps))
+    except ConfigError as error:
+        print(f"fl_bench.analysis.scoreboard: error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"{args.out / 'README.md'}: {counts(rows)}")
+
+
+if __name__ == "__main__":
+    main()

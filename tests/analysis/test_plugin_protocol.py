@@ -1,0 +1,63 @@
+"""A new method under a paper's protocol, as the README's "Your method under a paper's protocol" does it:
+a plugin package outside the repository, its own search space on hydra.searchpath, a study added to a
+copy of a paper's sweep file with its nested special case, and an arm that states its claim against
+the paper's FedAvg before the runs; reproduce checks the protocol, runs the arms and gives the verdict."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from fl_bench.analysis.reproduce import Reproduction
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _my_protocol(tmp_path: Path) -> Path:
+    """sweeps/fedgbo_smoke.yaml with the plugin's TrimmedFedAvg as one more study and a table of its own."""
+    spec = yaml.safe_load((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text())
+    spec["studies"]["trimmed"] = {"space": "trimmed_fedavg_smoke",
+                                  "overrides": ["algorithm=trimmed_fedavg", "algorithm.cohort=10"],
+                                  "special_case": {"study": "fedavg", "set": {"algorithm.trim_fraction": 0.0}}}
+    spec["tables"] = {"trimmed_vs_fedavg": {
+        "title": "TrimmedFedAvg against FedAvg under FedGBO Table IV's protocol", "reference": "fedavg",
+        "measure": "costs", "notes": "Trimmed against FedAvg: {effect:trimmed}, {verdict:trimmed}.",
+        "arms": {"fedavg": {"study": "fedavg"},
+                 "trimmed": {"study": "trimmed", "vs": "fedavg", "paper": {"difference": [">0"]}}}}}  # the claim
+    spec["runs_dir"], spec["tuned_dir"] = str(tmp_path / "runs"), str(tmp_path / "tuned")
+    path = tmp_path / "my_fedgbo.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.mark.slow
+def test_a_plugin_method_runs_under_a_paper_s_protocol_and_gets_its_verdict(tmp_path, monkeypatch):
+    plugin = tmp_path / "my_plugin"  # outside the repository, as a user's package is
+    shutil.copytree(REPO / "tests" / "example_plugin", plugin)
+    monkeypatch.syspath_prepend(str(plugin))
+    monkeypatch.setenv("FL_BENCH_PLUGINS", "my_fl_extensions")
+    searchpath = f"hydra.searchpath=[file://{plugin / 'conf'}]"
+    spec = _my_protocol(tmp_path)
+
+    reproduction = Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, in_process=True, every_arm=True,
+                                overrides=[searchpath, f"data_root={tmp_path / 'data'}", "max_rounds=5"])
+    assert reproduction.protocol.spaces[-1] == plugin / "conf" / "hparams_search"  # where its own space is found
+    reproduction.run([], tmp_path / "out")
+
+    evidence = pd.read_csv(tmp_path / "out" / "trimmed_vs_fedavg_evidence.csv").set_index("arm")
+    assert evidence.loc["trimmed", "vs"] == "fedavg" and evidence.loc["trimmed", "verdict"] in (
+        "reproduces", "differs", "inconclusive")
+    page = (tmp_path / "out" / "trimmed_vs_fedavg.md").read_text()
+    assert "Trimmed against FedAvg: " in page and "{effect:trimmed}" not in page
+    assert "| [trimmed_vs_fedavg](trimmed_vs_fedavg.md) | trimmed | fedavg |" in (tmp_path / "out" / "README.md").read_text()
+
+    # its space is checked like the paper's: a special case outside it stops before any run
+    broken = spec.read_text().replace("algorithm.trim_fraction: 0.0", "algorithm.trim_fraction: 0.05")
+    spec.write_text(broken)
+    with pytest.raises(ValueError, match="study trimmed: its special case's algorithm.trim_fraction=0.05 lies outside "
+                                         "its space trimmed_fedavg_smoke"):
+        Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, overrides=[searchpath])

@@ -1,0 +1,47 @@
+"""The scoreboard: every table's verdict rows gathered per paper from the evidence files reproduce
+writes, a "differs" row with the verdict of the arm that tests its cause, or "unexplained"."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from fl_bench.analysis import scoreboard
+from fl_bench.analysis.guards import evidence
+
+SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
+
+
+def _runs(trips: dict[str, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"method": m, "seed": s, "trips_to_target": t, "max_trips": 1000, "eval_every": 10,
+                          "best_val_accuracy": 0.5} for m, values in trips.items() for s, t in enumerate(values)])
+
+
+def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_difference(tmp_path):
+    runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300],
+                  "same": [100, 99, 101, 100, 100], "plain": [150, 160, 155, 150, 151]})
+    arms = {"base": {}, "ahead": {"vs": "base", "paper": {"trips": [2.0]}},  # 3.0x: the paper's side
+            "same": {"vs": "base", "paper": {"trips": [2.0]}, "cause": {"arm": "plain", "changes": "no momentum"}},
+            "plain": {"vs": "base", "paper": {"trips": [1.5]}}}  # 1.5x
+    spec = tmp_path / "mine.yaml"  # a copy of a paper's sweep file under another name: one table, named below
+    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
+                    + "paper: Toy (2026)\n")
+    found = evidence(runs, "base", arms, "trips")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    rows = scoreboard.write(tmp_path, [spec, SWEEPS / "fedgbo_smoke.yaml"])
+
+    assert list(rows["arm"]) == ["ahead", "same", "plain"]  # the reference has no verdict: not a row
+    assert list(rows["verdict"]) == ["reproduces", "differs", "reproduces"]
+    assert rows.loc[rows["arm"] == "same", "cause"].item() == "no momentum (arm plain): reproduces"
+    assert (rows["paper"] == "Toy (2026)").all() and (rows["seeds"] == 5).all()
+    assert rows.loc[rows["arm"] == "ahead", "effect"].item() == found.set_index("method").loc["ahead", "effect"]
+    assert pd.read_csv(tmp_path / "evidence.csv")["verdict"].tolist() == list(rows["verdict"])
+    page = (tmp_path / "README.md").read_text()
+    assert "All papers: 3 verdicts: 2 reproduces, 1 differs, 0 inconclusive (0% inconclusive)." in page
+    assert "## Toy (2026)" in page and "| [toy_table](toy_table.md) | same " in page
+    # a table never reproduced since evidence files exist is named, not dropped
+    assert "No evidence file (not reproduced since evidence files were introduced): " \
+           "[fedgbo_table4_smoke](fedgbo_table4_smoke.md)." in page
+
+    del arms["same"]["cause"]
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    assert scoreboard.write(tmp_path, [spec])["cause"].tolist() == ["", "unexplained", ""]
