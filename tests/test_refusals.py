@@ -52,6 +52,8 @@ def write_files(tmp: Path) -> None:
         "direction: maximize}", "direction: maximize, pruner: {name: bogus, min_resource: 100}}"))
     (tmp / "pruner_type.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
         "direction: maximize}", "direction: maximize, pruner: {name: successive_halving, min_resource: abc}}"))
+    (tmp / "bad_aggregate.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
+        "direction: maximize}", "direction: maximize, aggregate: max}"))
     hfl = (REPO / "sweeps" / "hfl_smoke.yaml").read_text()
     (tmp / "typed_interval.yaml").write_text(hfl.replace("    notes: >-\n", "    notes: >-\n      ahead by 2.1 [1.0, 3.2]\n", 1))
     (tmp / "placeholder.yaml").write_text(hfl.replace("    notes: >-\n", "    notes: >-\n      {effect:(0,1) FedAvgg}\n", 1))
@@ -137,6 +139,8 @@ REFUSALS = [
     (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner={name:successive_halving,min_resource:100,"
                 "max_resource:900}", "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
      "hydra.sweeper.pruner.max_resource=900 is not allowed with hydra.sweeper.pruner.name=successive_halving"),
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.aggregate=max", "hydra.sweeper.storage=sqlite:///{tmp}/o.db",
+                "hydra.sweep.dir={tmp}/sweep"], {}, "hydra.sweeper.aggregate='max' is not allowed: choose one of mean, worst, median"),
     (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner.min_resource=100",
                 "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
      "hydra.sweeper.pruner.min_resource=100 is not allowed: it needs hydra.sweeper.pruner.name"),
@@ -180,6 +184,7 @@ REFUSALS = [
                                               "successive_halving, hyperband"),
     (REPRODUCE, ["{tmp}/arm_key.yaml"], {}, "{tmp}/arm_key.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.overides is "
                                             "not a key of an arm: did you mean overrides?"),
+    (REPRODUCE, ["{tmp}/bad_aggregate.yaml"], {}, "protocol.tuner.aggregate='max': choose one of mean, worst, median"),
     # findings quote measured numbers through placeholders only (they would go stale); causes name an arm
     (REPRODUCE, ["{tmp}/typed_interval.yaml"], {}, "{tmp}/typed_interval.yaml: tables.hfl_convex_smoke.notes types the "
                                                    "interval '[1.0, 3.2]': quote measured numbers as placeholders"),

@@ -59,6 +59,7 @@ from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
 from fl_bench.runs.config import PRUNING_OBJECTIVES, register_configs
 from fl_bench.runs.pruning import make_pruner
+from fl_bench.runs.tuning import AGGREGATES
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,8 @@ class Protocol:
             raise ValueError(f"seeds {shared} are both tuning and report seeds: report on seeds the tuner never saw")
         if self.tuner["direction"] not in ("minimize", "maximize"):
             raise ValueError(f"protocol.tuner.direction={self.tuner['direction']!r}: choose minimize or maximize")
+        if self.tuner.get("aggregate") not in (None, *AGGREGATES):
+            raise ValueError(f"protocol.tuner.aggregate={self.tuner['aggregate']!r}: choose one of {', '.join(AGGREGATES)}")
         if self.tuner.get("pruner"):
             make_pruner(self.tuner["pruner"], "protocol.tuner.pruner")  # ValueError for an unknown pruner
             if self.tuner["objective"] not in PRUNING_OBJECTIVES:
@@ -186,8 +189,10 @@ class Protocol:
             pruned = (f", hopeless trials stopped early by {pruner['name'].replace('_', ' ')} (first rung "
                       f"{pruner['min_resource']:,} client trips, reduction factor {pruner.get('reduction_factor') or 3}, "
                       f"each run compared with the other settings' runs of its seed)" if pruner and pruner.get("name") else "")
-            tuning = (f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective the mean "
-                      f"{t['objective']} over tuning seeds {', '.join(map(str, t['seeds']))}{start}")
+            seeds = ', '.join(map(str, t['seeds']))
+            score = {"worst": f"{t['objective']} of the worst of tuning seeds {seeds}"}.get(
+                t.get("aggregate"), f"the {t.get('aggregate') or 'mean'} {t['objective']} over tuning seeds {seeds}")
+            tuning = f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective {score}{start}"
         return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
                 f"{', '.join(map(str, self.report_seeds))}, none tuned on; verdict: {self.verdict}")
 
@@ -294,6 +299,7 @@ class Reproduction:
             f"hydra.sweeper.n_trials={tuner['trials']}", f"hydra.sweeper.n_startup_trials={tuner['startup_trials']}",
             f"hydra.sweeper.objective={tuner['objective']}", f"hydra.sweeper.direction={tuner['direction']}",
             f"hydra.sweeper.seeds=[{','.join(map(str, tuner['seeds']))}]",
+            *([f"hydra.sweeper.aggregate={tuner['aggregate']}"] if tuner.get("aggregate") else []),
             *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in tuner['pruner'].items() if v is not None)}}}"]
               if tuner.get("pruner") else []),
             *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),

@@ -42,6 +42,7 @@ class Tuner:
     objective: str = MISSING
     direction: str = MISSING
     pruner: Optional[PrunerConfig] = None  # null: every trial runs its whole budget
+    aggregate: Optional[str] = None  # a trial's score over its tuning seeds: mean (null) | worst | median
 
 
 @dataclass

@@ -17,7 +17,10 @@ shortfall score, or the best accuracy it reached) scores the trial, so TPE learn
 diverge; a run that failed otherwise fails its trial.
 
 ``seeds``: each trial runs once per seed (``seed=<s>``, in the same batch) and its objective is the
-mean over them: a setting tuned on one seed is tuned to that seed's noise. ``enqueue``: settings
+``aggregate`` over them: a setting tuned on one seed is tuned to that seed's noise. ``mean`` (default)
+averages; ``worst`` scores the setting by its worst seed (the largest value when minimizing), so a
+setting at the edge of stability, which collapses on some seeds, loses to one that holds on all;
+``median`` ignores one outlying seed in three. ``enqueue``: settings
 evaluated first, as trials of the budget (Optuna's ``enqueue_trial``); fl_bench.analysis.reproduce puts a
 nested method's special case there (FedAvg's best with momentum 0 for FedAvgM), so the nested
 study starts from where its special case ended and cannot end worse on the tuning seeds.
@@ -61,6 +64,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fl_bench.errors import ConfigError
 from fl_bench.runs.pruning import PrunerConfig, make_pruner
+from fl_bench.runs.tuning import AGGREGATES, aggregate
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,7 @@ class OptunaSweeperConfig:
     n_startup_trials: int = 10  # random trials before TPE models the results (Optuna's default)
     params: Dict[str, str] = field(default_factory=dict)
     seeds: List[int] = field(default_factory=list)  # each trial's runs; empty: the config's own seed
+    aggregate: str = "mean"  # a trial's objective over its seeds: mean | worst | median
     enqueue: List[Dict[str, Any]] = field(default_factory=list)  # settings tried first (within n_trials)
     pruner: PrunerConfig = field(default_factory=PrunerConfig)
 
@@ -138,9 +143,12 @@ def open_study(attempts: int = 5, **kwargs) -> optuna.Study:
 
 class OptunaSweeper(Sweeper):
     def __init__(self, study_name, storage, objective, direction, n_trials, n_jobs, seed, n_startup_trials, params,
-                 seeds=(), enqueue=(), pruner=None):
+                 seeds=(), enqueue=(), pruner=None, aggregate="mean"):
         if n_jobs < 1:
             raise ValueError(f"hydra.sweeper.n_jobs={n_jobs}: must be at least 1")
+        if aggregate not in AGGREGATES:
+            raise ConfigError(f"hydra.sweeper.aggregate={aggregate!r} is not allowed: choose one of {', '.join(AGGREGATES)}")
+        self.aggregate = aggregate
         self.study_name, self.storage, self.objective, self.direction = study_name, storage, objective, direction
         self.n_trials, self.n_jobs, self.seed, self.n_startup_trials = n_trials, n_jobs, seed, n_startup_trials
         self.space = search_space(dict(params or {}))
@@ -208,7 +216,7 @@ class OptunaSweeper(Sweeper):
                    "trials": len(study.trials) - len(repeats), "repeats_told": len(repeats),
                    "pruner": self.pruner_spec,
                    "pruned_trials": sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials),
-                   "seeds": self.seeds, "enqueued": self.enqueue,
+                   "seeds": self.seeds, "aggregate": self.aggregate, "enqueued": self.enqueue,
                    "failed_trials": sum(t.state == optuna.trial.TrialState.FAIL and "repeat_of" not in t.user_attrs
                                         for t in study.trials),
                    "best_value": best.value if best else None, "best_trial": best.number if best else None,
@@ -297,7 +305,7 @@ class OptunaSweeper(Sweeper):
             per_seed = [float(summary[self.objective]) for summary in summaries]
             trial.set_user_attr("run_dirs", [str(d) for d in run_dirs])
             trial.set_user_attr("per_seed", per_seed)
-            value = sum(per_seed) / len(per_seed)
+            value = aggregate(per_seed, self.aggregate, self.direction)
             study.tell(trial, value)
             log.info(f"trial {trial.number}: {value} (per seed {per_seed}) with {v}")
 

@@ -8,6 +8,7 @@ import optuna
 import pytest
 from omegaconf import OmegaConf
 
+from fl_bench.errors import ConfigError
 from hydra_plugins.fl_bench_optuna.optuna_sweeper import search_space, suggest
 from tests.runs.test_cli import fl_bench
 
@@ -179,3 +180,27 @@ def test_a_pruner_stops_hopeless_trials_at_its_rungs_and_the_best_is_a_completed
     for seed in (1, 2):  # one run study per tuning seed, holding that seed's runs
         runs = optuna.load_study(study_name=f"synthetic_lr_fedbuff.seed{seed}", storage=storage)
         assert len(runs.trials) == 6 and {s.get("seed") for s in summaries} == {1, 2}
+
+
+@pytest.mark.parametrize("how, best", [("mean", {"a": 2}), ("worst", {"a": 1})])
+def test_a_trial_scores_its_seeds_by_the_protocol_s_aggregate_and_worst_prefers_the_setting_that_holds(tmp_path, how, best):
+    """a=2 is better on average but collapses on seed 2 (minimizing trips: 40 on seed 2); a=1 holds on both."""
+    from hydra_plugins.fl_bench_optuna.optuna_sweeper import OptunaSweeper
+
+    sweeper = OptunaSweeper("agg", None, "objective", "minimize", n_trials=2, n_jobs=1, seed=0, n_startup_trials=2,
+                            params={"a": "choice(1, 2)"}, seeds=[1, 2], aggregate=how)
+    sweeper.config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "sweep")}}})
+    trips = {("1", "1"): 20.0, ("1", "2"): 22.0, ("2", "1"): 1.0, ("2", "2"): 40.0}
+    sweeper.launcher = _ScoringLauncher(tmp_path / "runs", lambda v: trips[v["a"], v["seed"]])
+    study = sweeper.sweep([])
+    values = {t.params["a"]: t.value for t in study.trials}
+    assert values == ({1: 21.0, 2: 20.5} if how == "mean" else {1: 22.0, 2: 40.0})
+    assert OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml").best_params == best
+
+
+def test_an_unknown_aggregate_is_refused_in_one_line():
+    from hydra_plugins.fl_bench_optuna.optuna_sweeper import OptunaSweeper
+
+    with pytest.raises(ConfigError, match=r"hydra.sweeper.aggregate='max' is not allowed: choose one of mean, worst, median"):
+        OptunaSweeper("agg", None, "objective", "minimize", n_trials=2, n_jobs=1, seed=0, n_startup_trials=2,
+                      params={"a": "choice(1, 2)"}, aggregate="max")
