@@ -9,7 +9,10 @@ the target counts as the budget, so its arm's trips are a lower bound (shown wit
 
 Verdict: the effect's interval lies above the band of "no difference" (ratio 1 +- 5%, difference 0
 +- 0.5 points), below it, or inside it, and that side is the paper's: "reproduces"; another side:
-"differs"; an interval that straddles a band edge: "inconclusive".
+"differs"; an interval that straddles a band edge: "inconclusive", or "underpowered at N seeds" when the
+protocol's power rule (fl_bench.analysis.power) said before the runs that N seeds, its cap, could not
+resolve it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
+side to test: "paper split".
 
 Tuning failed: an arm declares the arm that runs its nested special case (``special_case:`` in the
 sweep file: FedAvg is FedAvgM with momentum 0, FedAvg is FedProx with mu = 0); a method worse than
@@ -200,7 +203,7 @@ def _paper_side(values: list[Any], kind: str) -> str | None:
     return sides.pop() if len(sides) == 1 else None
 
 
-def _samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, bool]:
+def samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, bool]:
     """One value per seed of ``method`` (trips with a miss counted as the budget), and whether a seed missed."""
     group = runs[runs["method"] == method]
     if measure in ("trips", "rounds"):
@@ -263,7 +266,21 @@ EVIDENCE_COLUMNS = ("method", "seeds", "median", "median_low", "median_high", "m
                     "effect_high", "effect_bound", "paper", "verdict", "guard")
 
 
-def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str) -> pd.DataFrame:
+def paper_effect(arm: dict, vs_arm: dict, measure: str) -> list | None:
+    """The paper's effect of ``arm`` against ``vs_arm`` (sweep-file arms): its ratios of trips (or
+    rounds), or the difference of its accuracies, or the direction it states without numbers (``paper:
+    {difference: ['>0']}``: FedStaleWeight); None where the paper has none."""
+    if measure in ("trips", "rounds"):
+        return (arm.get("paper") or {}).get("trips")
+    paper = (arm.get("paper") or {}).get("accuracy")
+    if paper is not None:
+        theirs = (vs_arm.get("paper") or {}).get("accuracy")
+        return None if theirs is None else [float(paper) - float(theirs)]
+    return (arm.get("paper") or {}).get("difference")
+
+
+def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
+             needs: dict | None = None, cap: int | None = None) -> pd.DataFrame:
     """Per method (column ``method``, in the order of ``runs``): its median over seeds with the 95%
     interval (``missed``: some seed missed the target, so the median is a lower bound); per compared
     arm the effect against its ``vs`` (default ``reference``) with its interval (``effect_bound``: a
@@ -271,11 +288,10 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
     page's table (:func:`evidence_table`), the findings' placeholders (:func:`fill_notes`) and the
     scoreboard (fl_bench.analysis.scoreboard) all read it."""
     kind = "ratio" if measure in ("trips", "rounds") else "difference"
-    paper_key = {"trips": "trips", "rounds": "trips"}.get(measure, "accuracy")
     methods = list(dict.fromkeys(runs["method"]))
     rows = []
     for method in methods:
-        ours, bound = _samples(runs, method, measure)
+        ours, bound = samples(runs, method, measure)
         low, high = bootstrap_interval(np.median, ours)
         arm = arms.get(method, {})
         row = {"method": method, "seeds": len(ours), "median": float(np.median(ours)), "median_low": low,
@@ -283,20 +299,19 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
                "effect_high": np.nan, "effect_bound": False, "paper": "", "verdict": "", "guard": ""}
         vs = arm.get("vs", reference)
         if vs in methods and vs != method and ("vs" in arm or "paper" in arm):
-            base, base_bound = _samples(runs, vs, measure)
+            base, base_bound = samples(runs, vs, measure)
             value, e_low, e_high = _effect(ours, base, kind)
             row.update(vs=vs, effect=value, effect_low=e_low, effect_high=e_high, effect_bound=bound and not base_bound)
-            paper = (arm.get("paper") or {}).get(paper_key)
-            if paper is not None and kind == "difference":
-                theirs = (arms.get(vs, {}).get("paper") or {}).get(paper_key)
-                paper = None if theirs is None else [float(paper) - float(theirs)]
-            elif kind == "difference":  # a paper that states the direction without numbers (FedStaleWeight)
-                paper = (arm.get("paper") or {}).get("difference")
+            paper = paper_effect(arm, arms.get(vs, {}), measure)
             if paper:
                 row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v)[:1] in "<>"
                                           else f"{float(v):+.2f}" for v in paper)
                 expected, found = _paper_side(list(paper), kind), side(e_low, e_high, kind)
-                row["verdict"] = ("inconclusive" if found == "?" or expected is None
+                need = (needs or {}).get(method)
+                row["verdict"] = ("paper split" if expected is None
+                                  else f"underpowered at {len(ours)} seeds" if found == "?" and need is not None
+                                  and need.seeds is not None and cap is not None and need.seeds > cap
+                                  else "inconclusive" if found == "?"
                                   else "reproduces" if found == expected else "differs")
         fallen = collapsed(runs, method, measure) if "seed" in runs else []
         if fallen:
@@ -306,7 +321,7 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
             raise ValueError(f"arm {method!r}: special_case {special!r} is not an arm of this table: "
                              f"choose one of {', '.join(arms)}")
         if special in methods:  # (a smoke run may leave it out)
-            base, _ = _samples(runs, special, measure)
+            base, _ = samples(runs, special, measure)
             _, e_low, e_high = _effect(ours, base, kind)
             worse = e_low > NO_DIFFERENCE["ratio"][1] if kind == "ratio" else e_high < NO_DIFFERENCE["difference"][0]
             if worse:

@@ -47,12 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+import pandas as pd
 from omegaconf import OmegaConf
 
 from fl_bench.analysis.fairness import write_fairness
-from fl_bench.analysis.guards import (SPACES, contains, evidence, evidence_markdown, fill_notes, search_space,
-                                     search_space_text, tuned_edges)
-from fl_bench.analysis.report import load_runs, rounds_view, write_report
+from fl_bench.analysis.guards import (SPACES, contains, evidence, evidence_markdown, fill_notes, paper_effect, samples,
+                                     search_space, search_space_text, tuned_edges)
+from fl_bench.analysis.power import Need, seeds_needed, table_seeds
+from fl_bench.analysis.report import Frames, load_runs, rounds_view, write_report
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.scoreboard import write_table_evidence
 from fl_bench.analysis.sweep_file import load_sweep_file
@@ -102,16 +104,18 @@ class Protocol:
     report_seeds: tuple[int, ...]
     verdict: str
     tuner: dict | None  # {trials, startup_trials, seeds, objective, direction}
+    power: dict | None = None  # {pilot_seeds, cap}: report seeds per table from a pilot (fl_bench.analysis.power)
     spaces: tuple[Path, ...] = (SPACES,)  # where search spaces are found (a plugin's own after conf/hparams_search)
 
-    MIN_TRIALS, MIN_TUNING_SEEDS, MIN_REPORT_SEEDS = 32, 2, 5
+    MIN_TRIALS, MIN_TUNING_SEEDS, MIN_REPORT_SEEDS, MIN_PILOT_SEEDS = 32, 2, 5, 3
 
     @classmethod
     def of(cls, spec: dict, spaces: tuple[Path, ...] = (SPACES,)) -> "Protocol":
         """The sweep file's ``protocol`` (its shape checked by fl_bench.analysis.sweep_file), checked
         against its studies (:meth:`check`) with search spaces from ``spaces``; ValueError naming what is wrong."""
         p = spec["protocol"]
-        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"], spaces)
+        power = None if p.get("power") is None else {"cap": 30, **p["power"]}
+        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"], power, spaces)
         protocol.check(spec["studies"])
         return protocol
 
@@ -123,6 +127,8 @@ class Protocol:
         if len(set(self.report_seeds)) < self.MIN_REPORT_SEEDS:
             raise ValueError(f"protocol.report_seeds={list(self.report_seeds)}: at least {self.MIN_REPORT_SEEDS} distinct seeds")
         tuned = [name for name, study in studies.items() if "space" in study]
+        if self.power is not None:
+            self._check_power()
         if self.tuner is None:
             if tuned:
                 raise ValueError(f"studies {', '.join(tuned)} name a search space but protocol.tuner is null")
@@ -149,6 +155,20 @@ class Protocol:
                                  f"not {self.tuner['objective']}")
         for name in tuned:
             self._check_study(name, studies)
+
+    def _check_power(self) -> None:
+        """Pilot seeds apart from every other seed; a cap the report seeds can fill."""
+        pilot, cap = list(self.power["pilot_seeds"]), self.power["cap"]
+        if len(set(pilot)) < self.MIN_PILOT_SEEDS:
+            raise ValueError(f"protocol.power.pilot_seeds={pilot}: at least {self.MIN_PILOT_SEEDS} distinct seeds "
+                             "(a spread needs them)")
+        shared = sorted(set(pilot) & {*self.report_seeds, *((self.tuner or {}).get("seeds") or [])})
+        if shared:
+            raise ValueError(f"protocol.power.pilot_seeds {shared} are also tuning or report seeds: the pilot sets the "
+                             "number of report seeds, on seeds of its own")
+        if not self.MIN_REPORT_SEEDS <= cap <= len(set(self.report_seeds)):
+            raise ValueError(f"protocol.power.cap={cap}: must be at least {self.MIN_REPORT_SEEDS} and at most the "
+                             f"{len(set(self.report_seeds))} report seeds listed")
 
     def _check_study(self, name: str, studies: dict[str, dict]) -> None:
         """The study's space holds the paper's values and its special case, which is itself tuned."""
@@ -323,27 +343,29 @@ class Reproduction:
         return {**self.tuned(special["study"])["best_params"], **special.get("set", {})}
 
     # ------------------------------------------------------------------ runs
-    def run_arm(self, arm: Arm) -> Path:
-        """The arm's runs, reused when they were made by the same command (a retuned study or an edited
-        arm reruns: the command names the setting)."""
-        directory = self.runs_dir / arm.key
+    def run_arm(self, arm: Arm, seeds: list[int] | None = None, base: Path | None = None) -> Path:
+        """The arm's runs on ``seeds`` (default: the report seeds) in ``base`` (default: the runs
+        directory), reused when they were made by the same command (a retuned study or an edited arm
+        reruns: the command names the setting and the seeds)."""
+        seeds = self.seeds if seeds is None else list(seeds)
+        directory = (base or self.runs_dir) / arm.key
         best = self.tuned(arm.study)["best_params"]
         setting = [*self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
                    *arm.overrides]
-        if len(self.seeds) == 1:  # one run (a smoke point): Hydra's run mode composes the config twice, a multirun 3 times
-            command = self._command([*setting, f"seed={self.seeds[0]}",
-                                     f"hydra.run.dir={directory}/0_seed{self.seeds[0]}"], multirun=False)
+        if len(seeds) == 1:  # one run (a smoke point): Hydra's run mode composes the config twice, a multirun 3 times
+            command = self._command([*setting, f"seed={seeds[0]}",
+                                     f"hydra.run.dir={directory}/0_seed{seeds[0]}"], multirun=False)
         else:
-            command = self._command([*setting, f"seed={','.join(map(str, self.seeds))}", f"hydra.sweep.dir={directory}"])
+            command = self._command([*setting, f"seed={','.join(map(str, seeds))}", f"hydra.sweep.dir={directory}"])
         log = directory / "reproduce.log"
-        done = len(list(directory.glob("*/summary.json"))) >= len(self.seeds)
+        done = len(list(directory.glob("*/summary.json"))) >= len(seeds)
         # (the interpreter's path may differ between machines: compare from the module on)
         if done and log.exists() and log.read_text().split("\n", 1)[0].endswith(" ".join(command[1:])):
             return directory
         shutil.rmtree(directory, ignore_errors=True)
         finished = self._run(command, directory, check=False)
         # A seed that diverged still leaves its summary (status diverged): a result, not a failure.
-        if not finished and len(list(directory.glob("*/summary.json"))) < len(self.seeds):
+        if not finished and len(list(directory.glob("*/summary.json"))) < len(seeds):
             raise RuntimeError(f"arm {arm.label!r} failed: see {log}")
         return directory
 
@@ -381,6 +403,59 @@ class Reproduction:
     # A tuned setting that scores this much worse on the report seeds than on the tuning seeds did
     # not carry over to unseen seeds: trips (minimize) 1.5x as many, accuracy (maximize) 5 points less.
     HELD_OUT_WORSE = {"minimize": 1.5, "maximize": 0.05}
+
+    @staticmethod
+    def _table_runs(chosen: list[Arm], directories: dict[str, Path]) -> Frames:
+        """The runs, metrics and trips of a table's arms, each labelled by its arm (column ``method``)."""
+        runs, metrics, trips = load_runs([directories[a.key] for a in chosen], ["algorithm.name"])
+        labels = {str(directories[a.key]): a.label for a in chosen}
+        label_of = runs["source"].map(lambda source: labels[str(Path(source).parent)])
+        runs["method"] = label_of
+        metrics["method"] = metrics["run"].map(label_of)
+        trips["method"] = trips["run"].map(label_of)
+        order = {a.label: i for i, a in enumerate(chosen)}
+        return runs.sort_values("method", key=lambda m: m.map(order), kind="stable"), metrics, trips
+
+    def power(self, tables: dict[str, dict], arms: dict[str, Arm]) -> dict[str, dict[str, Need]]:
+        """Per table, per verdict arm: the report seeds it needs (fl_bench.analysis.power), from every arm
+        run once on the protocol's pilot seeds, before any report run; {} without a power rule."""
+        power = self.protocol.power
+        if not power or self.smoke:
+            return {}
+        pilot = list(power["pilot_seeds"])
+        directories = dict(zip(arms, self._parallel(lambda a: self.run_arm(a, pilot, self.runs_dir / "pilot"),
+                                                    list(arms.values()))))
+        needs = {}
+        for name, table in tables.items():
+            chosen = self.arms(table)
+            runs = self._table_runs(chosen, directories)[0]
+            measure = table.get("measure", "trips")
+            measure = {"fairness": "best_accuracy"}.get(measure, measure)
+            view = rounds_view(runs) if measure == "rounds" else runs
+            kind = "ratio" if measure in ("trips", "rounds") else "difference"
+            needs[name] = {}
+            for arm in chosen:
+                spec = table["arms"][arm.label]
+                vs = spec.get("vs", table["reference"])
+                paper = paper_effect(spec, table["arms"].get(vs, {}), measure)
+                if not paper or vs == arm.label:
+                    continue
+                needs[name][arm.label] = seeds_needed(samples(view, arm.label, measure)[0],
+                                                      samples(view, vs, measure)[0], paper, kind)
+        return needs
+
+    def power_note(self, needs: dict[str, Need] | None, runs: pd.DataFrame) -> str:
+        """The power rule's paragraph under a table: what each verdict needed and what the table ran."""
+        if needs is None:
+            return ""
+        power = self.protocol.power
+        shown = "; ".join(f"{label} {'no side (the paper is split)' if need.seeds is None else need.seeds}"
+                          for label, need in needs.items())
+        return (f"Seeds by power (fl_bench/analysis/power.py, registered before the report runs): on pilot seeds "
+                f"{', '.join(map(str, power['pilot_seeds']))}, the report seeds each verdict needs for its 95% interval "
+                f"to clear the band if the paper's effect is real: {shown or 'no verdict'}; this table ran "
+                f"{int(runs.groupby('method')['seed'].nunique().min())} report seeds (at least "
+                f"{Protocol.MIN_REPORT_SEEDS}, at most the cap {power['cap']}).")
 
     def held_out(self, arms: list[Arm], directories: dict[str, Path]) -> str:
         """Arms that run a tuned setting exactly (no overrides) whose median objective on the report
@@ -431,23 +506,27 @@ class Reproduction:
         studies = {arm.study for arm in arms.values()}
         studies = {self.spec["studies"][s].get("setting_of", s) for s in studies}
         self._parallel(self.tuned, sorted(studies))
-        directories = dict(zip(arms, self._parallel(self.run_arm, list(arms.values()))))
+        needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
+        seeds = {key: self.seeds for key in arms}
+        if needs:  # an arm in several tables runs the most seeds any of them needs
+            counts: dict[str, int] = defaultdict(int)
+            for name, table in tables.items():
+                n = table_seeds(list(needs[name].values()), Protocol.MIN_REPORT_SEEDS, self.protocol.power["cap"])
+                for arm in self.arms(table):
+                    counts[arm.key] = max(counts[arm.key], n)
+            seeds = {key: self.seeds[:counts[key]] for key in arms}
+        directories = dict(zip(arms, self._parallel(lambda a: self.run_arm(a, seeds[a.key]), list(arms.values()))))
         for name, table in tables.items():
             chosen = self.arms(table)
-            runs, metrics, trips = load_runs([directories[a.key] for a in chosen], ["algorithm.name"])
-            labels = {str(directories[a.key]): a.label for a in chosen}
-            label_of = runs["source"].map(lambda source: labels[str(Path(source).parent)])
-            runs["method"] = label_of
-            metrics["method"] = metrics["run"].map(label_of)
-            trips["method"] = trips["run"].map(label_of)
-            order = {a.label: i for i, a in enumerate(chosen)}
-            runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
+            runs, metrics, trips = self._table_runs(chosen, directories)
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
             measure = table.get("measure", "trips")
             found = evidence(rounds_view(runs) if measure == "rounds" else runs, table["reference"], table["arms"],
-                             "best_accuracy" if measure == "fairness" else measure)
+                             "best_accuracy" if measure == "fairness" else measure,
+                             needs.get(name), (self.protocol.power or {}).get("cap"))
             write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
-            notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.guards(chosen),
+            notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.power_note(needs.get(name), runs),
+                                                self.guards(chosen),
                                                 self.held_out(chosen, directories), self.readings(),
                                                 self.protocol.describe(self._nested()))))
             if measure == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy

@@ -46,13 +46,22 @@ class Tuner:
 
 
 @dataclass
+class Power:
+    """``protocol.power``: report seeds set per table from a pilot's spread (fl_bench.analysis.power)."""
+
+    pilot_seeds: list[int] = MISSING  # every arm runs on these first, before any report run
+    cap: int = 30  # the most report seeds a table may take (the first ``cap`` of report_seeds)
+
+
+@dataclass
 class ProtocolSpec:
     """``protocol``: what every arm follows, written before the runs."""
 
     registered: str = MISSING
-    report_seeds: list[int] = MISSING
+    report_seeds: list[int] = MISSING  # with power: the pool, in order, of which a table takes the first n
     verdict: str = MISSING
     tuner: Optional[Tuner] = MISSING  # null: the paper's fixed setting, not tuned
+    power: Optional[Power] = None  # null: every table reports on all report_seeds
 
 
 @dataclass
@@ -193,7 +202,7 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
 
 def _what(cls: type) -> str:
     return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
-            "PrunerConfig": "protocol.tuner.pruner",
+            "PrunerConfig": "protocol.tuner.pruner", "Power": "protocol.power",
             "SpecialCase": "a special_case", "Cause": "an arm's cause", "ArmSpec": "an arm", "Table": "a table"}.get(cls.__name__, cls.__name__)
 
 

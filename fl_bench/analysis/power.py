@@ -1,0 +1,99 @@
+"""How many report seeds a verdict needs, decided before the report runs from a registered pilot.
+
+A verdict is decisive when the effect's 95% interval lies wholly on one side of an edge of the
+no-difference band (fl_bench.analysis.guards: ratio 1 +- 5%, difference 0 +- 0.5 points). If the paper's
+effect is real, the expected effect sits at the paper's value (where the paper gives only a direction,
+">0" or "<0", at twice the band's edge on that side: the smallest effect worth resolving), at a distance
+``d`` from the nearest band edge. The interval's half-width at ``n`` seeds per arm is, by the normal
+approximation to the percentile bootstrap of a difference of medians (the median's asymptotic variance
+pi/2 sigma^2 / n for normal noise),
+
+    h(n) = 1.96 * sqrt(pi / 2) * sqrt(sigma_a^2 + sigma_b^2) / sqrt(n),
+
+with sigma the pilot seeds' standard deviation of each arm (ratios: of the log of the per-seed values,
+so a ratio of medians is a difference of log medians). The table's number of report seeds is the
+smallest n with h(n) < d for each of its verdicts, at least the protocol's minimum and at most its cap;
+a verdict whose n exceeds the cap is "underpowered at <cap> seeds" if its interval at the cap does not
+decide it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
+side to resolve: its rows are not counted (their verdict is "paper split").
+
+This follows the practice of sizing a benchmark's seeds from measured variance rather than fixing
+them (Bouthillier et al. 2021, "Accounting for variance in machine learning benchmarks"); the seeds
+are set once, before the report runs, and never added after looking.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fl_bench.analysis.guards import NO_DIFFERENCE, paper_side
+
+Z95 = 1.959963984540054
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # the median's standard error over the mean's, normal noise
+
+
+@dataclass(frozen=True)
+class Need:
+    """Seeds one verdict needs: ``seeds`` (uncapped; None when the paper states no side), the expected
+    effect on the verdict's scale (a log ratio or points), its distance to the band edge and the pilot's
+    spread."""
+
+    seeds: int | None
+    effect: float
+    distance: float
+    spread: float
+
+
+def expected_effect(paper: list, kind: str) -> float | None:
+    """The effect to resolve on the verdict's scale (log ratio, or points): the paper's value nearest to
+    the band (the hardest of its datasets to resolve), or twice the band's edge for a direction without a
+    number; None when the paper's values lie on different sides of the band."""
+    sides = {paper_side(value, kind) for value in paper}
+    if len(sides) != 1:
+        return None
+    side = sides.pop()
+    low, high = NO_DIFFERENCE[kind]
+    values = []
+    for value in paper:
+        text = str(value)
+        number = float(text.lstrip("<>"))
+        if text[:1] in "<>" and low <= number <= high:  # a direction without a number ('>0', '<1'): the
+            edge = high if side == ">" else low      # smallest effect worth resolving on that side
+            values.append(edge ** 2 if kind == "ratio" else 2 * edge)
+        else:  # a number, or a bound beyond the band ('>4.8': at least that)
+            values.append(number)
+    scaled = [math.log(v) if kind == "ratio" else v for v in values]
+    return min(scaled, key=lambda v: _distance(v, kind))
+
+
+def _distance(effect: float, kind: str) -> float:
+    """How far an effect (log ratio or points) lies from the nearest edge of the band."""
+    low, high = NO_DIFFERENCE[kind]
+    if kind == "ratio":
+        low, high = math.log(low), math.log(high)
+    return min(abs(effect - low), abs(effect - high))
+
+
+def seeds_needed(pilot_a: np.ndarray, pilot_b: np.ndarray, paper: list, kind: str) -> Need:
+    """Report seeds per arm for the effect of arm a against arm b to clear the band (module docstring),
+    from their pilot values (trips or rounds for ``kind`` ratio, accuracy points for difference)."""
+    a, b = (np.log(np.asarray(x, float)) if kind == "ratio" else np.asarray(x, float) for x in (pilot_a, pilot_b))
+    spread = float(math.sqrt(np.var(a, ddof=1) + np.var(b, ddof=1))) if min(len(a), len(b)) > 1 else float("inf")
+    effect = expected_effect(list(paper), kind)
+    if effect is None:
+        return Need(None, float("nan"), float("nan"), spread)
+    distance = _distance(effect, kind)
+    if spread == 0:
+        return Need(1, effect, distance, spread)
+    if distance == 0 or not math.isfinite(spread):
+        return Need(math.inf, effect, distance, spread)
+    return Need(math.ceil((Z95 * MEDIAN_EFFICIENCY * spread / distance) ** 2), effect, distance, spread)
+
+
+def table_seeds(needs: list[Need], minimum: int, cap: int) -> int:
+    """The table's report seeds: what its most demanding decidable verdict needs, within [minimum, cap]."""
+    wanted = [need.seeds for need in needs if need.seeds is not None]
+    return int(min(cap, max([minimum, *wanted])))

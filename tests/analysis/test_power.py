@@ -1,0 +1,40 @@
+"""Seeds chosen by power before the report runs (fl_bench.analysis.power), on hand-computed cases."""
+
+import math
+
+import numpy as np
+import pytest
+
+from fl_bench.analysis.power import expected_effect, seeds_needed, table_seeds
+
+
+def test_the_seeds_a_difference_needs_follow_the_pilot_spread_and_the_distance_to_the_band():
+    # paper +2.0 points: 1.5 from the band's edge +0.5; pilot sd sqrt(1 + 0) = 1;
+    # n = ceil((1.96 * sqrt(pi/2) * 1 / 1.5)^2) = ceil(2.682) = 3
+    need = seeds_needed(np.array([1.0, 2.0, 3.0]), np.array([5.0, 5.0, 5.0]), [2.0], "difference")
+    assert (need.seeds, need.effect, need.distance, need.spread) == (3, 2.0, 1.5, 1.0)
+    # twice the spread: four times the seeds (ceil(10.73))
+    assert seeds_needed(np.array([2.0, 4.0, 6.0]), np.array([5.0, 5.0, 5.0]), [2.0], "difference").seeds == 11
+
+
+def test_a_ratio_is_sized_on_the_log_scale_and_a_direction_without_a_number_at_twice_the_band():
+    # paper 2.0x: log 2 - log 1.05 = 0.6444 from the edge; pilot log values sd: [log 100, log 200] each arm
+    a, b = np.array([100.0, 200.0]), np.array([100.0, 200.0])
+    sd = math.sqrt(2 * np.var(np.log([100.0, 200.0]), ddof=1))
+    need = seeds_needed(a, b, [2.0], "ratio")
+    assert need.spread == pytest.approx(sd)
+    assert need.seeds == math.ceil((1.959964 * math.sqrt(math.pi / 2) * sd / (math.log(2) - math.log(1.05))) ** 2)
+    assert expected_effect([">1"], "ratio") == pytest.approx(math.log(1.05 ** 2))  # a direction: 1.1025x
+    assert expected_effect(["<0"], "difference") == -1.0
+    assert expected_effect([">4.8"], "ratio") == pytest.approx(math.log(4.8))  # a bound beyond the band counts
+    assert expected_effect([3.3, 1.7, 1.8], "ratio") == pytest.approx(math.log(1.7))  # the hardest dataset
+    assert expected_effect([0.94, 1.30], "ratio") is None  # the paper's datasets disagree: no side to resolve
+
+
+def test_a_table_takes_its_most_demanding_verdict_within_the_minimum_and_the_cap():
+    need = seeds_needed(np.array([1.0, 2.0, 3.0]), np.array([5.0, 5.0, 5.0]), [0.6], "difference")  # 0.1 from the edge
+    assert need.seeds == 604
+    split = seeds_needed(np.array([1.0, 2.0]), np.array([1.0, 2.0]), [0.94, 1.30], "ratio")
+    assert split.seeds is None
+    assert table_seeds([need, split], minimum=5, cap=30) == 30
+    assert table_seeds([split], minimum=5, cap=30) == 5
