@@ -207,3 +207,16 @@ def test_findings_quote_the_evidence_through_placeholders_so_a_rerun_cannot_leav
         "(no comparison); (fedasync: not run)")
     assert shown.loc["fedavgm", "effect [95% CI]"].startswith("3.07× [")
     assert found.set_index("method").loc["fedavgm", "effect"] == pytest.approx(310 / 101)
+
+
+def test_a_paper_split_across_the_band_has_no_side_to_test_and_a_verdict_the_cap_cannot_resolve_says_so():
+    from fl_bench.analysis.power import Need
+
+    runs = _runs({"fedbuff": [100, 105, 98, 102, 101], "k1": [95, 120, 99, 104, 101], "k100": [90, 130, 95, 110, 100]})
+    arms = {"k1": {"vs": "fedbuff", "paper": {"trips": [0.94, 1.30]}},  # two datasets on either side of 1 +- 5%
+            "k100": {"vs": "fedbuff", "paper": {"trips": [1.5]}}}
+    plain = evidence(runs, "fedbuff", arms, "trips").set_index("method")
+    assert plain.loc["k1", "verdict"] == "paper split" and plain.loc["k100", "verdict"] == "inconclusive"
+    needs = {"k100": Need(seeds=40, effect=0.36, distance=0.31, spread=0.9)}  # the pilot said 40 > the cap of 30
+    capped = evidence(runs, "fedbuff", arms, "trips", needs, cap=30).set_index("method")
+    assert capped.loc["k100", "verdict"] == "underpowered at 5 seeds"
