@@ -3,6 +3,8 @@ the full search, in a fraction of its time?
 
     python benchmarks/pruning.py                     # the three studies below, one after another
     python benchmarks/pruning.py --studies fedgbo    # one of them
+    python benchmarks/pruning.py --adoption results/tuned/fedbuff_smoke results/tuned/fedbuff_smoke_pruned
+                                                     # a file's every study, tuned in full and pruned
 
 The protocol, registered before the runs (2026-11-26): for each study, the sweep file's own tuner (32 TPE
 trials, 10 random, tuning seeds 100 and 101, the file's objective) runs twice from scratch on this
@@ -85,8 +87,42 @@ def measure(key: str, out: Path) -> dict:
     return row
 
 
-def write_page(table: pd.DataFrame, path: Path) -> None:
-    """results/pruning_validation.md: the protocol, the table, and one generated sentence per study."""
+def adoption(full: Path, pruned: Path) -> pd.DataFrame:
+    """Every study a sweep file tuned twice, in full (``full``: its results/tuned directory) and with the
+    pruner (``pruned``): the best objective each search found on the tuning seeds and its wall time."""
+    rows = []
+    for path in sorted(pruned.glob("*.yaml")):
+        a, b = (yaml.safe_load((d / path.name).read_text()) for d in (full, pruned))
+        if not a.get("best_params") or a.get("wall_seconds", 0) == 0:
+            continue  # not tuned (a diagnostic that runs another study's setting)
+        rows.append({"study": path.stem, "full best on tuning seeds": a["best_value"],
+                     "pruned best on tuning seeds": b["best_value"],
+                     "pruned / full": round(b["best_value"] / a["best_value"], 2) if a["tuner"]["direction"] == "minimize"
+                     else round(b["best_value"] - a["best_value"], 4),
+                     "full search (s)": round(a["wall_seconds"]), "pruned search (s)": round(b["wall_seconds"]),
+                     "pruned trials": b.get("pruned_trials")})
+    return pd.DataFrame(rows)
+
+
+def adoption_lines(table: pd.DataFrame, full: str, pruned: str) -> list[str]:
+    """The adoption section: the table and which studies the pruned search left worse than the full one."""
+    worse = table[table["pruned / full"] > 1.05]
+    return ["## Adoption: every study of a file, tuned in full and pruned", "",
+            f"The same protocol with and without the pruner, each tuned from scratch by the file's reproduction on this "
+            f"machine ({full} against {pruned}; a minimized objective, so a ratio above 1 is a worse setting found; the "
+            "searches ran on different days beside other jobs, so their seconds compare only roughly). The validation "
+            "above covered one study; this is what the pruner did to every study of the file.", "",
+            table.to_markdown(index=False), "",
+            f"- Searches: {table['full search (s)'].sum():,} s in full against {table['pruned search (s)'].sum():,} s pruned "
+            f"(summed over studies, {table['full search (s)'].sum() / table['pruned search (s)'].sum():.1f}x).",
+            f"- The pruned search ended more than 5% worse on the tuning seeds for {len(worse)} of {len(table)} studies"
+            + (": " + ", ".join(f"{r['study']} ({r['pruned / full']}x)" for _, r in worse.iterrows()) if len(worse) else "")
+            + ".", ""]
+
+
+def write_page(table: pd.DataFrame, path: Path, adopted: list[str] = ()) -> None:
+    """results/pruning_validation.md: the protocol, the table, and one generated sentence per study; then
+    the ``adopted`` section (:func:`adoption_lines`) where one was measured."""
     lines = [f"# Pruned against full tuning (`benchmarks/pruning.py`, registered {REGISTERED})", "",
              " ".join(__doc__.split("\n\n")[2].split()), "",
              "No paper has a number here: this compares two ways of tuning the same study. Search times are wall "
@@ -99,7 +135,7 @@ def write_page(table: pd.DataFrame, path: Path) -> None:
                      f"{r['full 95% interval']}, in {r['pruned search (s)']:.0f} s against {r['full search (s)']:.0f} s "
                      f"({r['time ratio (full / pruned)']}x less time, {r['trips ratio (full / pruned)']}x fewer client "
                      f"trips, {r['pruned trials']} of 32 trials pruned): the pruner {verdict}.")
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join([*lines, "", *adopted]) + "\n")
 
 
 def main() -> None:
@@ -107,7 +143,16 @@ def main() -> None:
     parser.add_argument("--studies", nargs="+", choices=list(STUDIES), default=["fedgbo", "fedlaavg", "fedbuff"])
     parser.add_argument("--work", type=Path, default=Path("multirun/pruning_validation"), help="tuning and runs")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "pruning_validation")
+    parser.add_argument("--adoption", nargs=2, type=Path, metavar=("FULL", "PRUNED"),
+                        help="instead: compare two tuned directories of one sweep file (in full, pruned)")
     args = parser.parse_args()
+    if args.adoption:
+        table = adoption(*args.adoption)
+        table.to_csv(args.out.parent / f"{args.out.name}_adoption.csv", index=False)
+        validated = pd.read_csv(args.out.with_suffix(".csv"))
+        write_page(validated, args.out.with_suffix(".md"), adoption_lines(table, *map(str, args.adoption)))
+        print(table.to_string())
+        return
     rows = []
     for key in args.studies:
         rows.append(measure(key, args.work))
