@@ -34,3 +34,10 @@ def run_config(tmp_path):
         return summary, pd.read_csv(run_dir / "metrics.csv"), pd.read_csv(run_dir / "trips.csv")
 
     return run
+
+
+@pytest.fixture(scope="session")
+def shared_data_root(tmp_path_factory):
+    """One data root for the session's end-to-end tests: a generated dataset (MNIST-1D's 60,000 curves
+    take seconds to make) is made once, into its cache there, and read by every test after."""
+    return tmp_path_factory.mktemp("data")

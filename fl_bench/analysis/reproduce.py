@@ -239,7 +239,8 @@ class Reproduction:
         self.workload = [*self.spec["workload"], *(self.spec["smoke"] if smoke else []), *overrides]
         self.seeds = list(self.protocol.report_seeds[:1] if smoke else self.protocol.report_seeds)
         self._study_locks = defaultdict(threading.Lock)  # a nested study waits for its special case
-        self._check_special_cases()
+        if not smoke:  # they guard the tuning, which a smoke point never does
+            self._check_special_cases()
 
     def _check_special_cases(self) -> None:
         """Every nested study's special case composes into a config that runs (FedProx with mu = 0):

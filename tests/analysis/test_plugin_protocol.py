@@ -18,8 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _my_protocol(tmp_path: Path) -> Path:
-    """sweeps/fedgbo_smoke.yaml with the plugin's TrimmedFedAvg as one more study and a table of its own."""
+    """sweeps/fedgbo_smoke.yaml's protocol and FedAvg study with the plugin's TrimmedFedAvg as one more study
+    and a table of its own."""
     spec = yaml.safe_load((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text())
+    spec["studies"] = {"fedavg": spec["studies"]["fedavg"]}  # the paper's method the new one is compared with
     spec["studies"]["trimmed"] = {"space": "trimmed_fedavg_smoke",
                                   "overrides": ["algorithm=trimmed_fedavg", "algorithm.cohort=10"],
                                   "special_case": {"study": "fedavg", "set": {"algorithm.trim_fraction": 0.0}}}
@@ -35,7 +37,7 @@ def _my_protocol(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_plugin_method_runs_under_a_paper_s_protocol_and_gets_its_verdict(tmp_path, monkeypatch):
+def test_a_plugin_method_runs_under_a_paper_s_protocol_and_gets_its_verdict(tmp_path, monkeypatch, shared_data_root):
     plugin = tmp_path / "my_plugin"  # outside the repository, as a user's package is
     shutil.copytree(REPO / "tests" / "example_plugin", plugin)
     monkeypatch.syspath_prepend(str(plugin))
@@ -44,7 +46,7 @@ def test_a_plugin_method_runs_under_a_paper_s_protocol_and_gets_its_verdict(tmp_
     spec = _my_protocol(tmp_path)
 
     reproduction = Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, in_process=True, every_arm=True,
-                                overrides=[searchpath, f"data_root={tmp_path / 'data'}", "max_rounds=5"])
+                                overrides=[searchpath, f"data_root={shared_data_root}", "max_rounds=5"])
     assert reproduction.protocol.spaces[-1] == plugin / "conf" / "hparams_search"  # where its own space is found
     reproduction.run([], tmp_path / "out")
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # 2 arms on 3 pilot and up to 6 report seeds, in 
 
 def _spec(tmp_path: Path) -> Path:
     spec = {
-        "paper": "Toy", "workload": ["max_trips=100", "eval_every=50", "concurrency=10", "target_accuracy=0.3"],
+        "paper": "Toy", "workload": ["max_trips=60", "eval_every=30", "concurrency=10", "target_accuracy=0.3"],
         "protocol": {"registered": "2026-11-26", "tuner": None, "report_seeds": list(range(1, 7)), "verdict": "v",
                      "power": {"pilot_seeds": [101, 102, 103], "cap": 6}},
         "runs_dir": str(tmp_path / "runs"), "tuned_dir": str(tmp_path / "tuned"),

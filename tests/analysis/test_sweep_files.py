@@ -34,11 +34,11 @@ def _shakespeare_users(data_root: Path, options: list[str]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", sorted(SWEEPS.glob("*_smoke.yaml")), ids=lambda path: path.stem)
-def test_every_arm_of_every_sweep_file_runs_at_its_smoke_point_and_is_reported(spec, tmp_path):
-    overrides = [f"data_root={tmp_path / 'data'}"]
+def test_every_arm_of_every_sweep_file_runs_at_its_smoke_point_and_is_reported(spec, tmp_path, shared_data_root):
+    overrides = [f"data_root={shared_data_root}"]
     if spec.stem == "fedgbo_shakespeare_smoke":  # its plays cannot be downloaded here: a small LEAF JSON instead
         overrides += ["dataset.origin=leaf_json", "dataset.fraction=1.0"]
-        _shakespeare_users(tmp_path / "data", overrides)
+        _shakespeare_users(shared_data_root, overrides)
         overrides += ["max_rounds=1", "algorithm.local_steps=2"]  # its char GRU is the slowest model here
     out = tmp_path / "out"
     Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, overrides=overrides, every_arm=True,

@@ -16,6 +16,7 @@ def smoke_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("wandb_runs")
     result = fl_bench(
         "-m", "experiment=fedbuff_smoke", "algorithm=fedbuff,fedavgm", "seed=0,1", "max_trips=300", "concurrency=20",
+        "dataset.num_samples=3000",
         "eval_every=100", "partition.num_clients=200", "logger=wandb", f"hydra.sweep.dir={root}", cwd=root,
     )
     assert result.returncode == 0, result.stderr

@@ -27,6 +27,15 @@ def fl_bench(*overrides, cwd, env=None):
     )
 
 
+@pytest.fixture(scope="module")
+def one_process_run(tmp_path_factory):
+    """The built-in task in one process: the run every multi-process run of WORKLOAD below must equal."""
+    run_dir = tmp_path_factory.mktemp("one_process") / "run"
+    result = fl_bench(*WORKLOAD, "devices=1", f"hydra.run.dir={run_dir}", cwd=run_dir.parent)
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
 def outputs(run_dir: Path):
     model = torch.load(run_dir / "model.pt")
     return (pd.read_csv(run_dir / "trips.csv"), pd.read_csv(run_dir / "metrics.csv"),
@@ -38,14 +47,17 @@ def outputs(run_dir: Path):
                                        "task.module._target_=my_fl_extensions.lightning_modules.DigitsClassifier",
                                        # partial work: each trip's step count reaches the process that trains it
                                        "behaviour=unreliable", "behaviour.failure_rate=0", "behaviour.work_deadline=0.6")])
-def test_two_processes_give_the_same_run_as_one(tmp_path, task):
+def test_two_processes_give_the_same_run_as_one(tmp_path, task, one_process_run):
     """The built-in task and a LightningModule: 1 process and 2 (gloo) write the same trips.csv and
     metrics.csv, and the same final model bit for bit; only rank 0 writes the run directory."""
     runs = {}
     for devices in (1, 2):
         run_dir = tmp_path / f"devices{devices}"
-        result = fl_bench(*WORKLOAD, *task, f"devices={devices}", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-        assert result.returncode == 0, result.stderr
+        if devices == 1 and not task:
+            run_dir = one_process_run
+        else:
+            result = fl_bench(*WORKLOAD, *task, f"devices={devices}", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+            assert result.returncode == 0, result.stderr
         runs[devices] = outputs(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["processes"] == devices
@@ -58,7 +70,7 @@ def test_two_processes_give_the_same_run_as_one(tmp_path, task):
 
 
 @pytest.mark.slow
-def test_a_lost_process_stops_the_run_in_one_line_and_the_same_command_resumes_it(tmp_path):
+def test_a_lost_process_stops_the_run_in_one_line_and_the_same_command_resumes_it(tmp_path, one_process_run):
     """Rank 1 dies at its 8th batch of trips (after checkpoints at server steps 3 and 6) while rank 0
     trains that batch for 6 s more than Lightning's watch over its processes waits (it kills them all
     within 5 s): rank 0 stops with one line naming the lost process; the same command goes on from the
@@ -73,8 +85,7 @@ def test_a_lost_process_stops_the_run_in_one_line_and_the_same_command_resumes_i
     assert (run_dir / "checkpoint.pt").exists()
     resumed = fl_bench(*command, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    whole = tmp_path / "whole"
-    assert fl_bench(*WORKLOAD, "devices=1", f"hydra.run.dir={whole}", cwd=tmp_path).returncode == 0
+    whole = one_process_run
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["resumed_at_trips"] and summary["status"] == "completed"
     for a, b in zip(outputs(run_dir), outputs(whole)):
