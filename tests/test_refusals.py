@@ -52,6 +52,13 @@ def write_files(tmp: Path) -> None:
         "direction: maximize}", "direction: maximize, pruner: {name: bogus, min_resource: 100}}"))
     (tmp / "pruner_type.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
         "direction: maximize}", "direction: maximize, pruner: {name: successive_halving, min_resource: abc}}"))
+    gbo = (REPO / "sweeps" / "fedgbo_smoke.yaml").read_text()
+    (tmp / "power_cap.yaml").write_text(gbo.replace("  report_seeds: [1, 2, 3, 4, 5]\n",
+                                                    "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [201, 202, 203]}\n"))
+    (tmp / "power_pilot.yaml").write_text(gbo.replace("  report_seeds: [1, 2, 3, 4, 5]\n",
+                                                      "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [1, 202, 203], cap: 5}\n"))
+    (tmp / "power_type.yaml").write_text(gbo.replace("  report_seeds: [1, 2, 3, 4, 5]\n",
+                                                     "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: many}\n"))
     (tmp / "bad_aggregate.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
         "direction: maximize}", "direction: maximize, aggregate: max}"))
     hfl = (REPO / "sweeps" / "hfl_smoke.yaml").read_text()
@@ -141,6 +148,8 @@ REFUSALS = [
      "hydra.sweeper.pruner.max_resource=900 is not allowed with hydra.sweeper.pruner.name=successive_halving"),
     (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.aggregate=max", "hydra.sweeper.storage=sqlite:///{tmp}/o.db",
                 "hydra.sweep.dir={tmp}/sweep"], {}, "hydra.sweeper.aggregate='max' is not allowed: choose one of mean, worst, median"),
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.aggregate=worst", "hydra.sweeper.storage=sqlite:///{tmp}/o.db",
+                "hydra.sweep.dir={tmp}/sweep"], {}, "hydra.sweeper.aggregate=worst needs at least 2 hydra.sweeper.seeds, not []"),
     (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner.min_resource=100",
                 "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
      "hydra.sweeper.pruner.min_resource=100 is not allowed: it needs hydra.sweeper.pruner.name"),
@@ -185,6 +194,10 @@ REFUSALS = [
     (REPRODUCE, ["{tmp}/arm_key.yaml"], {}, "{tmp}/arm_key.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.overides is "
                                             "not a key of an arm: did you mean overrides?"),
     (REPRODUCE, ["{tmp}/bad_aggregate.yaml"], {}, "protocol.tuner.aggregate='max': choose one of mean, worst, median"),
+    (REPRODUCE, ["{tmp}/power_cap.yaml"], {}, "protocol.power.cap=30: must be at least 5 and at most the 5 report seeds listed"),
+    (REPRODUCE, ["{tmp}/power_pilot.yaml"], {}, "protocol.power.pilot_seeds [1] are also tuning or report seeds"),
+    (REPRODUCE, ["{tmp}/power_type.yaml"], {}, "{tmp}/power_type.yaml: protocol.power.pilot_seeds='many' is not allowed: "
+                                               "it must be a list of integers"),
     # findings quote measured numbers through placeholders only (they would go stale); causes name an arm
     (REPRODUCE, ["{tmp}/typed_interval.yaml"], {}, "{tmp}/typed_interval.yaml: tables.hfl_convex_smoke.notes types the "
                                                    "interval '[1.0, 3.2]': quote measured numbers as placeholders"),

@@ -155,6 +155,8 @@ class OptunaSweeper(Sweeper):
         self.seeds = [int(s) for s in seeds or ()]
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"hydra.sweeper.seeds={self.seeds}: a seed repeats")
+        if aggregate != "mean" and len(self.seeds) < 2:  # one run per trial: nothing to aggregate
+            raise ConfigError(f"hydra.sweeper.aggregate={aggregate} needs at least 2 hydra.sweeper.seeds, not {self.seeds}")
         self.enqueue = [dict(setting) for setting in enqueue or ()]
         for setting in self.enqueue:
             unknown = sorted(set(setting) - set(self.space))
