@@ -417,6 +417,13 @@ class Reproduction:
         order = {a.label: i for i, a in enumerate(chosen)}
         return runs.sort_values("method", key=lambda m: m.map(order), kind="stable"), metrics, trips
 
+    @staticmethod
+    def _evidence_view(table: dict, runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+        """The runs a table's verdicts read (rounds for a rounds table) and the measure they read
+        (FedStaleWeight's fairness table is judged on best accuracy)."""
+        measure = table.get("measure", "trips")
+        return (rounds_view(runs) if measure == "rounds" else runs), {"fairness": "best_accuracy"}.get(measure, measure)
+
     def power(self, tables: dict[str, dict], arms: dict[str, Arm]) -> dict[str, dict[str, Need]]:
         """Per table, per verdict arm: the report seeds it needs (fl_bench.analysis.power), from every arm
         run once on the protocol's pilot seeds, before any report run; {} without a power rule."""
@@ -430,9 +437,7 @@ class Reproduction:
         for name, table in tables.items():
             chosen = self.arms(table)
             runs = self._table_runs(chosen, directories)[0]
-            measure = table.get("measure", "trips")
-            measure = {"fairness": "best_accuracy"}.get(measure, measure)
-            view = rounds_view(runs) if measure == "rounds" else runs
+            view, measure = self._evidence_view(table, runs)
             kind = "ratio" if measure in ("trips", "rounds") else "difference"
             needs[name] = {}
             for arm in chosen:
@@ -522,9 +527,9 @@ class Reproduction:
             runs, metrics, trips = self._table_runs(chosen, directories)
             tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
             measure = table.get("measure", "trips")
-            found = evidence(rounds_view(runs) if measure == "rounds" else runs, table["reference"], table["arms"],
-                             "best_accuracy" if measure == "fairness" else measure,
-                             needs.get(name), (self.protocol.power or {}).get("cap"))
+            view, verdict_measure = self._evidence_view(table, runs)
+            found = evidence(view, table["reference"], table["arms"], verdict_measure, needs.get(name),
+                             (self.protocol.power or {}).get("cap"))
             write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
             notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.power_note(needs.get(name), runs),
                                                 self.guards(chosen),
