@@ -34,39 +34,46 @@ def _sweep(tmp: Path, edit) -> None:
     (tmp / "sweep.yaml").write_text(edit(text))
 
 
+def _replace(text: str, old: str, new: str) -> str:
+    """``text`` with ``old`` replaced; a test whose edit no longer applies fails here rather than
+    running the unedited file (a whole reproduction)."""
+    assert old in text, f"the refusal's edit no longer applies: {old!r}"
+    return text.replace(old, new, 1)
+
+
+def _edit(sweep: str, old: str, new: str) -> str:
+    return _replace((REPO / "sweeps" / f"{sweep}.yaml").read_text(), old, new)
+
+
 def write_files(tmp: Path) -> None:
     (tmp / "empty.csv").write_text("")
     (tmp / "binary.dat").write_bytes(bytes(range(256)) * 4)
     (tmp / "past.csv").write_text("client,start,end\n" + "".join(f"{c},0,0.5\n" for c in range(1000)))
     (tmp / "bad.yaml").write_text("studies: [1,\ntables: }")
-    (tmp / "misspelt.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
-        "fedavg:       {overrides:", "fedavg:       {overides:"))
+    (tmp / "misspelt.yaml").write_text(_edit("hfl_smoke", "fedavg:       {overrides:", "fedavg:       {overides:"))
     (tmp / "unknown_key.yaml").write_text("runz_dir: x\n" + (REPO / "sweeps" / "hfl_smoke.yaml").read_text())
-    (tmp / "five.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
-        "report_seeds: [1, 2, 3, 4, 5]", "report_seeds: five"))
-    (tmp / "no_reference.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
-        "reference: (0,1) HFL", "reference: (0,1) HFLL"))
-    (tmp / "arm_key.yaml").write_text((REPO / "sweeps" / "hfl_smoke.yaml").read_text().replace(
-        "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
-    (tmp / "bad_pruner.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
-        "direction: maximize}", "direction: maximize, pruner: {name: bogus, min_resource: 100}}"))
-    (tmp / "pruner_type.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
-        "direction: maximize}", "direction: maximize, pruner: {name: successive_halving, min_resource: abc}}"))
-    gbo = (REPO / "sweeps" / "fedgbo_smoke.yaml").read_text()
-    (tmp / "power_cap.yaml").write_text(gbo.replace("  report_seeds: [1, 2, 3, 4, 5]\n",
+    (tmp / "five.yaml").write_text(_edit("hfl_smoke", "report_seeds: [1, 2, 3, 4, 5, 6,", "report_seeds: five #"))
+    (tmp / "no_reference.yaml").write_text(_edit("hfl_smoke", "reference: (0,1) HFL", "reference: (0,1) HFLL"))
+    (tmp / "arm_key.yaml").write_text(_edit("hfl_smoke", "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
+    (tmp / "bad_pruner.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, pruner: {name: bogus, min_resource: 100}}"))
+    (tmp / "pruner_type.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, pruner: {name: successive_halving, min_resource: abc}}"))
+    gbo = _edit("fedgbo_smoke", "  report_seeds: [" + ", ".join(map(str, range(1, 31))) + "]\n  power: {pilot_seeds: [201, 202, 203, 204, 205], cap: 30}\n",
+                "  report_seeds: [1, 2, 3, 4, 5]\n")  # the registered file, without its power rule
+    (tmp / "power_cap.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
                                                     "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [201, 202, 203]}\n"))
-    (tmp / "power_pilot.yaml").write_text(gbo.replace("  report_seeds: [1, 2, 3, 4, 5]\n",
+    (tmp / "power_pilot.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
                                                       "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [1, 202, 203], cap: 5}\n"))
-    (tmp / "power_type.yaml").write_text(gbo.replace("  report_seeds: [1, 2, 3, 4, 5]\n",
+    (tmp / "power_type.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
                                                      "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: many}\n"))
-    (tmp / "bad_aggregate.yaml").write_text((REPO / "sweeps" / "fedgbo_smoke.yaml").read_text().replace(
-        "direction: maximize}", "direction: maximize, aggregate: max}"))
+    (tmp / "bad_aggregate.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, aggregate: max}"))
     hfl = (REPO / "sweeps" / "hfl_smoke.yaml").read_text()
-    (tmp / "typed_interval.yaml").write_text(hfl.replace("    notes: >-\n", "    notes: >-\n      ahead by 2.1 [1.0, 3.2]\n", 1))
-    (tmp / "placeholder.yaml").write_text(hfl.replace("    notes: >-\n", "    notes: >-\n      {effect:(0,1) FedAvgg}\n", 1))
-    (tmp / "brace.yaml").write_text(hfl.replace("    notes: >-\n", "    notes: >-\n      {gap:(0,1) FedAvg}\n", 1))
-    (tmp / "cause.yaml").write_text(hfl.replace("(0,1) HFL: {study: hfl,",
-                                                "(0,1) HFL: {study: hfl, cause: {arm: '(0,1) FedAvgg', changes: waits},"))
+    (tmp / "typed_interval.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      ahead by 2.1 [1.0, 3.2]\n"))
+    (tmp / "placeholder.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {effect:(0,1) FedAvgg}\n"))
+    (tmp / "brace.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {gap:(0,1) FedAvg}\n"))
+    (tmp / "cause.yaml").write_text(_replace(hfl, "(0,1) HFL: {study: hfl,",
+                                             "(0,1) HFL: {study: hfl, cause: {arm: '(0,1) FedAvgg', changes: waits},"))
+    (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
+    (tmp / "amended_before.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - '2026-11-01: more seeds'\n"))
     with open(tmp / "list.pkl", "wb") as f:
         pickle.dump([1, 2, 3], f)
 
@@ -205,6 +212,9 @@ REFUSALS = [
                                                 "{effect:(0,1) FedAvgg}='(0,1) FedAvgg' is not defined: did you mean (0,1) FedAvg?"),
     (REPRODUCE, ["{tmp}/brace.yaml"], {}, "{tmp}/brace.yaml: tables.hfl_convex_smoke.notes: '{gap:(0,1) FedAvg}' is not "
                                           "a placeholder: write {KIND:ARM} with KIND one of effect, median, verdict, seeds"),
+    (REPRODUCE, ["{tmp}/undated.yaml"], {}, "protocol.amended entry 'more seeds': write 'YYYY-MM-DD: what changed and "
+                                            "why', dated after registered (2026-11-25)"),
+    (REPRODUCE, ["{tmp}/amended_before.yaml"], {}, "protocol.amended entry '2026-11-01: more seeds': write 'YYYY-MM-DD: "),
     (REPRODUCE, ["{tmp}/cause.yaml"], {}, "{tmp}/cause.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.cause.arm='(0,1) "
                                           "FedAvgg' is not defined"),
     (SCOREBOARD, ["--sweeps", "{tmp}/no_such_dir"], {}, "--sweeps {tmp}/no_such_dir is not a directory"),

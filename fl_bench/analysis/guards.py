@@ -8,10 +8,11 @@ independently, 2,000 resamples, a fixed generator: the same table every time). A
 the target counts as the budget, so its arm's trips are a lower bound (shown with ">").
 
 Verdict: the effect's interval lies above the band of "no difference" (ratio 1 +- 5%, difference 0
-+- 0.5 points), below it, or inside it, and that side is the paper's: "reproduces"; another side:
-"differs"; an interval that straddles a band edge: "inconclusive", or "underpowered at N seeds" when the
-protocol's power rule (fl_bench.analysis.power) said before the runs that N seeds, its cap, could not
-resolve it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
++- 0.5 points), below it, or inside it, and that side is the paper's: "reproduces"; an interval that
+excludes the paper's side (wholly on other sides, even where it straddles the edge between them: the
+paper says larger and the interval says the same or smaller): "differs"; an interval that reaches into
+the paper's side and beyond it: "inconclusive", or "underpowered at N seeds" when the protocol's power
+rule (fl_bench.analysis.power) said before the runs that N seeds, its cap, could not resolve it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
 side to test: "paper split".
 
 Tuning failed: an arm declares the arm that runs its nested special case (``special_case:`` in the
@@ -197,6 +198,16 @@ def paper_side(value: Any, kind: str = "ratio") -> str:
     return side(number, number, kind)
 
 
+def excludes(low: float, high: float, expected: str, kind: str) -> bool:
+    """Whether an interval lies wholly outside the region of side ``expected`` ('>', '<' or '=')."""
+    band_low, band_high = NO_DIFFERENCE[kind]
+    if expected == ">":
+        return high <= band_high
+    if expected == "<":
+        return low >= band_low
+    return low > band_high or high < band_low
+
+
 def _paper_side(values: list[Any], kind: str) -> str | None:
     """The side all the paper's numbers take; None when they disagree."""
     sides = {paper_side(value, kind) for value in values}
@@ -308,11 +319,12 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
                                           else f"{float(v):+.2f}" for v in paper)
                 expected, found = _paper_side(list(paper), kind), side(e_low, e_high, kind)
                 need = (needs or {}).get(method)
+                decided = expected is not None and (found == expected or excludes(e_low, e_high, expected, kind))
                 row["verdict"] = ("paper split" if expected is None
-                                  else f"underpowered at {len(ours)} seeds" if found == "?" and need is not None
+                                  else "reproduces" if found == expected else "differs" if decided
+                                  else f"underpowered at {len(ours)} seeds" if need is not None
                                   and need.seeds is not None and cap is not None and need.seeds > cap
-                                  else "inconclusive" if found == "?"
-                                  else "reproduces" if found == expected else "differs")
+                                  else "inconclusive")
         fallen = collapsed(runs, method, measure) if "seed" in runs else []
         if fallen:
             row["guard"] = f"unstable: collapsed on seed{'s' if len(fallen) > 1 else ''} {', '.join(map(str, fallen))} of {len(ours)}"

@@ -11,8 +11,12 @@ pi/2 sigma^2 / n for normal noise),
     h(n) = 1.96 * sqrt(pi / 2) * sqrt(sigma_a^2 + sigma_b^2) / sqrt(n),
 
 with sigma the pilot seeds' standard deviation of each arm (ratios: of the log of the per-seed values,
-so a ratio of medians is a difference of log medians). The table's number of report seeds is the
-smallest n with h(n) < d for each of its verdicts, at least the protocol's minimum and at most its cap;
+so a ratio of medians is a difference of log medians). The paper's effect may not be real: a verdict
+must also decide at the effect the pilot itself measured, whose interval has to clear the edge of the
+paper's side (the upper band edge for a paper that says larger, the lower for smaller, the nearer edge
+for "the same") to reproduce or to differ. A verdict needs the larger of the two n, the smallest with
+h(n) < d for its distance d. The table's number of report seeds is the most its verdicts need, at
+least the protocol's minimum and at most its cap;
 a verdict whose n exceeds the cap is "underpowered at <cap> seeds" if its interval at the cap does not
 decide it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
 side to resolve: its rows are not counted (their verdict is "paper split").
@@ -37,14 +41,19 @@ MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # the median's standard error over t
 
 @dataclass(frozen=True)
 class Need:
-    """Seeds one verdict needs: ``seeds`` (uncapped; None when the paper states no side), the expected
-    effect on the verdict's scale (a log ratio or points), its distance to the band edge and the pilot's
-    spread."""
+    """Seeds one verdict needs: ``seeds`` (uncapped, the larger of ``paper_seeds`` and ``pilot_seeds``;
+    None when the paper states no side), the paper's effect on the verdict's scale (a log ratio or points)
+    and its distance to the band edge, the pilot's spread, the effect the pilot measured and the seeds
+    that effect needs to clear the edge of the paper's side."""
 
     seeds: int | None
     effect: float
     distance: float
     spread: float
+    paper_seeds: int | None = None
+    pilot_effect: float = float("nan")
+    pilot_seeds: int | None = None
+    kind: str = "difference"  # or "ratio": effects are log ratios
 
 
 def expected_effect(paper: list, kind: str) -> float | None:
@@ -77,20 +86,40 @@ def _distance(effect: float, kind: str) -> float:
     return min(abs(effect - low), abs(effect - high))
 
 
+def _side_distance(effect: float, side: str, kind: str) -> float:
+    """How far an effect lies from the edge an interval must clear to tell whether it is on ``side``."""
+    low, high = NO_DIFFERENCE[kind]
+    if kind == "ratio":
+        low, high = math.log(low), math.log(high)
+    return abs(effect - high) if side == ">" else abs(effect - low) if side == "<" else _distance(effect, kind)
+
+
+def _seeds(spread: float, distance: float) -> int | float:
+    """The smallest n with h(n) < distance (module docstring)."""
+    if spread == 0:
+        return 1
+    if distance == 0 or not math.isfinite(spread):
+        return math.inf
+    return math.ceil((Z95 * MEDIAN_EFFICIENCY * spread / distance) ** 2)
+
+
 def seeds_needed(pilot_a: np.ndarray, pilot_b: np.ndarray, paper: list, kind: str) -> Need:
-    """Report seeds per arm for the effect of arm a against arm b to clear the band (module docstring),
+    """Report seeds per arm for the effect of arm a against arm b to decide its verdict (module docstring),
     from their pilot values (trips or rounds for ``kind`` ratio, accuracy points for difference)."""
     a, b = (np.log(np.asarray(x, float)) if kind == "ratio" else np.asarray(x, float) for x in (pilot_a, pilot_b))
     spread = float(math.sqrt(np.var(a, ddof=1) + np.var(b, ddof=1))) if min(len(a), len(b)) > 1 else float("inf")
     effect = expected_effect(list(paper), kind)
     if effect is None:
-        return Need(None, float("nan"), float("nan"), spread)
+        return Need(None, float("nan"), float("nan"), spread, kind=kind)
     distance = _distance(effect, kind)
-    if spread == 0:
-        return Need(1, effect, distance, spread)
-    if distance == 0 or not math.isfinite(spread):
-        return Need(math.inf, effect, distance, spread)
-    return Need(math.ceil((Z95 * MEDIAN_EFFICIENCY * spread / distance) ** 2), effect, distance, spread)
+    pilot_effect = float(np.median(a) - np.median(b))
+    paper_seeds = _seeds(spread, distance)
+    pilot_seeds = _seeds(spread, _side_distance(pilot_effect, _paper_side_of(paper, kind), kind))
+    return Need(max(paper_seeds, pilot_seeds), effect, distance, spread, paper_seeds, pilot_effect, pilot_seeds, kind)
+
+
+def _paper_side_of(paper: list, kind: str) -> str:
+    return paper_side(paper[0], kind)  # expected_effect checked that every value has this side
 
 
 def table_seeds(needs: list[Need], minimum: int, cap: int) -> int:

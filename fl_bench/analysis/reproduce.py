@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import re
 import shutil
 import statistics
@@ -106,6 +107,7 @@ class Protocol:
     tuner: dict | None  # {trials, startup_trials, seeds, objective, direction}
     power: dict | None = None  # {pilot_seeds, cap}: report seeds per table from a pilot (fl_bench.analysis.power)
     spaces: tuple[Path, ...] = (SPACES,)  # where search spaces are found (a plugin's own after conf/hparams_search)
+    amended: tuple[str, ...] = ()  # "DATE: what changed after registration, and why", printed under every table
 
     MIN_TRIALS, MIN_TUNING_SEEDS, MIN_REPORT_SEEDS, MIN_PILOT_SEEDS = 32, 2, 5, 3
 
@@ -115,7 +117,8 @@ class Protocol:
         against its studies (:meth:`check`) with search spaces from ``spaces``; ValueError naming what is wrong."""
         p = spec["protocol"]
         power = None if p.get("power") is None else {"cap": 30, **p["power"]}
-        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"], power, spaces)
+        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"], power, spaces,
+                       tuple(p.get("amended") or ()))
         protocol.check(spec["studies"])
         return protocol
 
@@ -126,6 +129,11 @@ class Protocol:
         space, and special cases that form no cycle."""
         if len(set(self.report_seeds)) < self.MIN_REPORT_SEEDS:
             raise ValueError(f"protocol.report_seeds={list(self.report_seeds)}: at least {self.MIN_REPORT_SEEDS} distinct seeds")
+        for change in self.amended:  # an amendment is dated after the registration it changes
+            date = re.match(r"(\d{4}-\d{2}-\d{2}): \S", change)
+            if date is None or date.group(1) <= self.registered:
+                raise ValueError(f"protocol.amended entry {change[:40]!r}: write 'YYYY-MM-DD: what changed and why', "
+                                 f"dated after registered ({self.registered})")
         tuned = [name for name, study in studies.items() if "space" in study]
         if self.power is not None:
             self._check_power()
@@ -213,8 +221,9 @@ class Protocol:
             score = {"worst": f"{t['objective']} of the worst of tuning seeds {seeds}"}.get(
                 t.get("aggregate"), f"the {t.get('aggregate') or 'mean'} {t['objective']} over tuning seeds {seeds}")
             tuning = f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective {score}{start}"
+        amended = "".join(f" Amended {change}." for change in self.amended)
         return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
-                f"{', '.join(map(str, self.report_seeds))}, none tuned on; verdict: {self.verdict}")
+                f"{', '.join(map(str, self.report_seeds))}, none tuned on; verdict: {self.verdict}.{amended}")
 
 
 class Reproduction:
@@ -456,10 +465,13 @@ class Reproduction:
             return ""
         power = self.protocol.power
         shown = "; ".join(f"{label} {'no side (the paper is split)' if need.seeds is None else need.seeds}"
+                          + ("" if need.seeds is None else f" ({need.paper_seeds} at the paper's effect, {need.pilot_seeds} "
+                                                            f"at the pilot's {_scaled(need.pilot_effect, need)})")
                           for label, need in needs.items())
         return (f"Seeds by power (fl_bench/analysis/power.py, registered before the report runs): on pilot seeds "
                 f"{', '.join(map(str, power['pilot_seeds']))}, the report seeds each verdict needs for its 95% interval "
-                f"to clear the band if the paper's effect is real: {shown or 'no verdict'}; this table ran "
+                f"to clear the band if the paper's effect is real, and to decide at the effect the pilot measured: "
+                f"{shown or 'no verdict'}; this table ran "
                 f"{int(runs.groupby('method')['seed'].nunique().min())} report seeds (at least "
                 f"{Protocol.MIN_REPORT_SEEDS}, at most the cap {power['cap']}).")
 
@@ -566,6 +578,11 @@ def _mode_from_the_command_line(arguments: list[str]):
         return
     with mock.patch.object(Hydra, "get_mode", lambda self, config_name, overrides: None):
         yield
+
+
+def _scaled(effect: float, need: Need) -> str:
+    """A pilot's effect as its table shows it: a ratio (kept as a log ratio in Need) or points."""
+    return f"{math.exp(effect):.2f}×" if need.kind == "ratio" else f"{effect:+.2f}"
 
 
 def run_in_process(arguments: list[str], log: TextIO) -> int:

@@ -62,6 +62,7 @@ class ProtocolSpec:
     verdict: str = MISSING
     tuner: Optional[Tuner] = MISSING  # null: the paper's fixed setting, not tuned
     power: Optional[Power] = None  # null: every table reports on all report_seeds
+    amended: list[str] = field(default_factory=list)  # "DATE: what changed after registration, and why"
 
 
 @dataclass

@@ -111,6 +111,22 @@ def test_the_verdict_follows_the_interval_of_the_effect_against_the_paper_s_side
     assert table.loc["fedbuff", "median [95% CI]"] == "101 [98, 105]" and table.loc["fedbuff", "verdict"] == ""
 
 
+def test_an_interval_wholly_off_the_paper_s_side_differs_though_it_straddles_the_edge_between_the_others():
+    # paper +11.49 (HFL above FedAvg); ours about -1.3 with an interval from below -0.5 into the band:
+    # "the same or smaller" is undecided, "larger" is ruled out, so the paper's claim does not hold
+    runs = pd.DataFrame({"method": ["fedavg"] * 5 + ["hfl"] * 5 + ["near"] * 5,
+                         "best_val_accuracy": [0.80] * 5 + [0.775, 0.79, 0.787, 0.797, 0.783]
+                         + [0.79, 0.805, 0.802, 0.812, 0.798]})
+    arms = {"hfl": {"vs": "fedavg", "paper": {"difference": [11.49]}},
+            "near": {"vs": "fedavg", "paper": {"difference": ["<0"]}}}
+    table = evidence(runs, "fedavg", arms, "best_accuracy").set_index("method")
+    assert table.loc["hfl", "effect_low"] < -0.5 < table.loc["hfl", "effect_high"] <= 0.5
+    assert table.loc["hfl", "verdict"] == "differs"
+    # the paper says smaller: the same seeds 1.5 points higher reach into "smaller" and beyond
+    assert table.loc["near", "effect_low"] < -0.5 < table.loc["near", "effect_high"]
+    assert table.loc["near", "verdict"] == "inconclusive"
+
+
 def test_a_nested_method_worse_than_its_special_case_is_a_tuning_failure_not_a_finding():
     runs = _runs({"fedbuff": [100, 102, 98], "fedavg": [150, 160, 155], "fedavgm": [400, 420, 410]})
     arms = {"fedavg": {"vs": "fedbuff", "paper": {"trips": [1.5]}},

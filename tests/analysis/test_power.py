@@ -23,7 +23,10 @@ def test_a_ratio_is_sized_on_the_log_scale_and_a_direction_without_a_number_at_t
     sd = math.sqrt(2 * np.var(np.log([100.0, 200.0]), ddof=1))
     need = seeds_needed(a, b, [2.0], "ratio")
     assert need.spread == pytest.approx(sd)
-    assert need.seeds == math.ceil((1.959964 * math.sqrt(math.pi / 2) * sd / (math.log(2) - math.log(1.05))) ** 2)
+    assert need.paper_seeds == math.ceil((1.959964 * math.sqrt(math.pi / 2) * sd / (math.log(2) - math.log(1.05))) ** 2)
+    # the pilot measured a ratio of 1 (equal arms): log 1.05 from the edge of the paper's side, 1.05x
+    assert need.pilot_seeds == math.ceil((1.959964 * math.sqrt(math.pi / 2) * sd / math.log(1.05)) ** 2)
+    assert need.seeds == need.pilot_seeds > need.paper_seeds
     assert expected_effect([">1"], "ratio") == pytest.approx(math.log(1.05 ** 2))  # a direction: 1.1025x
     assert expected_effect(["<0"], "difference") == -1.0
     assert expected_effect([">4.8"], "ratio") == pytest.approx(math.log(4.8))  # a bound beyond the band counts
@@ -38,3 +41,16 @@ def test_a_table_takes_its_most_demanding_verdict_within_the_minimum_and_the_cap
     assert split.seeds is None
     assert table_seeds([need, split], minimum=5, cap=30) == 30
     assert table_seeds([split], minimum=5, cap=30) == 5
+
+
+def test_a_verdict_also_needs_the_seeds_to_decide_at_the_effect_its_pilot_measured():
+    # paper +2.0 (3 seeds, first test); the pilot measures +0.8: 0.3 above the paper side's edge +0.5,
+    # n = ceil((1.96 * sqrt(pi/2) * 1 / 0.3)^2) = ceil(67.05) = 68
+    need = seeds_needed(np.array([4.8, 5.8, 6.8]), np.array([5.0, 5.0, 5.0]), [2.0], "difference")
+    assert (need.paper_seeds, need.pilot_effect, need.pilot_seeds, need.seeds) == (3, pytest.approx(0.8), 68, 68)
+    # the pilot measures -3.0 (the paper's side is far away): the paper's effect sets the seeds
+    far = seeds_needed(np.array([1.0, 2.0, 3.0]), np.array([5.0, 5.0, 5.0]), [2.0], "difference")
+    assert (far.pilot_seeds, far.seeds) == (1, 3)
+    # paper 'smaller': the edge to clear is the lower one, -0.5; a pilot at +0.5 lies 1.0 from it
+    smaller = seeds_needed(np.array([4.5, 5.5, 6.5]), np.array([5.0, 5.0, 5.0]), ["<0"], "difference")
+    assert smaller.pilot_seeds == math.ceil((1.959964 * math.sqrt(math.pi / 2) * 1.0 / 1.0) ** 2) == 7
