@@ -397,6 +397,8 @@ class Reproduction:
         return code == 0
 
     def _parallel(self, function, items) -> list:
+        if self.jobs == 1:  # (in this thread: a profile sees the runs)
+            return [function(item) for item in items]
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             return list(pool.map(function, items))
 

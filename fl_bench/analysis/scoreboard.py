@@ -9,7 +9,9 @@ intervals, the paper's effect, the verdict and the guards. This module gathers t
 verdict, for every table of every sweep file, into ``evidence.csv`` and a page per paper
 (``README.md``). A "differs" row names its cause where its sweep file gives one (an arm's ``cause``:
 the arm of the same table that changes one thing, and what it changes), with that arm's verdict, so
-the reader sees whether changing that one thing moves the verdict; else it says "unexplained". A
+the reader sees whether changing that one thing moves the verdict (it explains the row where that arm
+reproduces the paper); else it says "unexplained", with what was tried (the cause, or an arm's
+``tried``: arms that each changed one thing, with their verdicts). A
 table without an evidence file (never reproduced since evidence files exist) is listed as such.
 """
 
@@ -36,13 +38,17 @@ def write_table_evidence(found: pd.DataFrame, table: str, paper: str, arms: dict
     """A table's :func:`fl_bench.analysis.guards.evidence` with its table, paper and each arm's cause,
     written to ``path`` (``<table>_evidence.csv``)."""
     frame = found.rename(columns={"method": "arm", "paper": "paper_effect"}).assign(paper=paper, table=table)
-    frame["cause"] = [_cause(arms.get(arm, {}).get("cause")) for arm in frame["arm"]]
+    frame["cause"] = [_cause(arms.get(arm, {})) for arm in frame["arm"]]
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)
 
 
-def _cause(cause: dict | None) -> str:
-    return "" if not cause else f"{cause['changes']} (arm {cause['arm']})"
+def _cause(arm: dict) -> str:
+    """An arm's cause as its evidence file keeps it: 'CHANGES (arm ARM)', or 'tried: ...; ...'."""
+    if arm.get("cause"):
+        return f"{arm['cause']['changes']} (arm {arm['cause']['arm']})"
+    tried = arm.get("tried") or []
+    return "tried: " + "; ".join(f"{t['changes']} (arm {t['arm']})" for t in tried) if tried else ""
 
 
 def reproductions(directory: Path = SWEEPS) -> list[Path]:
@@ -77,10 +83,16 @@ def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
         return row["cause"]
     if not row["cause"]:
         return "unexplained"
-    arm = row["cause"].rsplit("(arm ", 1)[1].rstrip(")")
-    other = rows[(rows["table"] == row["table"]) & (rows["arm"] == arm)]
-    verdict = other["verdict"].iloc[0] if len(other) else "no verdict"
-    return f"{row['cause']}: {verdict}"
+
+    def tested(cause: str) -> str:
+        arm = cause.rsplit("(arm ", 1)[1].rstrip(")")
+        other = rows[(rows["table"] == row["table"]) & (rows["arm"] == arm)]
+        return f"{cause}: {other['verdict'].iloc[0] if len(other) else 'no verdict'}"
+
+    if row["cause"].startswith("tried: "):
+        return "unexplained; tried " + "; ".join(tested(c) for c in row["cause"][len("tried: "):].split("; "))
+    cause = tested(row["cause"])  # a cause explains the row where its own arm reproduces the paper
+    return cause if cause.endswith(": reproduces") else f"unexplained; tried {cause}"
 
 
 def _effect(row: pd.Series) -> str:

@@ -104,6 +104,7 @@ class ArmSpec:
     vs: Optional[str] = None
     special_case: Optional[str] = None
     cause: Optional[Cause] = None
+    tried: list[Cause] = field(default_factory=list)  # arms that each changed one thing and did not explain it
 
 
 @dataclass
@@ -293,6 +294,8 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
                     known(arm[key], f"{where}.arms.{label}.{key}", arms)
             if arm.get("cause") is not None:
                 known(arm["cause"]["arm"], f"{where}.arms.{label}.cause.arm", arms)
+            for i, tried in enumerate(arm.get("tried") or []):
+                known(tried["arm"], f"{where}.arms.{label}.tried[{i}].arm", arms)
         _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known)
 
 

@@ -45,3 +45,9 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
     del arms["same"]["cause"]
     scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
     assert scoreboard.write(tmp_path, [spec])["cause"].tolist() == ["", "unexplained", ""]
+
+    # what was tried, each arm with its verdict, when nothing explains it
+    arms["same"]["tried"] = [{"arm": "plain", "changes": "no momentum"}, {"arm": "ahead", "changes": "more steps"}]
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    assert scoreboard.write(tmp_path, [spec])["cause"].tolist()[1] == \
+        "unexplained; tried no momentum (arm plain): reproduces; more steps (arm ahead): reproduces"
