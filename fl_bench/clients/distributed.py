@@ -129,6 +129,8 @@ class DistributedTrainer:
         gathered = self.gather(local).reshape(world * share, -1)
         for i in range(b):
             out[i].copy_(gathered[i])
+        if hasattr(self.trainer, "gathered_buffers"):  # each process holds every trip's final buffers
+            self.trainer.gathered_buffers(list(seeds), list(clients), self.gather)
         return out
 
     def gather(self, tensor: torch.Tensor) -> torch.Tensor:

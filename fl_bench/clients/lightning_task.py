@@ -14,16 +14,35 @@ the order of the trip's minibatch plan (fl_bench.clients.trainer), and steps:
   Mimelite, MimeXlite); the module's ``configure_optimizers`` is not used. The run's first line says
   which.
 
-Lightning Fabric sets the module up (device, precision, ``self.log``): what ``training_step`` and
-``validation_step`` log is averaged per evaluation and written to ``task_metrics.csv`` (and W&B).
+Lightning Fabric sets the module up (device, precision). ``self.log`` and ``self.log_dict`` take what
+they take under ``lightning.Trainer`` (Fabric's own ``log`` refuses torchmetrics objects and ignores
+``on_step``/``on_epoch``): numbers, scalar tensors, torchmetrics ``Metric`` and ``MetricCollection``
+objects, with the Trainer's defaults (training: on_step; validation: on_epoch) and its semantics (a
+Metric logged on_epoch is updated in the steps, computed at the end of the epoch, a trip's local
+epoch or an evaluation's pass over the validation set, and reset; on_step logs its batch value;
+both: ``<name>_step`` and ``<name>_epoch``). ``reduce_fx`` other than mean is refused in one line.
+What is logged is averaged per evaluation and written to ``task_metrics.csv`` (and W&B); a Metric's
+state is reset at the end of each trip's epoch, so a trip's values do not depend on the trips before
+it or on the process that trained it.
 The train hooks that make sense for one trip are called around it: ``on_train_start`` /
 ``on_train_end`` per trip, ``on_train_epoch_start`` / ``on_train_epoch_end`` per local epoch,
 ``on_train_batch_start`` / ``on_train_batch_end``, ``on_before_backward``, ``on_after_backward``,
-``on_before_optimizer_step`` and ``on_before_zero_grad`` per step. Buffers (e.g. BatchNorm's running
-statistics) are not federated: every trip starts from the module's initial buffers.
+``on_before_optimizer_step`` and ``on_before_zero_grad`` per step.
+
+Buffers (BatchNorm's running statistics), ``task.buffers``: ``federated`` (default, FedAvg as usually
+run) sends the global buffers with the model, each trip starts from those of the version it
+downloaded, and after each server step the global buffers are the mean of the consumed trips' final
+buffers, weighted by each upload's share of the step where the algorithm states it (the FedBuff
+family, FedStaleWeight) and by its examples otherwise; integer buffers (``num_batches_tracked``) take
+the weighted mean rounded. ``local`` keeps each client's own (FedBN): a trip starts from its
+client's last, and evaluation uses their examples-weighted mean. ``reset``: every trip starts from the
+module's initial buffers and evaluation sees what the last trip left. The buffers are part of the
+checkpoint and of ``model.pt``.
 
 Evaluation calls ``validation_step`` (or ``test_step``) over the validation set in batches when the
-module has one, and reads the logged ``task.loss_key`` and ``task.accuracy_key``; otherwise the
+module has one, and reads the logged ``task.loss_key`` and ``task.accuracy_key``; a loss the step
+returns (a scalar tensor, or a dict with ``task.loss_key`` or ``loss``) is used where none is logged
+under ``task.loss_key``, and the run's first lines say which; otherwise the
 module's forward gives logits scored by cross-entropy and accuracy. Such modules train one trip at
 a time (the batched path cannot prove that a user's step batches to the same result).
 """
@@ -44,6 +63,7 @@ from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.task import LightningTaskConfig, model_inputs
 from fl_bench.clients.trainer import ClientTrainer, views
 from fl_bench.data import FederatedData
+from fl_bench.engine.messages import Broadcast
 from fl_bench.errors import ConfigError
 
 # Constructor arguments a module may take from the run when its config does not set them.
@@ -115,6 +135,8 @@ class LightningTask(nn.Module):
         self._initial_buffers = [b.detach().clone() for b in module.buffers()]
         self.metrics = None  # TaskMetrics, once Fabric is set up (set_up)
         self.last_validation: dict[str, float] = {}  # what the last evaluation's steps logged
+        self.loss_source = "logged"  # or "returned": where evaluate reads the validation loss (set_up probes it)
+        self.evaluation_buffers = lambda: None  # the trainer's: the buffers the global model is evaluated with
 
     @property
     def predicts_classes(self) -> bool:
@@ -129,13 +151,24 @@ class LightningTask(nn.Module):
     def describe(self) -> str:
         """What trains, for the run's first line."""
         network = "the model group's network" if self.uses_model else "its own network (the model group is not used)"
-        return f"task: {type(self.module).__module__}.{type(self.module).__qualname__} with {network}"
+        evaluation = "" if self.evaluator is None else (
+            f"; validation loss: {self.cfg.loss_key} as {self.evaluator} logs it" if self.loss_source == "logged"
+            else f"; validation loss: what {self.evaluator} returns (it logs no {self.cfg.loss_key})")
+        return f"task: {type(self.module).__module__}.{type(self.module).__qualname__} with {network}{evaluation}"
 
-    def set_up(self, fabric: Any, metrics: "TaskMetrics") -> None:
-        """Fabric moves the module to its device and routes its ``self.log`` to ``metrics``."""
+    def set_up(self, fabric: Any, metrics: "TaskMetrics", x_val: torch.Tensor | None = None,
+               y_val: torch.Tensor | None = None) -> None:
+        """Fabric moves the module to its device; its ``self.log`` and ``self.log_dict`` go to
+        ``metrics`` (module docstring). With validation examples, one validation step on a few of
+        them finds where the validation loss is read from (logged or returned); what it logged and
+        its metrics' states are discarded."""
         fabric.setup_module(self.module)
         self.fabric, self.metrics = fabric, metrics
         self._initial_buffers = [b.to(fabric.device) for b in self._initial_buffers]
+        install_logging(self.module, metrics)
+        if self.evaluator is not None and x_val is not None and len(y_val):
+            self.evaluate(x_val[:8], y_val[:8])
+            metrics.discard()
 
     def reset_buffers(self) -> None:
         """Every trip starts from the module's initial buffers (they are not federated)."""
@@ -188,6 +221,9 @@ class LightningTask(nn.Module):
         """(loss, accuracy) on (x, y): from what the module's validation_step / test_step logs under
         ``task.loss_key`` and ``task.accuracy_key`` (NaN accuracy if it logs none), else cross-entropy
         and accuracy of its logits."""
+        buffers = self.evaluation_buffers()
+        if buffers is not None:
+            load_buffers(self.module, buffers)
         self.module.eval()
         try:
             if self.evaluator is None:
@@ -199,19 +235,75 @@ class LightningTask(nn.Module):
                 return loss / len(y), correct / len(y)
             step = getattr(self.module, self.evaluator)
             self.metrics.stage = "val"
+            returned, total = [], 0
             for i, s in enumerate(range(0, len(y), chunk)):
-                self.metrics.batch_size = len(y[s: s + chunk])
-                step(self.batch(x[s: s + chunk], y[s: s + chunk], False), i)
+                self.metrics.batch_size = n = len(y[s: s + chunk])
+                loss = self._returned_loss(step(self.batch(x[s: s + chunk], y[s: s + chunk], False), i))
+                returned.append(None if loss is None else loss * n)
+                total += n
             logged = self.last_validation = self.metrics.take_validation()
         finally:
             if self.metrics is not None:
                 self.metrics.stage = "train"
             self.module.train()
-        if self.cfg.loss_key not in logged:
-            raise ConfigError(f"task.loss_key={self.cfg.loss_key} is not among what {type(self.module).__qualname__}."
-                              f"{self.evaluator} logs ({', '.join(sorted(logged)) or 'nothing'}): set task.loss_key")
-        accuracy = logged.get(self.cfg.accuracy_key, float("nan"))
-        return logged[self.cfg.loss_key], accuracy
+        key = next((k for k in (self.cfg.loss_key, f"{self.cfg.loss_key}_epoch") if k in logged), None)
+        accuracy = logged.get(self.cfg.accuracy_key, logged.get(f"{self.cfg.accuracy_key}_epoch", float("nan")))
+        if key is not None:
+            self.loss_source = "logged"
+            return logged[key], accuracy
+        if returned and all(loss is not None for loss in returned):
+            self.loss_source = "returned"
+            return sum(returned) / total, accuracy
+        raise ConfigError(f"task.loss_key={self.cfg.loss_key} is not among what {type(self.module).__qualname__}."
+                          f"{self.evaluator} logs ({', '.join(sorted(logged)) or 'nothing'}) and it returns no loss: "
+                          f"set task.loss_key, or return the loss (a scalar tensor or a dict with 'loss')")
+
+    def _returned_loss(self, output: Any) -> float | None:
+        """The loss a validation step returned: a scalar tensor, or a dict's ``task.loss_key`` or ``loss``."""
+        if isinstance(output, dict):
+            output = output.get(self.cfg.loss_key, output.get("loss"))
+        if isinstance(output, torch.Tensor) and output.dim() == 0:
+            return float(output)
+        return None
+
+
+def install_logging(module: nn.Module, metrics: "TaskMetrics") -> None:
+    """Route the module's ``self.log`` and ``self.log_dict`` to ``metrics`` with the Trainer's
+    semantics (module docstring). They take Lightning's own keyword arguments; the ones about where a
+    value is shown or synchronised (prog_bar, logger, sync_dist, ...) change nothing in a simulation
+    whose every process computes the same evaluation."""
+    from lightning import LightningModule
+
+    allowed = set(inspect.signature(LightningModule.log).parameters) - {"self", "name", "value"}
+    allowed_dict = set(inspect.signature(LightningModule.log_dict).parameters) - {"self", "dictionary"}
+
+    def check(options: dict[str, Any], known: set[str], call: str) -> None:
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
+
+    def log(name: str, value: Any, **options: Any) -> None:
+        check(options, allowed, "log")
+        metrics.record(name, value, options.get("on_step"), options.get("on_epoch"), options.get("reduce_fx", "mean"),
+                       options.get("batch_size"))
+
+    def log_dict(dictionary: Any, **options: Any) -> None:
+        check(options, allowed_dict, "log_dict")
+        for name, value in dictionary.items():  # a MetricCollection's items are its metrics, named as it names them
+            metrics.record(name, value, options.get("on_step"), options.get("on_epoch"), options.get("reduce_fx", "mean"),
+                           options.get("batch_size"))
+
+    module.log, module.log_dict = log, log_dict
+
+
+def _unsynced_compute(metric: Any) -> Any:
+    """A Metric's value from this process's state: every process evaluates the same model on the same
+    data (and a trip's epoch is one process's), so there is nothing to gather."""
+    to_sync, metric._to_sync = metric._to_sync, False
+    try:
+        return metric.compute()
+    finally:
+        metric._to_sync = to_sync
 
 
 def task_metrics_logger() -> Any:
@@ -221,7 +313,8 @@ def task_metrics_logger() -> Any:
 
     class TaskMetrics(Logger):
         """Sums and counts of logged values: training steps' per trip (``trip``: its seed, so that
-        processes can pool them and sum in trip order), validation batches' weighted by batch size."""
+        processes can pool them and sum in trip order), validation batches' weighted by batch size;
+        torchmetrics objects logged on_epoch until their epoch ends (:meth:`record`)."""
 
         def __init__(self):
             super().__init__()
@@ -230,6 +323,9 @@ def task_metrics_logger() -> Any:
             self.batch_size = 1  # of the validation batch being evaluated
             self.train: dict[int, dict[str, list[float]]] = {}
             self.val: dict[str, list[float]] = {}
+            self.epoch_metrics: dict[str, dict[str, Any]] = {"train": {}, "val": {}}  # key -> Metric, on_epoch
+            self.epoch_sums: dict[str, list[float]] = {}  # a training epoch's on_epoch values, by batch size
+            self.logged_metrics: dict[str, list[Any]] = {"train": [], "val": []}  # reset when their epoch ends
 
         @property
         def name(self) -> str:
@@ -247,17 +343,73 @@ def task_metrics_logger() -> Any:
         def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
             """Add what ``self.log`` sent to the current trip's (or validation's) sums."""
             weight = self.batch_size if self.stage == "val" else 1
-            sums = self.val if self.stage == "val" else self.train.setdefault(self.trip, {})
             for name, value in metrics.items():
-                total = sums.setdefault(name, [0.0, 0])
-                total[0] += float(value) * weight
+                self._add(name, float(value), weight)
+
+        def _add(self, name: str, value: float, weight: float) -> None:
+            sums = self.val if self.stage == "val" else self.train.setdefault(self.trip, {})
+            total = sums.setdefault(name, [0.0, 0])
+            total[0] += value * weight
+            total[1] += weight
+
+        def record(self, name: str, value: Any, on_step: bool | None, on_epoch: bool | None, reduce_fx: Any,
+                   batch_size: int | None) -> None:
+            """One ``self.log(name, value, ...)`` with the Trainer's defaults and semantics (module docstring)."""
+            from torchmetrics import Metric
+
+            if reduce_fx not in ("mean", torch.mean):
+                raise ConfigError(f"self.log({name!r}, ..., reduce_fx={getattr(reduce_fx, '__name__', reduce_fx)!r}): "
+                                  f"fl_bench averages what a module logs; log with reduce_fx='mean', or compute the "
+                                  f"value in a torchmetrics Metric and log the Metric")
+            train = self.stage == "train"
+            on_step = train if on_step is None else on_step
+            on_epoch = (not train) if on_epoch is None else on_epoch
+            step_key, epoch_key = (f"{name}_step", f"{name}_epoch") if on_step and on_epoch else (name, name)
+            weight = batch_size or (1 if train else self.batch_size)
+            if isinstance(value, Metric):
+                if not any(metric is value for metric in self.logged_metrics[self.stage]):  # (a Metric's == composes)
+                    self.logged_metrics[self.stage].append(value)
+                if on_step and value._forward_cache is not None:
+                    self._add(step_key, _scalar(name, value._forward_cache), 1 if train else weight)
+                if on_epoch:
+                    self.epoch_metrics[self.stage][epoch_key] = value
+                return
+            number = _scalar(name, value)
+            if on_step:
+                self._add(step_key, number, 1 if train else weight)
+            if on_epoch and train:
+                total = self.epoch_sums.setdefault(epoch_key, [0.0, 0])
+                total[0] += number * weight
                 total[1] += weight
+            elif on_epoch:
+                self._add(epoch_key, number, weight)
+
+        def end_epoch(self) -> None:
+            """A trip's local epoch ended: its on_epoch values are computed, once each, and the
+            torchmetrics objects it logged are reset."""
+            for key, metric in self.epoch_metrics["train"].items():
+                self._add(key, _scalar(key, _unsynced_compute(metric)), 1)
+            for key, (value, count) in self.epoch_sums.items():
+                self._add(key, value / count, 1)
+            for metric in self.logged_metrics["train"]:
+                metric.reset()
+            self.epoch_metrics["train"], self.epoch_sums, self.logged_metrics["train"] = {}, {}, []
 
         def take_validation(self) -> dict[str, float]:
-            """The mean of each value the validation batches logged; resets them."""
+            """The mean of each value the validation batches logged, and each Metric logged on_epoch
+            computed over them; resets them."""
             means = {name: total / count for name, (total, count) in self.val.items()}
-            self.val = {}
+            for key, metric in self.epoch_metrics["val"].items():
+                means[key] = _scalar(key, _unsynced_compute(metric))
+            for metric in self.logged_metrics["val"]:
+                metric.reset()
+            self.val, self.epoch_metrics["val"], self.logged_metrics["val"] = {}, {}, []
             return means
+
+        def discard(self) -> None:
+            """Forget what was logged since the last take (a probe's values)."""
+            self.take_validation()
+            self.train = {}
 
         def take_training(self, gather=None) -> dict[str, float]:
             """The mean over the steps of the trips trained since the last take of each value logged,
@@ -285,6 +437,43 @@ def task_metrics_logger() -> Any:
     return TaskMetrics()
 
 
+def _scalar(name: str, value: Any) -> float:
+    """A logged value as a number; one line for what ``self.log`` cannot take."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.detach())
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    shape = f"a tensor of shape {list(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+    raise ConfigError(f"self.log({name!r}, ...) got {shape}: log a number, a one-element tensor, or a torchmetrics "
+                      f"Metric (or MetricCollection, through self.log_dict) whose value is one number")
+
+
+def _gather_by_seed(mine: dict[int, torch.Tensor], seeds: list[int], width: int, gather: Any) -> dict[int, torch.Tensor]:
+    """Every process's {seed: buffers} for the trips ``seeds`` (each trained by one process): rows in
+    ``seeds`` order, zeros where this process did not train the trip, summed over processes."""
+    rows = torch.zeros(len(seeds), width, dtype=torch.float64)
+    for i, seed in enumerate(seeds):
+        if seed in mine:
+            rows[i] = mine[seed]
+    total = gather(rows).sum(0)
+    return dict(zip(seeds, total.unbind(0)))
+
+
+def flat_buffers(module: nn.Module) -> torch.Tensor:
+    """The module's buffers in one float64 vector (integer counters exact up to 2^53)."""
+    buffers = [b.detach().reshape(-1).double() for b in module.buffers()]
+    return torch.cat(buffers) if buffers else torch.zeros(0, dtype=torch.float64)
+
+
+def load_buffers(module: nn.Module, flat: torch.Tensor) -> None:
+    """Set the module's buffers from :func:`flat_buffers`' layout (integers rounded)."""
+    offset = 0
+    for buffer in module.buffers():
+        part = flat[offset: offset + buffer.numel()].view(buffer.shape)
+        buffer.copy_(part if buffer.is_floating_point() else part.round())
+        offset += buffer.numel()
+
+
 class LightningClientTrainer(ClientTrainer):
     """Client trips of a :class:`LightningTask`, one at a time (module docstring): the same minibatch
     plan and upload layout as :class:`ClientTrainer`, the loss from the module's ``training_step``,
@@ -296,6 +485,13 @@ class LightningClientTrainer(ClientTrainer):
         self.fabric = fabric
         self.module = task.module
         self.own_optimizer = own_optimizer  # the module's configure_optimizers, else the algorithm's rule
+        self.buffer_rule = task.cfg.buffers if any(True for _ in self.module.buffers()) else "reset"
+        initial = flat_buffers(self.module)
+        self.global_buffers = initial.clone()  # federated: the current version's
+        self.client_buffers: dict[int, torch.Tensor] = {}  # local: each client's own
+        self._trip_buffers: dict[int, torch.Tensor] = {}  # federated: trained trips' final buffers, by seed
+        self._sizes = data.sizes
+        task.evaluation_buffers = self.evaluation_buffers
         if own_optimizer and not _overrides(self.module, "configure_optimizers"):
             raise ConfigError(f"{type(self.module).__qualname__} has no configure_optimizers: under this algorithm a "
                               f"client trip steps the module's own optimizer; add one (as lightning.Trainer needs)")
@@ -309,6 +505,82 @@ class LightningClientTrainer(ClientTrainer):
         how = ("its configure_optimizers' optimizer (algorithm.client_lr is not used)" if self.own_optimizer else
                f"the algorithm's rule at algorithm.client_lr={self.local.lr} (configure_optimizers is not used)")
         return f"{self.task.describe()}; trips step with {how}"
+
+    # ------------------------------------------------------------------ buffers (module docstring)
+    def broadcast_state(self) -> dict[str, torch.Tensor]:
+        """What a download carries besides the algorithm's broadcast: the global buffers, when federated."""
+        return {"buffers": self.global_buffers} if self.buffer_rule == "federated" else {}
+
+    @property
+    def extra_upload_bytes(self) -> int:
+        """What an upload carries besides the algorithm's: a trip's buffers, when federated (as float32)."""
+        return 4 * self.global_buffers.numel() if self.buffer_rule == "federated" else 0
+
+    def after_server_step(self, seeds: list[int], clients: list[int], weights: list[float] | None) -> None:
+        """Federated: the global buffers become the weighted mean of the consumed trips' final buffers."""
+        if self.buffer_rule == "local":
+            for seed in seeds:
+                self._trip_buffers.pop(seed, None)
+        if self.buffer_rule != "federated" or not seeds:
+            return
+        finals = torch.stack([self._trip_buffers.pop(seed) for seed in seeds])
+        w = torch.tensor(weights if weights else [float(self._sizes[c]) for c in clients], dtype=torch.float64)
+        self.global_buffers = (w / w.sum()) @ finals
+
+    def evaluation_buffers(self) -> torch.Tensor | None:
+        """The buffers the global model is evaluated (and saved) with; None: leave the module's."""
+        if self.buffer_rule == "federated":
+            return self.global_buffers
+        if self.buffer_rule == "local" and self.client_buffers:
+            clients = sorted(self.client_buffers)
+            w = torch.tensor([float(self._sizes[c]) for c in clients], dtype=torch.float64)
+            return (w / w.sum()) @ torch.stack([self.client_buffers[c] for c in clients])
+        return None
+
+    def gathered_buffers(self, seeds: list[int], clients: list[int], gather: Any) -> None:
+        """Every process's trained trips' final buffers, so that each process holds all of them
+        (fl_bench.clients.distributed): ``gather`` stacks a tensor over processes."""
+        if self.buffer_rule == "reset":
+            return
+        mine = {seed: self._trip_buffers[seed] for seed in seeds if seed in self._trip_buffers}
+        finals = _gather_by_seed(mine, seeds, self.global_buffers.numel(), gather)
+        if self.buffer_rule == "federated":
+            self._trip_buffers.update(finals)
+        else:
+            for seed, client in zip(seeds, clients):
+                self._trip_buffers.pop(seed, None)
+                self.client_buffers[client] = finals[seed]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The buffers a resumed run needs (a checkpoint keeps them)."""
+        return {"global": self.global_buffers, "clients": self.client_buffers, "trips": self._trip_buffers}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.global_buffers, self.client_buffers, self._trip_buffers = state["global"], state["clients"], state["trips"]
+
+    def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Any = None,
+              steps: Sequence[int] | None = None) -> Sequence[torch.Tensor]:
+        """As :meth:`ClientTrainer.train`; each trip's buffers start from its download (``_trip``)."""
+        self._downloads = dict(zip(seeds, starts))
+        try:
+            return super().train(starts, clients, seeds, out, steps)
+        finally:
+            self._downloads = {}
+
+    def _start_buffers(self, client: int, start: Broadcast) -> None:
+        if self.buffer_rule == "federated":
+            load_buffers(self.module, start.state["buffers"])
+        elif self.buffer_rule == "local" and client in self.client_buffers:
+            load_buffers(self.module, self.client_buffers[client])
+        else:
+            self.task.reset_buffers()
+
+    def _end_buffers(self, client: int, seed: int) -> None:
+        if self.buffer_rule == "federated":
+            self._trip_buffers[seed] = flat_buffers(self.module)
+        elif self.buffer_rule == "local":
+            self.client_buffers[client] = self._trip_buffers[seed] = flat_buffers(self.module)
 
     def _hook(self, name: str, *args: Any) -> None:
         getattr(self.module, name)(*args)
@@ -347,7 +619,7 @@ class LightningClientTrainer(ClientTrainer):
         per_epoch = math.ceil(len(y) / local.batch_size)
         anchors = views(start, self.shapes)
         state_views = {k: views(v, self.shapes) for k, v in state.items()}
-        task.reset_buffers()
+        self._start_buffers(client, self._downloads[seed])
         task.metrics.trip = seed
         optimizer, schedulers = self._optimizer() if self.own_optimizer else (None, [])
         self._hook("on_train_start")
@@ -387,8 +659,10 @@ class LightningClientTrainer(ClientTrainer):
             self._step_schedulers(schedulers, "step", step + 1)
             if batch_idx == per_epoch - 1 or step == len(counts) - 1:
                 self._hook("on_train_epoch_end")
+                task.metrics.end_epoch()  # (after the hook: what it logs on_epoch counts for this epoch)
                 self._step_schedulers(schedulers, "epoch", step // per_epoch + 1)
         self._hook("on_train_end")
+        self._end_buffers(client, seed)
 
     @staticmethod
     def _step_schedulers(configs: Sequence[Any], interval: str, count: int) -> None:

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from fl_bench.data.transforms import ImageTransform
 from fl_bench.errors import ConfigError
-from fl_bench.schema import require, schema
+from fl_bench.schema import choice, require, schema
 
 
 @schema("task", "builtin")
@@ -41,8 +41,15 @@ class LightningTaskConfig(TaskConfig):
     # What validation_step (or test_step) logs as the loss and accuracy of metrics.csv (no accuracy: NaN)
     loss_key: str = "val_loss"
     accuracy_key: str = "val_acc"
+    # The module's buffers (BatchNorm's running statistics): federated (averaged with the update's
+    # weights, as FedAvg is usually run), local (kept per client: FedBN), reset (every trip starts from
+    # the initial buffers; evaluation sees what the last trip left)
+    buffers: str = "federated"
+
+    BUFFER_RULES = ("federated", "local", "reset")
 
     def __post_init__(self) -> None:
+        choice("task.buffers", self.buffers, self.BUFFER_RULES)
         target = self.module.get("_target_")
         require(isinstance(target, str) and target != "", "task.module._target_", target,
                 "name your LightningModule class, e.g. task.module._target_=my_package.MyModule")

@@ -201,8 +201,8 @@ class Simulator:
         self._rows = UploadRows(params, policy.clients_at_once() + 16, width) if self._batch_all else None
         self._scratch = params.new_empty(0, width)
         self.weight_by_client = np.zeros(len(population))  # each client's total share of the steps so far
-        self.bytes_down = server.broadcast().nbytes
-        self.bytes_up = server.upload_nbytes()
+        self.bytes_down = self._broadcast().nbytes
+        self.bytes_up = server.upload_nbytes() + getattr(trainer, "extra_upload_bytes", 0)
         # FLOPs of one trip's local training, per client (fl_bench.clients.costs); 0 where not counted
         self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client
         # local steps of one trip's full work, per client (uploads carry them); 0 where not known
@@ -234,11 +234,17 @@ class Simulator:
 
     def state_dict(self) -> dict:
         """Everything the loop needs to go on (fl_bench.runs.checkpoint pickles it in one piece)."""
-        return {name: value for name, value in vars(self).items() if name not in self._NOT_STATE}
+        state = {name: value for name, value in vars(self).items() if name not in self._NOT_STATE}
+        if hasattr(self.trainer, "state_dict"):  # the trainer's own state (a LightningModule's buffers)
+            state["trainer_state"] = self.trainer.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Take the state of :meth:`state_dict` (the trainer and callbacks stay this simulator's);
         then ``run(resume=True)`` goes on from it."""
+        state = dict(state)
+        if "trainer_state" in state:
+            self.trainer.load_state_dict(state.pop("trainer_state"))
         vars(self).update(state)
 
     # ------------------------------------------------------------------ the loop
@@ -437,8 +443,11 @@ class Simulator:
                 self._rows.release(trip.row)
         self.buffer = []
         if self._waiting[server.version]:
-            self._snapshots[server.version] = server.broadcast().clone()  # it is about to move
+            self._snapshots[server.version] = self._broadcast().clone()  # it is about to move
         server.step()
+        if hasattr(self.trainer, "after_server_step"):  # a task's own state that follows the steps (its buffers)
+            self.trainer.after_server_step([self._seed_base + t.id for t in trips], [t.client for t in trips],
+                                           server.step_weights if self.privacy is None else None)
         if server.step_weights and self.privacy is None:  # fairness logs: each upload's share of this step
             for trip, weight in zip(trips, server.step_weights):
                 self.log.weight[trip.log_row] = weight
@@ -535,9 +544,16 @@ class Simulator:
             del self._waiting[version]
             self._snapshots.pop(version, None)
 
+    def _broadcast(self) -> Broadcast:
+        """The current version's download: the algorithm's broadcast, with what the trainer sends
+        beside it (a LightningModule's federated buffers: fl_bench.clients.lightning_task)."""
+        broadcast = self.server.broadcast()
+        extra = self.trainer.broadcast_state() if hasattr(self.trainer, "broadcast_state") else {}
+        return Broadcast(broadcast.version, broadcast.params, {**broadcast.state, **extra}) if extra else broadcast
+
     def _train(self, trips: list[Trip], out: list[torch.Tensor]) -> None:
         """Train these pending trips in one batch, each from the version it downloaded."""
-        live = self.server.broadcast()
+        live = self._broadcast()
         starts = [self._snapshots.get(t.version, live) for t in trips]
         clients, seeds = [t.client for t in trips], [self._seed_base + t.id for t in trips]
         if self.behaviour is not None and self.behaviour.partial:

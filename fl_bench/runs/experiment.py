@@ -119,7 +119,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     device = placement.device
     data = data.to(device)
     if lightning:
-        task.set_up(placement.fabric, metrics)
+        task.set_up(placement.fabric, metrics, data.x_val, data.y_val)
     else:
         task = task.to(device)
     # The initial model, flat in the trainer's layout (every trainable parameter, in module order).
@@ -133,6 +133,10 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
             raise ConfigError(f"precision=16-mixed is not allowed with algorithm={cfg.algorithm.name}: its clients step "
                               f"with the algorithm's rule, which takes no scaled loss; use bf16-mixed or 32-true")
         trainer = LightningClientTrainer(task, data, local, update, placement.fabric, own_optimizer, cfg.precision)
+        if trainer.buffer_rule == "federated" and cfg.dp.name != "none":
+            raise ConfigError(f"task.buffers=federated is not allowed with dp={cfg.dp.name}: the clients' buffers "
+                              f"(running statistics of their data) would reach the server without the privacy "
+                              f"mechanism; use task.buffers=local or reset")
     else:
         if cfg.precision == "16-mixed":
             raise ConfigError("precision=16-mixed is not allowed with task=builtin: its batched steps take no scaled "

@@ -125,8 +125,8 @@ def test_a_resumed_lightning_run_ends_identical_to_an_uninterrupted_one(tmp_path
     """Killed after its checkpoint (server step 2) and resumed: metrics.csv, task_metrics.csv (with the
     training sums of the trips since the last evaluation kept in the checkpoint) and the model are
     those of an uninterrupted run."""
-    overrides = lightning("DigitsClassifier", "algorithm=fedbuff", "algorithm.buffer_size=5", "max_trips=60",
-                          "eval_every=25", "checkpoint_every=3")
+    overrides = lightning("DocsClassifier", "algorithm=fedbuff", "algorithm.buffer_size=5", "max_trips=60",
+                          "eval_every=25", "checkpoint_every=3")  # its federated BatchNorm buffers in the checkpoint
     whole = tmp_path / "whole"
     run_experiment(compose_run_config(*overrides), whole)
     cut = tmp_path / "cut"
@@ -174,3 +174,98 @@ def test_what_cannot_work_is_refused_in_one_line(overrides, message):
     with pytest.raises(ConfigError, match=message) as error:
         built(*overrides)
     assert "\n" not in str(error.value)
+
+
+def test_torchmetrics_objects_are_logged_with_the_trainers_semantics():
+    """A Metric logged on_epoch is computed over the whole epoch (validation: every batch, weighted by
+    what each holds, not the mean of batch values) and reset; on_step and on_epoch both give
+    <name>_step and <name>_epoch; a training epoch's Metric is computed once, at its end; what
+    Lightning would not average is refused in one line."""
+    from torchmetrics.classification import MulticlassAccuracy
+
+    from fl_bench.clients.lightning_task import task_metrics_logger
+    from fl_bench.errors import ConfigError
+
+    metrics, accuracy = task_metrics_logger(), MulticlassAccuracy(3, average="micro")
+    metrics.stage = "val"
+    for preds, target in ((torch.tensor([0, 1, 2, 0]), torch.tensor([0, 1, 2, 0])),  # 4 of 4 right
+                          (torch.tensor([1]), torch.tensor([0]))):  # 0 of 1
+        metrics.batch_size = len(target)
+        accuracy.update(preds, target)
+        metrics.record("val_acc", accuracy, None, None, "mean", None)
+    assert metrics.take_validation() == {"val_acc": pytest.approx(4 / 5)}  # not (1 + 0) / 2
+    assert accuracy.update_count == 0  # reset for the next evaluation
+
+    metrics.stage, metrics.trip = "train", 7
+    for epoch in range(2):
+        for right in (True, False):
+            preds = torch.tensor([0, 1]) if right else torch.tensor([1, 0])
+            accuracy(preds, torch.tensor([0, 1]))  # forward: the batch value is the step's
+            metrics.record("train_acc", accuracy, True, True, "mean", None)
+            metrics.record("loss", torch.tensor(2.0 if right else 4.0), None, None, "mean", None)
+        metrics.end_epoch()
+    assert metrics.take_training() == {"train_acc_step": 0.5, "train_acc_epoch": 0.5, "loss": 3.0}
+    with pytest.raises(ConfigError, match=r"^self.log\('loss', ..., reduce_fx='max'\): fl_bench averages"):
+        metrics.record("loss", 1.0, None, None, "max", None)
+    with pytest.raises(ConfigError, match=r"^self.log\('x', ...\) got a tensor of shape \[3\]: log a number"):
+        metrics.record("x", torch.ones(3), None, None, "mean", None)
+
+
+@pytest.mark.parametrize("algorithm", ["fedbuff", "fedavg"])
+def test_a_module_written_as_the_docs_write_it_trains_federated_and_learns(tmp_path, algorithm, caplog):
+    """DocsClassifier (torchmetrics objects in self.log, a MetricCollection in self.log_dict, the
+    validation loss returned rather than logged, BatchNorm): no warning, its metrics in
+    task_metrics.csv, the returned loss used and said so, above 50% on digits."""
+    caplog.set_level("INFO", logger="fl_bench.runs.experiment")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = run_experiment(compose_run_config(*lightning("DocsClassifier", f"algorithm={algorithm}", "max_trips=300",
+                                                               "eval_every=150", "concurrency=100")), tmp_path / "run")
+    assert summary["final_val_accuracy"] > 0.5
+    logged = pd.read_csv(tmp_path / "run" / "task_metrics.csv")
+    assert set(logged.name) == {"train_acc_step", "train_acc_epoch", "train_loss", "val_acc", "val_f1"}
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv").set_index("trips")
+    val = logged[logged.stage == "val"].pivot(index="trips", columns="name", values="value")
+    assert val["val_acc"].tolist() == pytest.approx(metrics["val_accuracy"].tolist())
+    assert "validation loss: what validation_step returns (it logs no val_loss)" in caplog.messages[1]
+
+
+def test_federated_buffers_are_the_weighted_mean_of_the_trips_and_the_global_model_is_evaluated_with_them(tmp_path):
+    """task.buffers=federated: trips start from the downloaded version's buffers; after a step the
+    global buffers are the examples-weighted mean of the consumed trips' final buffers (hand-computed
+    here); evaluation and model.pt use them. reset (every trip from the initial buffers, evaluation
+    with the last trip's) gives another run; local keeps each client's own."""
+    from fl_bench.clients.lightning_task import flat_buffers
+
+    exp = built(*lightning("DocsClassifier", "algorithm=fedavg"))
+    trainer, module = exp.trainer, exp.task.module
+    initial = trainer.global_buffers.clone()
+    start = exp.simulator._broadcast()
+    assert torch.equal(start.state["buffers"], initial)  # the download carries them
+    trainer.train([start] * 3, [0, 1, 2], [11, 12, 13])
+    finals = [trainer._trip_buffers[seed].clone() for seed in (11, 12, 13)]
+    assert all(not torch.equal(final, initial) for final in finals)  # each trip moved its statistics
+    sizes = [float(exp.data.sizes[c]) for c in (0, 1, 2)]
+    by_hand = sum(n * f for n, f in zip(sizes, finals)) / sum(sizes)
+    trainer.after_server_step([11, 12, 13], [0, 1, 2], None)
+    assert torch.allclose(trainer.global_buffers, by_hand, rtol=0, atol=1e-12) and not trainer._trip_buffers
+    exp.task.evaluate(exp.data.x_val, exp.data.y_val)
+    evaluated = flat_buffers(module)
+    counters = torch.tensor([not b.is_floating_point() for b in module.buffers() for _ in range(b.numel())])
+    assert torch.allclose(evaluated[~counters], by_hand[~counters]) and torch.equal(evaluated[counters], by_hand[counters].round())
+
+    summaries = {rule: run_experiment(compose_run_config(*lightning("DocsClassifier", "algorithm=fedavg",
+                                                                    f"task.buffers={rule}", "concurrency=20")),
+                                      tmp_path / rule) for rule in ("federated", "reset")}
+    assert summaries["federated"]["final_val_loss"] != summaries["reset"]["final_val_loss"]
+    saved = torch.load(tmp_path / "federated" / "model.pt")
+    assert saved["net.2.running_mean"].abs().sum() > 0  # the global statistics, saved with the model
+
+    local = built(*lightning("DocsClassifier", "algorithm=fedavg", "task.buffers=local"))
+    tracked = []
+    for seed in (21, 22):  # the same client twice: the second trip goes on from the first's statistics
+        local.trainer.train([local.simulator._broadcast()], [0], [seed])
+        local.trainer.after_server_step([seed], [0], None)
+        tracked.append(local.trainer.client_buffers[0][counters].item())
+    assert tracked[0] > 0 and tracked[1] == 2 * tracked[0]  # batches counted over both trips
+    assert "buffers" not in local.simulator._broadcast().state  # nothing of a client's own is sent

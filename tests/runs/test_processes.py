@@ -44,12 +44,15 @@ def outputs(run_dir: Path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", [(), ("task=lightning",
-                                       "task.module._target_=my_fl_extensions.lightning_modules.DigitsClassifier",
+                                       # torchmetrics objects logged, the validation loss returned, BatchNorm's
+                                       # buffers federated: each process holds every trip's final buffers
+                                       "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                                        # partial work: each trip's step count reaches the process that trains it
                                        "behaviour=unreliable", "behaviour.failure_rate=0", "behaviour.work_deadline=0.6")])
 def test_two_processes_give_the_same_run_as_one(tmp_path, task, one_process_run):
     """The built-in task and a LightningModule: 1 process and 2 (gloo) write the same trips.csv and
-    metrics.csv, and the same final model bit for bit; only rank 0 writes the run directory."""
+    metrics.csv (and task_metrics.csv), and the same final model bit for bit, buffers included; only
+    rank 0 writes the run directory."""
     runs = {}
     for devices in (1, 2):
         run_dir = tmp_path / f"devices{devices}"
@@ -62,6 +65,8 @@ def test_two_processes_give_the_same_run_as_one(tmp_path, task, one_process_run)
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["processes"] == devices
     one, two = runs[1], runs[2]
+    if task:  # what the module logged, computed alike in each process
+        pd.testing.assert_frame_equal(*(pd.read_csv(tmp_path / f"devices{d}" / "task_metrics.csv") for d in (1, 2)))
     pd.testing.assert_frame_equal(one[0], two[0])
     pd.testing.assert_frame_equal(one[1], two[1])
     assert torch.equal(one[2], two[2])

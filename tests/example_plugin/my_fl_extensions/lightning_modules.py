@@ -14,7 +14,8 @@ import lightning as L
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchmetrics.classification import MulticlassAccuracy
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 
 class DigitsClassifier(L.LightningModule):
@@ -68,6 +69,46 @@ class DigitsClassifier(L.LightningModule):
 
     def on_train_end(self):
         self.hooks.append("train_end")
+
+
+class DocsClassifier(L.LightningModule):
+    """Written as Lightning's and torchmetrics' documentation write a classifier: torchmetrics objects
+    logged by ``self.log`` (on_step and on_epoch in training), a MetricCollection through
+    ``self.log_dict`` in validation, the validation loss returned rather than logged, and BatchNorm
+    (whose running statistics are buffers)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, hidden: int = 32, lr: float = 0.5):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.BatchNorm1d(hidden),
+                                 nn.ReLU(), nn.Linear(hidden, num_classes))
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_metrics = MetricCollection({"val_acc": MulticlassAccuracy(num_classes, average="micro"),
+                                             "val_f1": MulticlassF1Score(num_classes, average="macro")})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        if len(y) < 2:  # BatchNorm cannot normalise a batch of one: skipped, as Lightning lets a step do
+            return None
+        logits = self(x)
+        loss = F.cross_entropy(logits, y)
+        self.train_acc(logits, y)
+        self.log("train_acc", self.train_acc, on_step=True, on_epoch=True)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.val_metrics.update(logits, y)
+        self.log_dict(self.val_metrics)
+        return F.cross_entropy(logits, y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
 
 
 class WrappedNetwork(L.LightningModule):
