@@ -23,7 +23,7 @@ from fl_bench.algorithms import buffered, fedgbo, fedlaavg, fedstaleweight, hfl,
 from fl_bench.algorithms.base import AlgorithmConfig
 from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES, check_cpu_devices, process_count
 from fl_bench.clients.task import TaskConfig
-from fl_bench.data import sources, synthetic, two_means  # noqa: F401,E402
+from fl_bench.data import datamodule, sources, synthetic, two_means  # noqa: F401,E402
 from fl_bench.data.federated import DatasetConfig
 from fl_bench.data.partition import PartitionConfig
 from fl_bench.engine.availability import AvailabilityConfig

@@ -1,0 +1,59 @@
+"""A LightningDataModule and a torch Dataset written as their users write them, for
+``dataset=datamodule``: nothing here knows about fl_bench. The data is generated (offline): 8-feature
+points around one centre per class."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, TensorDataset, random_split
+
+
+def blobs(n: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    centres = 3 * torch.randn(num_classes, 8, generator=generator)
+    y = torch.randint(num_classes, (n,), generator=generator)
+    return centres[y] + torch.randn(n, 8, generator=generator), y
+
+
+class BlobsDataModule(L.LightningDataModule):
+    """Its own train / validation split in setup, DataLoaders as Lightning's docs write them."""
+
+    def __init__(self, n: int = 1200, num_classes: int = 4, batch_size: int = 32, seed: int = 0):
+        super().__init__()
+        self.save_hyperparameters()
+        self.num_classes = num_classes
+
+    def setup(self, stage: str) -> None:
+        x, y = blobs(self.hparams.n, self.hparams.num_classes, self.hparams.seed)
+        full = TensorDataset(x, y)
+        self.train_set, self.val_set = random_split(full, [0.8, 0.2], generator=torch.Generator().manual_seed(1))
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=self.hparams.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.hparams.batch_size)
+
+
+class BlobsDataset(Dataset):
+    """A plain map-style Dataset of (features, label) pairs."""
+
+    def __init__(self, n: int = 600, num_classes: int = 3):
+        self.x, self.y = blobs(n, num_classes, seed=1)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int):
+        return self.x[i], self.y[i]
+
+
+class Unlabelled(Dataset):
+    """Items without labels: no partition by label can apply."""
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int):
+        return torch.zeros(8)
