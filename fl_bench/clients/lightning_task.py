@@ -94,7 +94,8 @@ def build_lightning_task(cfg: LightningTaskConfig, model: nn.Module, data: Feder
     available = dict(model=model, num_classes=data.num_classes, input_shape=tuple(data.input_shape),
                      vocab_size=len(data.vocab) if data.vocab is not None else None)
     parameters = inspect.signature(cls.__init__).parameters
-    extra = {name: available[name] for name in FROM_RUN if name in parameters and name not in cfg.module}
+    extra = {name: available[name] for name in FROM_RUN
+             if name in parameters and name not in cfg.module and available[name] is not None}
     try:
         module = instantiate(cfg.module, **extra)
     except Exception as error:
@@ -107,13 +108,16 @@ def build_lightning_task(cfg: LightningTaskConfig, model: nn.Module, data: Feder
         raise ConfigError(f"task.module._target_={target} sets automatic_optimization=False: fl_bench steps the "
                           f"optimizer of configure_optimizers itself; use automatic optimization")
     task = LightningTask(module, cfg, data, uses_model="model" in extra)
+    if cfg.evaluation == "steps" and task.evaluator is None:
+        raise ConfigError(f"task.evaluation=steps needs a validation_step or test_step, which {cls.__qualname__} "
+                          f"has not: use task.evaluation=logits or training_step (or auto)")
     # Without a validation_step nothing is logged to read these keys from: set, they would be ignored.
     changed = [key for key in ("loss_key", "accuracy_key") if getattr(cfg, key) != getattr(LightningTaskConfig, key)]
-    if task.evaluator is None and changed:
+    if task.evaluation != "steps" and changed:
         key = changed[0]
-        raise ConfigError(f"task.{key}={getattr(cfg, key)} names a logged metric, but {cls.__qualname__} has no "
-                          f"validation_step or test_step: fl_bench computes its loss and accuracy itself; "
-                          f"leave task.{key} unset or add a validation_step")
+        raise ConfigError(f"task.{key}={getattr(cfg, key)} names a logged metric, but {cls.__qualname__} is evaluated "
+                          f"by its {task.evaluation.replace('logits', 'logits (fl_bench computes its loss and accuracy)')}, "
+                          f"not by a validation_step; leave task.{key} unset or add a validation_step")
     return task
 
 
@@ -132,6 +136,9 @@ class LightningTask(nn.Module):
         self.num_classes = data.num_classes
         self.uses_model = uses_model  # the module took the model group's network
         self.evaluator = next((hook for hook in ("validation_step", "test_step") if _overrides(module, hook)), None)
+        # steps | logits | training_step (LightningTaskConfig.evaluation; auto resolved here)
+        self.evaluation = cfg.evaluation if cfg.evaluation != "auto" else (
+            "steps" if self.evaluator is not None else "logits" if cfg.batch == "pair" else "training_step")
         self._initial_buffers = [b.detach().clone() for b in module.buffers()]
         self.metrics = None  # TaskMetrics, once Fabric is set up (set_up)
         self.last_validation: dict[str, float] = {}  # what the last evaluation's steps logged
@@ -140,8 +147,8 @@ class LightningTask(nn.Module):
 
     @property
     def predicts_classes(self) -> bool:
-        """Its forward gives class logits when fl_bench evaluates it (no validation_step of its own)."""
-        return self.evaluator is None
+        """Its forward gives class logits that fl_bench scores (task.evaluation=logits)."""
+        return self.evaluation == "logits"
 
     @property
     def model(self) -> nn.Module:
@@ -151,9 +158,10 @@ class LightningTask(nn.Module):
     def describe(self) -> str:
         """What trains, for the run's first line."""
         network = "the model group's network" if self.uses_model else "its own network (the model group is not used)"
-        evaluation = "" if self.evaluator is None else (
-            f"; validation loss: {self.cfg.loss_key} as {self.evaluator} logs it" if self.loss_source == "logged"
-            else f"; validation loss: what {self.evaluator} returns (it logs no {self.cfg.loss_key})")
+        evaluation = {"logits": "; evaluated by its logits' cross-entropy and accuracy",
+                      "training_step": "; evaluated by the mean of its training_step loss on the validation set"}.get(
+            self.evaluation, f"; validation loss: {self.cfg.loss_key} as {self.evaluator} logs it"
+            if self.loss_source == "logged" else f"; validation loss: what {self.evaluator} returns (it logs no {self.cfg.loss_key})")
         return f"task: {type(self.module).__module__}.{type(self.module).__qualname__} with {network}{evaluation}"
 
     def set_up(self, fabric: Any, metrics: "TaskMetrics", x_val: torch.Tensor | None = None,
@@ -166,7 +174,7 @@ class LightningTask(nn.Module):
         self.fabric, self.metrics = fabric, metrics
         self._initial_buffers = [b.to(fabric.device) for b in self._initial_buffers]
         install_logging(self.module, metrics)
-        if self.evaluator is not None and x_val is not None and len(y_val):
+        if self.evaluation == "steps" and x_val is not None and len(y_val):
             self.evaluate(x_val[:8], y_val[:8])
             metrics.discard()
 
@@ -178,6 +186,13 @@ class LightningTask(nn.Module):
     def batch(self, x: torch.Tensor, y: torch.Tensor, train: bool, generator: torch.Generator | None = None) -> Any:
         """A minibatch as the module takes it: (inputs, targets), or a dict under ``task.batch_keys``."""
         inputs = model_inputs(self.transform, x, train, generator)
+        if self.cfg.batch == "inputs":
+            return inputs
+        if self.cfg.batch == "next_token":
+            if inputs.dim() != 2 or inputs.is_floating_point():
+                raise ConfigError(f"task.batch=next_token needs token sequences (integer inputs of shape [batch, "
+                                  f"length]), not {inputs.dtype} inputs of shape {list(inputs.shape)}")
+            return inputs[:, :-1].contiguous(), inputs[:, 1:].contiguous()  # (a target may be .view()ed)
         if self.cfg.batch_keys is None:
             return inputs, y
         return {self.cfg.batch_keys[0]: inputs, self.cfg.batch_keys[1]: y}
@@ -193,23 +208,32 @@ class LightningTask(nn.Module):
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """The loss of one minibatch of stored examples through ``training_step`` (the FLOP count and
-        Mimelite's full-batch gradient). Before Fabric is set up, ``self.log`` has nowhere to go: its
-        warning is silenced and metric states touched are reset."""
+        Mimelite's full-batch gradient), scored as an epoch of its own (:meth:`own_epoch`). Before
+        Fabric is set up, ``self.log`` has nowhere to go: its warning is silenced and metric states
+        touched are reset."""
         if self.metrics is None:
             from torchmetrics import Metric
 
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*self.log.*")
-                loss, _ = self.training_loss(self.batch(x, y, True, generator), 0)
+                loss = self.own_epoch(self.batch(x, y, True, generator))
             for metric in self.module.modules():
                 if isinstance(metric, Metric):
                     metric.reset()
         else:
-            loss, _ = self.training_loss(self.batch(x, y, True, generator), 0)
+            loss = self.own_epoch(self.batch(x, y, True, generator))
         if loss is None:  # Lightning skips such a batch; a loss is needed here
             raise ConfigError(f"{type(self.module).__qualname__}.training_step returned None on a batch of stored "
                               f"training examples (client 0's first), where fl_bench counts a step's FLOPs: return "
                               f"the loss as a scalar tensor or a dict with 'loss'")
+        return loss
+
+    def own_epoch(self, batch: Any, batch_idx: int = 0) -> torch.Tensor | None:
+        """training_step's loss on ``batch`` outside a trip, between the train-epoch hooks: state a
+        module keeps across an epoch's batches (an RNN's hidden state) starts afresh and is cleared."""
+        self.module.on_train_epoch_start()
+        loss, _ = self.training_loss(batch, batch_idx)
+        self.module.on_train_epoch_end()
         return loss
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -226,7 +250,9 @@ class LightningTask(nn.Module):
             load_buffers(self.module, buffers)
         self.module.eval()
         try:
-            if self.evaluator is None:
+            if self.evaluation == "training_step":
+                return self._training_step_loss(x, y, chunk), float("nan")
+            if self.evaluation == "logits":
                 loss, correct = 0.0, 0.0
                 for s in range(0, len(y), chunk):
                     logits = self(x[s: s + chunk]).float()
@@ -257,6 +283,20 @@ class LightningTask(nn.Module):
         raise ConfigError(f"task.loss_key={self.cfg.loss_key} is not among what {type(self.module).__qualname__}."
                           f"{self.evaluator} logs ({', '.join(sorted(logged)) or 'nothing'}) and it returns no loss: "
                           f"set task.loss_key, or return the loss (a scalar tensor or a dict with 'loss')")
+
+    def _training_step_loss(self, x: torch.Tensor, y: torch.Tensor, chunk: int) -> float:
+        """The mean of training_step's loss over (x, y) in chunks, each an epoch of its own
+        (:meth:`own_epoch`); what the steps log is not kept."""
+        total = 0.0
+        self.metrics.stage = "val"
+        for i, s in enumerate(range(0, len(y), chunk)):
+            loss = self.own_epoch(self.batch(x[s: s + chunk], y[s: s + chunk], False), i)
+            if loss is None:
+                raise ConfigError(f"{type(self.module).__qualname__}.training_step returned None on validation "
+                                  f"examples, where task.evaluation=training_step reads its loss")
+            total += float(loss) * len(y[s: s + chunk])
+        self.metrics.take_validation()
+        return total / len(y)
 
     def _returned_loss(self, output: Any) -> float | None:
         """The loss a validation step returned: a scalar tensor, or a dict's ``task.loss_key`` or ``loss``."""

@@ -45,11 +45,27 @@ class LightningTaskConfig(TaskConfig):
     # weights, as FedAvg is usually run), local (kept per client: FedBN), reset (every trip starts from
     # the initial buffers; evaluation sees what the last trip left)
     buffers: str = "federated"
+    # What training_step gets: pair ((inputs, targets), or a dict under batch_keys), inputs (the inputs
+    # alone: a module with its own objective), next_token (token sequences x as (x[:, :-1], x[:, 1:]): a
+    # language model)
+    batch: str = "pair"
+    # How the global model is scored: steps (validation_step or test_step), logits (its forward's class
+    # logits by cross-entropy and accuracy), training_step (the mean of its loss over the validation
+    # set, no accuracy); auto: steps where the module has them, else logits for pair batches, else training_step
+    evaluation: str = "auto"
 
     BUFFER_RULES = ("federated", "local", "reset")
+    BATCHES = ("pair", "inputs", "next_token")
+    EVALUATIONS = ("auto", "steps", "logits", "training_step")
 
     def __post_init__(self) -> None:
         choice("task.buffers", self.buffers, self.BUFFER_RULES)
+        choice("task.batch", self.batch, self.BATCHES)
+        choice("task.evaluation", self.evaluation, self.EVALUATIONS)
+        require(self.batch_keys is None or self.batch == "pair", "task.batch_keys", self.batch_keys,
+                f"null with task.batch={self.batch} (dict batches name inputs and targets: task.batch=pair)")
+        require(self.evaluation != "logits" or self.batch == "pair", "task.evaluation", self.evaluation,
+                f"steps or training_step with task.batch={self.batch} (logits are scored against the targets of pairs)")
         target = self.module.get("_target_")
         require(isinstance(target, str) and target != "", "task.module._target_", target,
                 "name your LightningModule class, e.g. task.module._target_=my_package.MyModule")

@@ -9,11 +9,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset, random_split
 
 
-def blobs(n: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def blobs(n: int, num_classes: int, seed: int, dim: int = 8, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
-    centres = 3 * torch.randn(num_classes, 8, generator=generator)
+    centres = 3 * torch.randn(num_classes, dim, generator=generator)
     y = torch.randint(num_classes, (n,), generator=generator)
-    return centres[y] + torch.randn(n, 8, generator=generator), y
+    return scale * (centres[y] + torch.randn(n, dim, generator=generator)), y
 
 
 class BlobsDataModule(L.LightningDataModule):
@@ -39,8 +39,8 @@ class BlobsDataModule(L.LightningDataModule):
 class BlobsDataset(Dataset):
     """A plain map-style Dataset of (features, label) pairs."""
 
-    def __init__(self, n: int = 600, num_classes: int = 3):
-        self.x, self.y = blobs(n, num_classes, seed=1)
+    def __init__(self, n: int = 600, num_classes: int = 3, dim: int = 8, scale: float = 1.0):
+        self.x, self.y = blobs(n, num_classes, seed=1, dim=dim, scale=scale)
 
     def __len__(self) -> int:
         return len(self.y)
@@ -57,3 +57,38 @@ class Unlabelled(Dataset):
 
     def __getitem__(self, i: int):
         return torch.zeros(8)
+
+
+class CountingSequences(Dataset):
+    """Token sequences that count up modulo ``vocab`` from a random start (a language model learns
+    the next token), each labelled by its start modulo 4 (what a label partition reads)."""
+
+    def __init__(self, n: int = 640, length: int = 12, vocab: int = 16, seed: int = 2):
+        start = torch.randint(vocab, (n,), generator=torch.Generator().manual_seed(seed))
+        self.x = (start[:, None] + torch.arange(length + 1)) % vocab
+        self.y = start % 4
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int):
+        return self.x[i], self.y[i]
+
+
+class CountingDataModule(L.LightningDataModule):
+    """CountingSequences as a DataModule: 640 training and 160 validation sequences (equal batches of
+    8 per client under partition=iid with 20 clients, as the demo LSTM's carried hidden state needs)."""
+
+    def __init__(self, length: int = 12, vocab: int = 16):
+        super().__init__()
+        self.length, self.vocab = length, vocab
+
+    def setup(self, stage: str) -> None:
+        self.train_set = CountingSequences(640, self.length, self.vocab, seed=2)
+        self.val_set = CountingSequences(160, self.length, self.vocab, seed=3)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=8, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=8)
