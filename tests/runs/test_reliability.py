@@ -61,17 +61,6 @@ def test_sigterm_writes_a_checkpoint_and_the_logs_with_status_interrupted(tmp_pa
     assert list(pd.read_csv(tmp_path / "metrics.csv").trips) == list(range(0, 3001, 500))
 
 
-def test_misspelt_optional_groups_and_negative_seeds_fail_in_one_line(tmp_path):
-    for override, message in [
-        ("experiment=nope", "unknown experiment 'nope': choose one of fedbuff_fig4, fedbuff_fig4_smoke, fedbuff_smoke"),
-        ("hparams_search=nah", "unknown hparams_search 'nah': choose one of"),
-        ("seed=-1", "seed=-1 is not allowed: must be >= 0"),
-        ("partition.seed=-1", "partition.seed=-1 is not allowed: must be >= 0"),
-    ]:
-        result = fl_bench(override, "max_trips=10", cwd=tmp_path)
-        assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr, override
-
-
 def test_the_not_prepared_hint_repeats_every_data_override(tmp_path, compose_config):
     from fl_bench.data import build_dataset
     from fl_bench.data.sources import cache_dir
