@@ -36,6 +36,23 @@ def run_config(tmp_path):
     return run
 
 
+@pytest.fixture
+def cli_in_process(monkeypatch):
+    """``python -m fl_bench ARGS`` in this process from directory ``cwd``: (exit status, its output,
+    stdout and stderr together). For what does not depend on a new process: the same command, without
+    an interpreter's start-up of torch and Lightning (fl_bench.analysis.reproduce.run_in_process)."""
+    import io
+
+    from fl_bench.analysis.reproduce import run_in_process
+
+    def run(*args: str, cwd: Path) -> tuple[int, str]:
+        monkeypatch.chdir(cwd)
+        log = io.StringIO()
+        return run_in_process(list(args), log), log.getvalue()
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def shared_data_root(tmp_path_factory):
     """One data root for the session's end-to-end tests: a generated dataset (MNIST-1D's 60,000 curves

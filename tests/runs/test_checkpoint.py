@@ -131,24 +131,24 @@ def test_a_checkpoint_of_another_config_is_refused_and_resume_false_starts_over(
         run_experiment(compose_run_config(*WORKLOAD, "resume=true"), tmp_path / "empty")
 
 
-def test_a_finished_run_is_not_run_again_and_a_held_directory_is_refused(tmp_path):
+def test_a_finished_run_is_not_run_again_and_a_held_directory_is_refused(tmp_path, cli_in_process):
     run_dir = tmp_path / "run"
-    first = fl_bench("progress=false", "max_trips=500", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
+    code, _ = cli_in_process("progress=false", "max_trips=200", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert code == 0
     metrics = (run_dir / "metrics.csv").read_bytes()
-    again = fl_bench("progress=false", "max_trips=500", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert again.returncode == 0 and "already holds this run (completed): nothing to do" in again.stdout
+    code, out = cli_in_process("progress=false", "max_trips=200", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert code == 0 and "already holds this run (completed): nothing to do" in out
     assert (run_dir / "metrics.csv").read_bytes() == metrics
     with RunDirectory(run_dir).locked():  # a run holds it
-        busy = fl_bench("progress=false", "max_trips=600", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert busy.returncode == 1 and busy.stderr.count("\n") == 1
-    assert f"run directory {run_dir} is in use by pid " in busy.stderr
+        code, out = cli_in_process("progress=false", "max_trips=300", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert code == 1 and out.count("\n") == 1
+    assert f"run directory {run_dir} is in use by pid " in out
     assert (run_dir / "metrics.csv").read_bytes() == metrics  # untouched, its config too
-    assert "max_trips: 500" in (run_dir / ".hydra" / "config.yaml").read_text()
-    other = fl_bench("progress=false", "max_trips=600", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert other.returncode == 0 and "held a finished run (completed): replaced by this run" in other.stderr
+    assert "max_trips: 200" in (run_dir / ".hydra" / "config.yaml").read_text()
+    code, out = cli_in_process("progress=false", "max_trips=300", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert code == 0 and "held a finished run (completed): replaced by this run" in out
     assert not (run_dir / ".replaced").exists()
-    assert json.loads((run_dir / "summary.json").read_text())["client_trips"] == 600
+    assert json.loads((run_dir / "summary.json").read_text())["client_trips"] == 300
 
 
 def _killed_after_checkpoints(cfg, run_dir, monkeypatch, count=3):

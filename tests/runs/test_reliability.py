@@ -89,16 +89,16 @@ def test_a_gpu_accelerator_without_a_gpu_fails_in_one_line_before_any_data_is_bu
     assert not (tmp_path / "run").exists()
 
 
-def test_bad_input_leaves_no_run_directory_and_an_unwritable_one_fails_in_one_line(tmp_path):
+def test_bad_input_leaves_no_run_directory_and_an_unwritable_one_fails_in_one_line(tmp_path, cli_in_process):
     for override in ("algorithm.client_lr=-1", "experiment=nope", "dataset=cifar10"):  # schema, group, data missing
-        result = fl_bench(override, f"data_root={tmp_path / 'data'}", cwd=tmp_path)
-        assert result.returncode == 1 and "Traceback" not in result.stderr, override
+        code, out = cli_in_process(override, f"data_root={tmp_path / 'data'}", cwd=tmp_path)
+        assert code == 1 and "Traceback" not in out, override
         assert not (tmp_path / "runs").exists(), override  # not even the dated parent
     (tmp_path / "file").write_text("")
     for run_dir in (tmp_path / "file" / "run", "/proc/fl_bench_run"):
-        result = fl_bench("max_trips=10", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-        assert result.returncode == 1 and result.stderr.count("\n") == 1, run_dir
-        assert result.stderr.startswith("fl_bench: error: ") and "hydra.run.dir" in result.stderr, run_dir
+        code, out = cli_in_process("max_trips=10", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+        assert code == 1 and out.count("\n") == 1, run_dir
+        assert out.startswith("fl_bench: error: ") and "hydra.run.dir" in out, run_dir
 
 
 def test_the_run_log_holds_the_run_and_wandb_without_a_key_logs_offline(tmp_path):
