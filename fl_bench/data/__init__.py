@@ -2,7 +2,8 @@
 
 A dataset option's ``_target_`` builds it: ``synthetic`` and ``two_means`` generate their clients;
 ``sources`` loads the real datasets (from a prepared cache, ``python -m fl_bench.data prepare``) and
-``partition`` splits their examples into clients. ``federated`` holds the data types, ``formats``,
+``partition`` splits their examples into clients, as it does a user's LightningDataModule or Dataset
+(``datamodule``). ``federated`` holds the data types, ``formats``,
 ``leaf`` and ``plays`` read the raw files, ``cache`` stores prepared arrays, ``transforms`` augments
 images, ``label_groups`` groups clients by their main label.
 """
