@@ -212,6 +212,7 @@ def test_torchmetrics_objects_are_logged_with_the_trainers_semantics():
         metrics.record("x", torch.ones(3), None, None, "mean", None)
 
 
+@pytest.mark.slow  # two runs of 300 trips
 @pytest.mark.parametrize("algorithm", ["fedbuff", "fedavg"])
 def test_a_module_written_as_the_docs_write_it_trains_federated_and_learns(tmp_path, algorithm, caplog):
     """DocsClassifier (torchmetrics objects in self.log, a MetricCollection in self.log_dict, the
