@@ -461,6 +461,32 @@ class Reproduction:
                                                       samples(view, vs, measure)[0], paper, kind)
         return needs
 
+    LEDGER = "report_seeds.json"  # per table: the report seeds its runs used, and the amendments then
+
+    def _check_seed_ledger(self, wanted: dict[str, list[int]]) -> None:
+        """ValueError where a table's report seeds differ from those its earlier report runs used
+        (``<runs_dir>/report_seeds.json``) and no protocol amendment was added since: seeds are set
+        before the report runs, never added after looking."""
+        path = self.runs_dir / self.LEDGER
+        if self.smoke or not path.is_file():
+            return
+        ledger = json.loads(path.read_text())
+        for name, seeds in wanted.items():
+            before = ledger.get(name)
+            if before is not None and before["seeds"] != seeds and len(self.protocol.amended) <= before["amendments"]:
+                raise ValueError(f"table {name}: its report runs used seeds {_seed_text(before['seeds'])} ({path}); this "
+                                 f"protocol asks for {_seed_text(seeds)}: report seeds are set before the report runs, not "
+                                 f"added after looking; add a protocol.amended entry that says why, or use another runs_dir")
+
+    def _write_seed_ledger(self, used: dict[str, list[int]]) -> None:
+        if self.smoke:
+            return
+        path = self.runs_dir / self.LEDGER
+        ledger = json.loads(path.read_text()) if path.is_file() else {}
+        ledger.update({name: {"seeds": seeds, "amendments": len(self.protocol.amended)} for name, seeds in used.items()})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(ledger, indent=1))
+
     def power_note(self, needs: dict[str, Need] | None, runs: pd.DataFrame) -> str:
         """The power rule's paragraph under a table: what each verdict needed and what the table ran."""
         if needs is None:
@@ -535,7 +561,10 @@ class Reproduction:
                 for arm in self.arms(table):
                     counts[arm.key] = max(counts[arm.key], n)
             seeds = {key: self.seeds[:counts[key]] for key in arms}
+        table_seeds_used = {name: sorted({s for a in self.arms(t) for s in seeds[a.key]}) for name, t in tables.items()}
+        self._check_seed_ledger(table_seeds_used)
         directories = dict(zip(arms, self._parallel(lambda a: self.run_arm(a, seeds[a.key]), list(arms.values()))))
+        self._write_seed_ledger(table_seeds_used)
         for name, table in tables.items():
             chosen = self.arms(table)
             runs, metrics, trips = self._table_runs(chosen, directories)
@@ -580,6 +609,12 @@ def _mode_from_the_command_line(arguments: list[str]):
         return
     with mock.patch.object(Hydra, "get_mode", lambda self, config_name, overrides: None):
         yield
+
+
+def _seed_text(seeds: list[int]) -> str:
+    """Seeds as a reader scans them: 1-30, or the list where they are not a run of integers."""
+    runs = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"{seeds[0]}-{seeds[-1]}" if runs else ", ".join(map(str, seeds))
 
 
 def _scaled(effect: float, need: Need) -> str:

@@ -58,3 +58,13 @@ def test_each_table_takes_the_report_seeds_its_pilot_says_its_verdicts_need(tmp_
             f"103, the report seeds each verdict needs") in page
     assert (f"fedavg {need.seeds} ({need.paper_seeds} at the paper's effect, {need.pilot_seeds} at the pilot's "
             f"{need.pilot_effect:+.2f}); this table ran {expected} report seeds") in page
+
+    # Seeds are not added after looking: a protocol asking this table for other report seeds (here a
+    # new pool; a cap raised likewise) stops in one line unless an amendment says why.
+    spec = yaml.safe_load((tmp_path / "toy.yaml").read_text())
+    spec["protocol"]["report_seeds"] = [7, 1, 2, 3, 4, 5, 6]  # another pool: seed 7 first
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    with pytest.raises(ValueError, match=r"^table toy: its report runs used seeds 1-\d .*report seeds are set before "
+                                         r"the report runs, not added after looking; add a protocol.amended entry"):
+        Reproduction(tmp_path / "toy.yaml", smoke=False, runs_dir=None, jobs=1, in_process=True,
+                     overrides=[f"data_root={tmp_path / 'data'}"]).run([], tmp_path / "out")
