@@ -71,23 +71,30 @@ def gather(out: Path, sweep_files: list[Path]) -> tuple[pd.DataFrame, list[tuple
                 continue
             frame = pd.read_csv(path, dtype={column: str for column in TEXT})
             frame[list(TEXT)] = frame[list(TEXT)].fillna("")
-            frames.append(frame[frame["verdict"] != ""])
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
-    rows["cause"] = [_cause_verdict(row, rows) for _, row in rows.iterrows()]
+            frames.append(frame)
+    every = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    rows = every[every["verdict"] != ""].reset_index(drop=True)
+    rows["cause"] = [_cause_verdict(row, every) for _, row in rows.iterrows()]
     return rows[COLUMNS], tables
 
 
 def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
-    """A "differs" row's cause with the verdict of the arm that tests it; "unexplained" without one."""
+    """A "differs" row's cause with the verdict of the arm that tests it (``rows``: every arm of every
+    table, verdict or not); "unexplained" without one."""
     if row["verdict"] != "differs":
         return row["cause"]
     if not row["cause"]:
         return "unexplained"
 
-    def tested(cause: str) -> str:
+    def tested(cause: str) -> str:  # the arm's verdict; an arm without one, its effect against its vs
         arm = cause.rsplit("(arm ", 1)[1].rstrip(")")
         other = rows[(rows["table"] == row["table"]) & (rows["arm"] == arm)]
-        return f"{cause}: {other['verdict'].iloc[0] if len(other) else 'no verdict'}"
+        if not len(other):
+            return f"{cause}: no verdict"
+        other = other.iloc[0]
+        if other["verdict"]:
+            return f"{cause}: {other['verdict']}"
+        return f"{cause}: {_effect(other)} against {other['vs']}" if other["vs"] else f"{cause}: no verdict"
 
     if row["cause"].startswith("tried: "):
         return "unexplained; tried " + "; ".join(tested(c) for c in row["cause"][len("tried: "):].split("; "))
