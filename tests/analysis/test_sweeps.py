@@ -1,5 +1,6 @@
 """Optuna search through Hydra's multirun: trials end to end, one SQLite study shared by two runs,
-trials scored over several tuning seeds, settings enqueued before the sampler's."""
+trials scored over several tuning seeds, settings enqueued before the sampler's. The sweeps run in
+this process (tests/conftest.py's cli_in_process: the same command, without a new interpreter)."""
 
 import json
 from pathlib import Path
@@ -10,18 +11,17 @@ from omegaconf import OmegaConf
 
 from fl_bench.errors import ConfigError
 from hydra_plugins.fl_bench_optuna.optuna_sweeper import search_space, suggest
-from tests.runs.test_cli import fl_bench
 
 pytestmark = pytest.mark.slow  # Hydra multiruns and Optuna studies
 
 
-def test_two_invocations_share_one_sqlite_study_and_record_the_best_trial(tmp_path):
+def test_two_invocations_share_one_sqlite_study_and_record_the_best_trial(tmp_path, cli_in_process):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     common = ["-m", "hparams_search=fedbuff_synthetic", f"hydra.sweeper.storage={storage}", "max_trips=300",
               "eval_every=100", "concurrency=20", "target_accuracy=0.12", "progress=false"]
     for trials, sweep_dir in [(2, tmp_path / "first"), (1, tmp_path / "second")]:
-        result = fl_bench(*common, f"hydra.sweeper.n_trials={trials}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
-        assert result.returncode == 0, result.stderr
+        code, out = cli_in_process(*common, f"hydra.sweeper.n_trials={trials}", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+        assert code == 0, out
     study = optuna.load_study(study_name="fedbuff_synthetic", storage=storage)
     assert all(t.state.name == "COMPLETE" for t in study.trials)
     ran = [t for t in study.trials if "repeat_of" not in t.user_attrs]
@@ -65,27 +65,27 @@ def test_every_search_space_composes_and_parses():
     assert len(spaces["fedgbo_grid_femnist"]["algorithm.client_lr"].list) == 61  # 10^[-5, 1] by 0.1 of the exponent
 
 
-def test_a_failing_trial_is_recorded_and_the_study_goes_on(tmp_path):
+def test_a_failing_trial_is_recorded_and_the_study_goes_on(tmp_path, cli_in_process):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     # FedAsync's mixing weight must be in (0, 1]: every trial fails at start-up, none ends the sweep
-    result = fl_bench("-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness_exponent=-1",
+    code, out = cli_in_process("-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness_exponent=-1",
                       f"hydra.sweeper.storage={storage}", f"hydra.sweep.dir={tmp_path / 'sweep'}", "progress=false",
                       cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert code == 0, out
     study = optuna.load_study(study_name="synthetic_lr_fedasync", storage=storage)
     assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
     recorded = OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")
     assert recorded.failed_trials == 2 and recorded.best_value is None
 
 
-def test_each_trial_scores_the_mean_over_its_tuning_seeds_and_an_enqueued_setting_is_tried_first(tmp_path):
+def test_each_trial_scores_the_mean_over_its_tuning_seeds_and_an_enqueued_setting_is_tried_first(tmp_path, cli_in_process):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     start = {"algorithm.client_lr": 0.05, "algorithm.server_optimizer.lr": 1.0, "algorithm.server_optimizer.momentum": 0.0}
-    result = fl_bench("-m", "hparams_search=fedbuff_synthetic", "max_trips=300", "eval_every=100", "concurrency=20",
+    code, out = cli_in_process("-m", "hparams_search=fedbuff_synthetic", "max_trips=300", "eval_every=100", "concurrency=20",
                       "target_accuracy=0.12", "progress=false", "hydra.sweeper.n_trials=1", "hydra.sweeper.seeds=[3,4]",
                       "hydra.sweeper.enqueue=[{" + ",".join(f"{k}:{v}" for k, v in start.items()) + "}]",
                       f"hydra.sweeper.storage={storage}", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert code == 0, out
     (trial,) = optuna.load_study(study_name="fedbuff_synthetic", storage=storage).trials
     assert trial.params == start  # the enqueued setting is the first trial, inside the budget
     summaries = [json.loads((Path(d) / "summary.json").read_text()) for d in trial.user_attrs["run_dirs"]]
@@ -93,10 +93,10 @@ def test_each_trial_scores_the_mean_over_its_tuning_seeds_and_an_enqueued_settin
     assert trial.value == pytest.approx(sum(s["trips_to_target_or_budget"] for s in summaries) / 2)
 
 
-def test_an_enqueued_setting_must_name_only_searched_keys(tmp_path):
-    result = fl_bench("-m", "hparams_search=fedbuff_synthetic", "progress=false", "hydra.sweeper.enqueue=[{algorithm.prox_mu:0.1}]",
+def test_an_enqueued_setting_must_name_only_searched_keys(tmp_path, cli_in_process):
+    code, out = cli_in_process("-m", "hparams_search=fedbuff_synthetic", "progress=false", "hydra.sweeper.enqueue=[{algorithm.prox_mu:0.1}]",
                       f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
-    assert result.returncode != 0 and "hydra.sweeper.enqueue names ['algorithm.prox_mu']: not among the searched keys" in result.stderr
+    assert code != 0 and "hydra.sweeper.enqueue names ['algorithm.prox_mu']: not among the searched keys" in out
 
 
 class _ScoringLauncher:
@@ -157,17 +157,17 @@ def test_a_diverged_run_scores_its_trial_and_a_crashed_one_fails_it(tmp_path):
     assert by_a[3].state.name == "FAIL" and by_a[3].value is None
 
 
-def test_a_pruner_stops_hopeless_trials_at_its_rungs_and_the_best_is_a_completed_trial(tmp_path):
+def test_a_pruner_stops_hopeless_trials_at_its_rungs_and_the_best_is_a_completed_trial(tmp_path, cli_in_process):
     """Successive halving on two tuning seeds: each run is compared with the other settings' runs of its
     seed; a trial with a pruned run is told PRUNED, and its runs stopped at a rung, not at the budget."""
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    result = fl_bench("-m", "hparams_search=synthetic_lr", "hydra.sweeper.n_trials=6", "hydra.sweeper.n_startup_trials=4",
+    code, out = cli_in_process("-m", "hparams_search=synthetic_lr", "hydra.sweeper.n_trials=6", "hydra.sweeper.n_startup_trials=4",
                       f"hydra.sweeper.storage={storage}", "hydra.sweeper.seeds=[1,2]",
                       "hydra.sweeper.objective=trips_to_target_or_shortfall",
                       "hydra.sweeper.pruner={name:successive_halving,min_resource:200,reduction_factor:3}",
                       "max_trips=900", "eval_every=100", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}",
                       cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert code == 0, out
     study = optuna.load_study(study_name="synthetic_lr_fedbuff", storage=storage)
     pruned = [t for t in study.trials if t.state.name == "PRUNED"]
     assert pruned and all(t.intermediate_values for t in pruned)
