@@ -13,7 +13,9 @@ gives ``[1, 2]``).
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import re
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -139,10 +141,19 @@ WANDB_SWEEP_KEYS = {"program", "method", "parameters"}
 
 def load_sweep_file(path: Path) -> dict[str, Any]:
     """The sweep file at ``path`` as plain containers, checked whole (module docstring); ConfigError in
-    one line naming the file, the key and what is allowed."""
+    one line naming the file, the key and what is allowed. A file read before and unchanged since (the
+    same modification time and size) is not checked again: checking takes a quarter of a second, and the
+    scoreboard reads every paper's file after each table."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path} does not exist: give a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
+    stat = path.stat()
+    return copy.deepcopy(_checked(path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=64)
+def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
+    """:func:`load_sweep_file` of one version of the file (an error is raised, not cached)."""
     try:
         raw = yaml.safe_load(path.read_text())
     except UnicodeDecodeError:

@@ -1,8 +1,7 @@
 """The report on a tiny multirun: its table must equal what the metrics CSVs say."""
 
+import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -11,17 +10,16 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import load_runs, load_wandb_runs, trips_to_target_table, write_report
 from fl_bench.analysis.report import main as report_main
-from tests.runs.test_cli import fl_bench
+from fl_bench.analysis.reproduce import run_in_process
 
 
 @pytest.fixture(scope="module")
 def multirun(tmp_path_factory):
     root = tmp_path_factory.mktemp("multirun")
-    result = fl_bench(
-        "-m", "algorithm=fedbuff,fedavgm", "seed=0,1", "max_trips=600", "eval_every=200", "concurrency=20",
-        "target_accuracy=0.15", "progress=false", f"hydra.sweep.dir={root}", cwd=root,
-    )
-    assert result.returncode == 0, result.stderr
+    log = io.StringIO()  # (the command in this process: fl_bench.analysis.reproduce.run_in_process)
+    code = run_in_process(["-m", "algorithm=fedbuff,fedavgm", "seed=0,1", "max_trips=600", "eval_every=200",
+                           "concurrency=20", "target_accuracy=0.15", "progress=false", f"hydra.sweep.dir={root}"], log)
+    assert code == 0, log.getvalue()
     return root
 
 
@@ -47,12 +45,14 @@ def test_trips_to_target_table_matches_the_metrics_csvs(multirun, tmp_path):
     assert (tmp_path / "tiny_curves.png").stat().st_size > 0 and (tmp_path / "tiny_staleness.png").stat().st_size > 0
 
 
-def test_unknown_reference_and_empty_directory_fail_in_one_line(multirun, tmp_path):
-    bad = subprocess.run([sys.executable, "-m", "fl_bench.analysis.report", str(multirun), "--reference", "fedx",
-                          "--out", str(tmp_path)], capture_output=True, text=True)
-    assert bad.returncode == 2 and "reference method 'fedx' is not among the runs: fedbuff, fedavgm" in bad.stderr
-    empty = subprocess.run([sys.executable, "-m", "fl_bench.analysis.report", str(tmp_path)], capture_output=True, text=True)
-    assert empty.returncode == 2 and "no finished runs" in empty.stderr and "Traceback" not in empty.stderr
+def test_unknown_reference_and_empty_directory_fail_in_one_line(multirun, tmp_path, capsys):
+    with pytest.raises(SystemExit) as bad:
+        report_main([str(multirun), "--reference", "fedx", "--out", str(tmp_path)])
+    assert bad.value.code == 2 and "reference method 'fedx' is not among the runs: fedbuff, fedavgm" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as empty:
+        report_main([str(tmp_path)])
+    err = capsys.readouterr().err
+    assert empty.value.code == 2 and "no finished runs" in err and "Traceback" not in err
 
 
 class StubRun:

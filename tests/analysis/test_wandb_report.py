@@ -1,25 +1,25 @@
 """A report table as a W&B Report (fl_bench.analysis.wandb_report): its specification, checked offline on
 runs logged with logger=wandb in offline mode."""
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 
 from fl_bench.analysis.report import main as report_main
-from tests.runs.test_cli import fl_bench
+from fl_bench.analysis.reproduce import run_in_process
 
 
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
     """FedBuff Table 1's smoke workload, tiny: fedbuff and fedavgm on seeds 0 and 1, logged to W&B offline."""
     root = tmp_path_factory.mktemp("wandb_runs")
-    result = fl_bench(
-        "-m", "experiment=fedbuff_smoke", "algorithm=fedbuff,fedavgm", "seed=0,1", "max_trips=300", "concurrency=20",
-        "dataset.num_samples=3000",
-        "eval_every=100", "partition.num_clients=200", "logger=wandb", f"hydra.sweep.dir={root}", cwd=root,
-    )
-    assert result.returncode == 0, result.stderr
+    log = io.StringIO()  # (the command in this process: fl_bench.analysis.reproduce.run_in_process)
+    code = run_in_process(["-m", "experiment=fedbuff_smoke", "algorithm=fedbuff,fedavgm", "seed=0,1", "max_trips=300",
+                           "concurrency=20", "dataset.num_samples=3000", "eval_every=100", "partition.num_clients=200",
+                           "logger=wandb", f"hydra.sweep.dir={root}"], log)
+    assert code == 0, log.getvalue()
     return {path.parent.name: json.loads(path.read_text()) for path in root.rglob("summary.json")}, root
 
 
@@ -83,8 +83,8 @@ def test_publish_without_credentials_or_wandb_runs_stops_in_one_line(smoke_runs,
         "fl_bench.analysis.report: error: --publish needs a W&B API key (WANDB_API_KEY or `wandb login`) and network access; "
         "--dry-run writes the Report's specification offline"]
     csv_run = Path(tmp_path / "csv_run")
-    result = fl_bench("max_trips=50", "eval_every=50", "progress=false", f"hydra.run.dir={csv_run}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    log = io.StringIO()
+    assert run_in_process(["max_trips=50", "eval_every=50", "progress=false", f"hydra.run.dir={csv_run}"], log) == 0, log.getvalue()
     with pytest.raises(SystemExit):
         report_main([str(csv_run), "--name", "t", "--out", str(tmp_path), "--publish", "my-team/fl_bench", "--dry-run"])
     err = capsys.readouterr().err.strip().splitlines()

@@ -3,10 +3,7 @@ policies: end to end from trips.csv, on scripted populations, and the one-line e
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -302,13 +299,13 @@ def test_bad_availability_speed_or_selection_is_a_one_line_config_error(override
     assert "\n" not in str(error.value)
 
 
-def test_bad_trace_through_the_command_line_prints_one_error_line(tmp_path):
+def test_bad_trace_through_the_command_line_prints_one_error_line(tmp_path, cli_in_process, monkeypatch):
     path = trace_file(tmp_path, "0,0,5\n3,1,2\n20,0,1\n")
-    result = subprocess.run([sys.executable, "-m", "fl_bench", *TRACE, path, "progress=false"], cwd=tmp_path,
-                            capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "offline"}, timeout=300)
-    assert result.returncode == 1
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    code, out = cli_in_process(*TRACE, path, "progress=false", cwd=tmp_path)
+    assert code == 1
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, out
     expected = r"fl_bench: error: availability\.path=\S+trace\.csv row 4: client 20 is unknown: ids are 0\.\.19"
     assert re.fullmatch(expected, lines[0]), lines[0]
 
