@@ -65,6 +65,10 @@ def write_files(tmp: Path) -> None:
                                                       "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [1, 202, 203], cap: 5}\n"))
     (tmp / "power_type.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
                                                      "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: many}\n"))
+    (tmp / "power_no_pilot.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
+                                                       "  report_seeds: [1, 2, 3, 4, 5]\n  power: {cap: 5}\n"))
+    (tmp / "power_low_cap.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
+                                                       "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [201, 202, 203], cap: 3}\n"))
     (tmp / "bad_aggregate.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, aggregate: max}"))
     hfl = (REPO / "sweeps" / "hfl_smoke.yaml").read_text()
     (tmp / "typed_interval.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      ahead by 2.1 [1.0, 3.2]\n"))
@@ -219,6 +223,8 @@ REFUSALS = [
                                             "not a key of an arm: did you mean overrides?"),
     (REPRODUCE, ["{tmp}/bad_aggregate.yaml"], {}, "protocol.tuner.aggregate='max': choose one of mean, worst, median"),
     (REPRODUCE, ["{tmp}/power_cap.yaml"], {}, "protocol.power.cap=30: must be at least 5 and at most the 5 report seeds listed"),
+    (REPRODUCE, ["{tmp}/power_no_pilot.yaml"], {}, "{tmp}/power_no_pilot.yaml: protocol.power.pilot_seeds"),
+    (REPRODUCE, ["{tmp}/power_low_cap.yaml"], {}, "protocol.power.cap=3: must be at least 5"),
     (REPRODUCE, ["{tmp}/power_pilot.yaml"], {}, "protocol.power.pilot_seeds [1] are also tuning or report seeds"),
     (REPRODUCE, ["{tmp}/power_type.yaml"], {}, "{tmp}/power_type.yaml: protocol.power.pilot_seeds='many' is not allowed: "
                                                "it must be a list of integers"),
