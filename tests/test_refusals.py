@@ -69,6 +69,11 @@ def write_files(tmp: Path) -> None:
                                                        "  report_seeds: [1, 2, 3, 4, 5]\n  power: {cap: 5}\n"))
     (tmp / "power_low_cap.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
                                                        "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [201, 202, 203], cap: 3}\n"))
+    for kind, content in (("empty", b""), ("binary", bytes(range(256))), ("type", b'{"fig2": [1, 2]}')):
+        (tmp / f"ledger_{kind}" / "runs").mkdir(parents=True)  # a reproduction's report-seed ledger, damaged
+        (tmp / f"ledger_{kind}" / "runs" / "report_seeds.json").write_bytes(content)
+        (tmp / f"ledger_{kind}.yaml").write_text(_edit("fedstaleweight_smoke", "runs_dir: multirun/fedstaleweight_smoke",
+                                                       f"runs_dir: {tmp / f'ledger_{kind}' / 'runs'}"))
     (tmp / "bad_aggregate.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, aggregate: max}"))
     hfl = (REPO / "sweeps" / "hfl_smoke.yaml").read_text()
     (tmp / "typed_interval.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      ahead by 2.1 [1.0, 3.2]\n"))
@@ -97,6 +102,9 @@ REFUSALS = [
     (FL_BENCH, ["hparams_search=nah"], {}, "unknown hparams_search 'nah': choose one of"),
     (FL_BENCH, ["seed=-1"], {}, "seed=-1 is not allowed: must be >= 0"),
     (FL_BENCH, ["partition.seed=-1"], {}, "partition.seed=-1 is not allowed: must be >= 0"),
+    (FL_BENCH, ["dataset=datamodule", "dataset.datamodule=5"], {}, "Error merging override dataset.datamodule=5: Cannot assign int"),
+    (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
+                "algorithm=centralized", "task.buffers=local"], {}, "task.buffers=local is not allowed with algorithm=centralized"),
     (FL_BENCH, ["dataset=datamodule"], {}, "dataset.datamodule._target_=None is not allowed: name your LightningDataModule"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.batch=tokens"], {}, "task.batch='tokens' is not allowed: choose one of pair, inputs, next_token"),
@@ -223,6 +231,8 @@ REFUSALS = [
                                             "not a key of an arm: did you mean overrides?"),
     (REPRODUCE, ["{tmp}/bad_aggregate.yaml"], {}, "protocol.tuner.aggregate='max': choose one of mean, worst, median"),
     (REPRODUCE, ["{tmp}/power_cap.yaml"], {}, "protocol.power.cap=30: must be at least 5 and at most the 5 report seeds listed"),
+    *[(REPRODUCE, [f"{{tmp}}/ledger_{kind}.yaml"], {}, f"{{tmp}}/ledger_{kind}/runs/report_seeds.json is not a ledger "
+       "of report seeds") for kind in ("empty", "binary", "type")],
     (REPRODUCE, ["{tmp}/power_no_pilot.yaml"], {}, "{tmp}/power_no_pilot.yaml: protocol.power.pilot_seeds"),
     (REPRODUCE, ["{tmp}/power_low_cap.yaml"], {}, "protocol.power.cap=3: must be at least 5"),
     (REPRODUCE, ["{tmp}/power_pilot.yaml"], {}, "protocol.power.pilot_seeds [1] are also tuning or report seeds"),

@@ -46,7 +46,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import pandas as pd
 from omegaconf import OmegaConf
@@ -470,7 +470,7 @@ class Reproduction:
         path = self.runs_dir / self.LEDGER
         if self.smoke or not path.is_file():
             return
-        ledger = json.loads(path.read_text())
+        ledger = self._read_ledger(path)
         for name, seeds in wanted.items():
             before = ledger.get(name)
             if before is not None and before["seeds"] != seeds and len(self.protocol.amended) <= before["amendments"]:
@@ -478,11 +478,23 @@ class Reproduction:
                                  f"protocol asks for {_seed_text(seeds)}: report seeds are set before the report runs, not "
                                  f"added after looking; add a protocol.amended entry that says why, or use another runs_dir")
 
+    @staticmethod
+    def _read_ledger(path: Path) -> dict[str, Any]:
+        """``report_seeds.json``; ValueError in one line where it is not the ledger this module writes."""
+        try:
+            ledger = json.loads(path.read_text())
+            if all(isinstance(entry["seeds"], list) and isinstance(entry["amendments"], int) for entry in ledger.values()):
+                return ledger
+        except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
+            pass
+        raise ValueError(f"{path} is not a ledger of report seeds ({{table: {{seeds: [...], amendments: N}}}}): it records "
+                         f"which seeds the report runs used; restore it, or use another runs_dir")
+
     def _write_seed_ledger(self, used: dict[str, list[int]]) -> None:
         if self.smoke:
             return
         path = self.runs_dir / self.LEDGER
-        ledger = json.loads(path.read_text()) if path.is_file() else {}
+        ledger = self._read_ledger(path) if path.is_file() else {}
         ledger.update({name: {"seeds": seeds, "amendments": len(self.protocol.amended)} for name, seeds in used.items()})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(ledger, indent=1))

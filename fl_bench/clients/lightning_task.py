@@ -179,7 +179,7 @@ class LightningTask(nn.Module):
             metrics.discard()
 
     def reset_buffers(self) -> None:
-        """Every trip starts from the module's initial buffers (they are not federated)."""
+        """The module's initial buffers back (task.buffers=reset: every trip starts from them)."""
         for buffer, initial in zip(self.module.buffers(), self._initial_buffers):
             buffer.copy_(initial)
 
@@ -322,16 +322,18 @@ def install_logging(module: nn.Module, metrics: "TaskMetrics") -> None:
         if unknown:
             raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
 
-    def log(name: str, value: Any, **options: Any) -> None:
-        check(options, allowed, "log")
+    def record(name: str, value: Any, options: dict[str, Any]) -> None:
         metrics.record(name, value, options.get("on_step"), options.get("on_epoch"), options.get("reduce_fx", "mean"),
                        options.get("batch_size"))
+
+    def log(name: str, value: Any, **options: Any) -> None:
+        check(options, allowed, "log")
+        record(name, value, options)
 
     def log_dict(dictionary: Any, **options: Any) -> None:
         check(options, allowed_dict, "log_dict")
         for name, value in dictionary.items():  # a MetricCollection's items are its metrics, named as it names them
-            metrics.record(name, value, options.get("on_step"), options.get("on_epoch"), options.get("reduce_fx", "mean"),
-                           options.get("batch_size"))
+            record(name, value, options)
 
     module.log, module.log_dict = log, log_dict
 

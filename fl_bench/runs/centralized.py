@@ -232,6 +232,11 @@ class CentralizedRun:
         if isinstance(cfg.task, LightningTaskConfig):
             from fl_bench.clients.lightning_task import build_lightning_task
 
+            for key, value, default in (("buffers", cfg.task.buffers, "federated"), ("evaluation", cfg.task.evaluation, "auto")):
+                if value not in (default, "steps"):  # one model on the pooled data: it would be ignored
+                    raise ConfigError(f"task.{key}={value} is not allowed with algorithm=centralized: one model trains on "
+                                      f"the pooled data with its own buffers and the Trainer validates it with its "
+                                      f"validation_step; leave task.{key} unset")
             task = build_lightning_task(cfg.task, model, data)
             if task.evaluator != "validation_step":
                 raise ConfigError(f"task.module._target_={cfg.task.module['_target_']} has no validation_step: "
