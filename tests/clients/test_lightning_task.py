@@ -122,12 +122,13 @@ def test_dict_batches_adam_an_epoch_scheduler_and_fl_benchs_own_evaluation(tmp_p
     assert set(logged.name) == {"loss", "batch_size"} and set(logged.stage) == {"train"}
 
 
-def test_a_resumed_lightning_run_ends_identical_to_an_uninterrupted_one(tmp_path):
+@pytest.mark.parametrize("buffers", ["federated", "local"])
+def test_a_resumed_lightning_run_ends_identical_to_an_uninterrupted_one(tmp_path, buffers):
     """Killed after its checkpoint (server step 2) and resumed: metrics.csv, task_metrics.csv (with the
     training sums of the trips since the last evaluation kept in the checkpoint) and the model are
-    those of an uninterrupted run."""
+    those of an uninterrupted run; the BatchNorm buffers (global, or each client's) are in the checkpoint."""
     overrides = lightning("DocsClassifier", "algorithm=fedbuff", "algorithm.buffer_size=5", "max_trips=60",
-                          "eval_every=25", "checkpoint_every=3")  # its federated BatchNorm buffers in the checkpoint
+                          "eval_every=25", "checkpoint_every=3", f"task.buffers={buffers}")
     whole = tmp_path / "whole"
     run_experiment(compose_run_config(*overrides), whole)
     cut = tmp_path / "cut"
