@@ -6,6 +6,8 @@ parameter (Table VI). Bytes are counted by the engine from the messages (fl_benc
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -21,7 +23,13 @@ def example_flops(task: ClassificationTask, data: FederatedData, batch_size: int
     local step (loss and parameter gradients) on the first ``batch_size`` training examples, divided
     by their number. Matmuls and convolutions are counted (2 per multiply-add), elementwise ops are
     not (as Thop, which the paper used). RNNs run as their unrolled cell loop, so that their matmuls
-    are seen on every device (cuDNN's fused RNN kernel has no FLOP formula)."""
+    are seen on every device (cuDNN's fused RNN kernel has no FLOP formula).
+
+    The step runs on a copy: the run's module must start as built, with its buffers (BatchNorm's
+    running statistics) untouched and no state created in a forward on the CPU (a LightningModule
+    may build a tensor on its first forward, on the device of that forward, and the run's device
+    may be a GPU)."""
+    task = copy.deepcopy(task)
     count = min(batch_size, len(data.y))
     params = [p for p in task.parameters() if p.requires_grad]
     counter = FlopCounterMode(display=False)

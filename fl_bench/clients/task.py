@@ -120,12 +120,12 @@ class ClassificationTask(nn.Module):
         if not hidden:
             raise ConfigError(f"algorithm.entropy_weight={self.entropy_weight} (FedMAX) needs a model with a hidden layer: "
                               f"{type(self.model).__name__}'s output layer reads the input; use model=cnn_fedgbo, char_gru, mlp, ...")
+        linears[-1].register_forward_pre_hook(self._keep_features)
 
-        def keep(module, inputs):
-            if module.training:
-                self.features = inputs[0]
-
-        linears[-1].register_forward_pre_hook(keep)
+    def _keep_features(self, module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        # a bound method, not a closure: a deep copy of the task (the FLOP count's) keeps its own features
+        if module.training:
+            self.features = inputs[0]
 
     def inputs(self, x: torch.Tensor, train: bool, generator: torch.Generator | None = None) -> torch.Tensor:
         """Stored examples -> model inputs (:func:`model_inputs` with the dataset's transform)."""
