@@ -15,6 +15,12 @@ the paper's side and beyond it: "inconclusive", or "underpowered at N seeds" whe
 rule (fl_bench.analysis.power) said before the runs that N seeds, its cap, could not resolve it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
 side to test: "paper split".
 
+Censored: trips (or rounds) of a seed that missed are the budget, a lower bound, so an end of an
+effect's interval that rests on a median at the budget is open: where the arm's own interval reaches
+the budget its effect may be larger than its upper end, where the compared arm's does, smaller than
+its lower end; the verdict reads the interval with those ends open. Where both arms' medians are at
+the budget, the budget cannot order them: "not reached" (a larger budget would).
+
 Tuning failed: an arm declares the arm that runs its nested special case (``special_case:`` in the
 sweep file: FedAvg is FedAvgM with momentum 0, FedAvg is FedProx with mu = 0); a method worse than
 its own special case beyond the interval means its tuning failed, and that is its verdict.
@@ -214,6 +220,20 @@ def _paper_side(values: list[Any], kind: str) -> str | None:
     return sides.pop() if len(sides) == 1 else None
 
 
+def censored_at(runs: pd.DataFrame, method: str, measure: str) -> float:
+    """The budget ``method``'s missed seeds count as (trips or rounds), inf where none missed."""
+    group = runs[runs["method"] == method]
+    if measure not in ("trips", "rounds") or not group["trips_to_target"].isna().any():
+        return math.inf
+    return float(group["max_trips"].min())
+
+
+def open_ends(low: float, high: float, ours_at_budget: bool, base_at_budget: bool) -> tuple[float, float]:
+    """An effect's interval as the verdict reads it (Censored above): the upper end open where the arm's
+    own median interval reaches its budget, the lower end where the compared arm's does."""
+    return (-math.inf if base_at_budget else low), (math.inf if ours_at_budget else high)
+
+
 def samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, bool]:
     """One value per seed of ``method`` (trips with a miss counted as the budget), and whether a seed missed."""
     group = runs[runs["method"] == method]
@@ -317,10 +337,14 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
             if paper:
                 row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v)[:1] in "<>"
                                           else f"{float(v):+.2f}" for v in paper)
-                expected, found = _paper_side(list(paper), kind), side(e_low, e_high, kind)
+                budget, base_budget = censored_at(runs, method, measure), censored_at(runs, vs, measure)
+                _, base_high = bootstrap_interval(np.median, base)
+                v_low, v_high = open_ends(e_low, e_high, high >= budget, base_high >= base_budget)
+                expected, found = _paper_side(list(paper), kind), side(v_low, v_high, kind)
                 need = (needs or {}).get(method)
-                decided = expected is not None and (found == expected or excludes(e_low, e_high, expected, kind))
+                decided = expected is not None and (found == expected or excludes(v_low, v_high, expected, kind))
                 row["verdict"] = ("paper split" if expected is None
+                                  else "not reached" if np.median(ours) >= budget and np.median(base) >= base_budget
                                   else "reproduces" if found == expected else "differs" if decided
                                   else f"underpowered at {len(ours)} seeds" if need is not None
                                   and need.seeds is not None and cap is not None and need.seeds > cap

@@ -29,7 +29,7 @@ from fl_bench.errors import ConfigError
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 TEXT = ("arm", "vs", "paper_effect", "verdict", "guard", "cause", "paper", "table")  # empty cells stay ""
-VERDICTS = ("reproduces", "differs", "inconclusive", "underpowered", "paper split", "tuning failed")
+VERDICTS = ("reproduces", "differs", "inconclusive", "underpowered", "not reached", "paper split", "tuning failed")
 COLUMNS = ["paper", "table", "arm", "vs", "measure", "median", "median_low", "median_high", "effect", "effect_low",
            "effect_high", "paper_effect", "verdict", "guard", "seeds", "cause"]
 
@@ -110,7 +110,7 @@ def _effect(row: pd.Series) -> str:
 
 def counts(rows: pd.DataFrame) -> str:
     """'N verdicts: a reproduces, b differs, c inconclusive (x%)' for ``rows`` (with the underpowered,
-    paper-split and tuning-failed rows where there are any)."""
+    not-reached, paper-split and tuning-failed rows where there are any)."""
     found = rows["verdict"].str.replace(r"^underpowered at \d+ seeds$", "underpowered", regex=True).value_counts()
     parts = [f"{found.get(v, 0)} {v}" for v in VERDICTS if found.get(v, 0) or v in VERDICTS[:3]]
     share = found.get("inconclusive", 0) / len(rows) if len(rows) else 0.0

@@ -156,6 +156,21 @@ def test_a_missed_target_counts_as_the_budget_and_a_workload_at_its_floor_or_cei
     assert saturated(apart, "best_accuracy") == ""
 
 
+def test_an_interval_end_resting_on_the_budget_is_open_and_two_arms_at_the_budget_are_not_ordered():
+    nan = float("nan")
+    runs = _runs({"lrnorm": [nan] * 5, "examples": [nan, nan, 940, nan, nan], "fast": [400, 420, 410, 390, 405],
+                  "slow": [nan, nan, nan, 980, 990], "near": [970, 975, 980, 985, 990], "some": [975, 985, nan, nan, 980]})
+    arms = {"examples": {"vs": "lrnorm", "paper": {"trips": [1.15]}},  # 1000 / 1000: "the same" only by the budget
+            "fast": {"vs": "lrnorm", "paper": {"trips": [1.5]}},  # 0.41x of a lower bound: faster still
+            "slow": {"vs": "fast", "paper": {"trips": [0.9]}},  # at least 2.4x: slower, whatever the budget hid
+            "some": {"vs": "near", "paper": {"trips": [1.5]}}}  # inside the band up to 1.03x, but its misses may hide more
+    table = evidence(runs, None, arms, "trips").set_index("method")
+    assert (table.loc["examples", "effect_low"], table.loc["examples", "effect_high"]) == (0.94, 1.0)  # inside the band
+    assert table.loc["examples", "verdict"] == "not reached"  # was "differs": the same only because both hit 1,000
+    assert table.loc["fast", "verdict"] == "differs" and table.loc["slow", "verdict"] == "differs"
+    assert table.loc["some", "effect_high"] < 1.05 and table.loc["some", "verdict"] == "inconclusive"  # was "differs"
+
+
 def test_accuracy_effects_are_differences_in_points_compared_with_the_paper_s_difference():
     runs = pd.DataFrame({"method": ["fedavg"] * 4 + ["fedlaavg"] * 4,
                          "best_val_accuracy": [0.80, 0.81, 0.79, 0.80, 0.86, 0.85, 0.87, 0.86]})
