@@ -51,3 +51,9 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
     scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
     assert scoreboard.write(tmp_path, [spec])["cause"].tolist()[1] == \
         "unexplained; tried no momentum (arm plain): reproduces; more steps (arm ahead): reproduces"
+
+
+def test_the_counts_name_each_kind_of_verdict_and_the_inconclusive_share():
+    verdicts = pd.DataFrame({"verdict": ["reproduces", "not reached", "inconclusive", "underpowered at 30 seeds"]})
+    assert scoreboard.counts(verdicts) == \
+        "4 verdicts: 1 reproduces, 0 differs, 1 inconclusive, 1 underpowered, 1 not reached (25% inconclusive)"
