@@ -17,7 +17,6 @@ from fl_bench.runs.checkpoint import CHECKPOINT, load_verified, save_verified, s
 from fl_bench.runs.experiment import Run, run_experiment
 from fl_bench.runs.run_dir import RunDirectory
 from tests.conftest import compose_run_config
-from tests.runs.test_cli import fl_bench
 
 pytestmark = pytest.mark.slow  # runs killed and resumed against uninterrupted ones
 
@@ -31,12 +30,12 @@ def assert_same_run(a, b):
     assert model_a.keys() == model_b.keys() and all(torch.equal(model_a[k], model_b[k]) for k in model_a)
 
 
-# One algorithm through a real SIGKILL (a subprocess costs ~8 s of start-up); every algorithm's state
-# is covered bit for bit by the in-process kill below.
+# One algorithm through a real SIGKILL (a subprocess costs seconds of start-up: the run killed is the
+# only one in its own process); every algorithm's state is covered bit for bit by the in-process kill below.
 @pytest.mark.parametrize("algorithm", ["fedbuff"])
-def test_a_run_killed_with_sigkill_at_a_random_point_and_resumed_ends_identical(tmp_path, algorithm):
+def test_a_run_killed_with_sigkill_at_a_random_point_and_resumed_ends_identical(tmp_path, algorithm, cli_in_process):
     overrides = ["progress=false", f"algorithm={algorithm}", "max_trips=2000", "eval_every=100", "checkpoint_every=2"]
-    assert fl_bench(*overrides, f"hydra.run.dir={tmp_path / 'whole'}", cwd=tmp_path).returncode == 0
+    assert cli_in_process(*overrides, f"hydra.run.dir={tmp_path / 'whole'}", cwd=tmp_path)[0] == 0
     killed = tmp_path / "killed"
     # A random point, the same on every run of this test: after this many evaluations were written.
     evaluations = random.Random(algorithm).randint(3, 15)
@@ -51,8 +50,8 @@ def test_a_run_killed_with_sigkill_at_a_random_point_and_resumed_ends_identical(
         except subprocess.TimeoutExpired:
             pass
     assert process.returncode == -9 and not (killed / "summary.json").exists()
-    resumed = fl_bench(*overrides, f"hydra.run.dir={killed}", cwd=tmp_path)  # the same command again
-    assert resumed.returncode == 0, resumed.stderr
+    status, output = cli_in_process(*overrides, f"hydra.run.dir={killed}", cwd=tmp_path)  # the same command again
+    assert status == 0, output
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["status"] == "completed" and 0 < summary["resumed_at_trips"][0] < 2000
     assert not (killed / CHECKPOINT).exists()  # a finished run keeps no checkpoint
@@ -178,7 +177,7 @@ def _flip_bytes_inside_a_tensor(path):
     path.write_bytes(bytes(data))
 
 
-def test_a_checkpoint_damaged_inside_a_tensor_is_refused_with_one_line_and_no_run(tmp_path, monkeypatch):
+def test_a_checkpoint_damaged_inside_a_tensor_is_refused_with_one_line_and_no_run(tmp_path, monkeypatch, cli_in_process):
     overrides = ("progress=false", *WORKLOAD, "checkpoint_every=5")
     run_dir = tmp_path / "run"
     _killed_after_checkpoints(compose_run_config(*overrides), run_dir, monkeypatch)
@@ -187,10 +186,10 @@ def test_a_checkpoint_damaged_inside_a_tensor_is_refused_with_one_line_and_no_ru
     _flip_bytes_inside_a_tensor(checkpoint)
     torch.load(checkpoint, weights_only=False)  # torch itself loads it without complaint
     before = {name: (run_dir / name).read_bytes() for name in ("metrics.csv", "trips.csv", "summary.json")}
-    resumed = fl_bench(*overrides, f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert resumed.returncode == 1 and resumed.stderr.count("\n") == 1, resumed.stderr
-    assert f"fl_bench: error: {checkpoint} is damaged: its SHA-256 does not match checkpoint.pt.sha256" in resumed.stderr
-    assert "run with resume=false to start over" in resumed.stderr
+    code, out = cli_in_process(*overrides, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert code == 1 and out.count("\n") == 1, out
+    assert out.startswith(f"fl_bench: error: {checkpoint} is damaged: its SHA-256 does not match checkpoint.pt.sha256")
+    assert "run with resume=false to start over" in out
     assert all((run_dir / name).read_bytes() == data for name, data in before.items())  # no run
 
 
