@@ -42,36 +42,38 @@ def outputs(run_dir: Path):
             torch.cat([t.flatten() for t in model.values()]))
 
 
+def rank_zero_alone_wrote(run_dir: Path) -> bool:
+    written = {p.name for p in run_dir.iterdir()}
+    return "summary.json" in written and not any("rank" in name for name in written if name.endswith(".csv"))
+
+
+# The built-in task's 2-process run is the lost-process test's below (killed, resumed, and equal to one process).
 @pytest.mark.slow
-@pytest.mark.parametrize("task", [(), ("task=lightning",
-                                       # torchmetrics objects logged, the validation loss returned, BatchNorm's
-                                       # buffers federated: each process holds every trip's final buffers
-                                       "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
-                                       # partial work: each trip's step count reaches the process that trains it
-                                       "behaviour=unreliable", "behaviour.failure_rate=0", "behaviour.work_deadline=0.6")])
-def test_two_processes_give_the_same_run_as_one(tmp_path, task, one_process_run):
-    """The built-in task and a LightningModule: 1 process and 2 (gloo) write the same trips.csv and
-    metrics.csv (and task_metrics.csv), and the same final model bit for bit, buffers included; only
-    rank 0 writes the run directory."""
+def test_two_processes_give_the_same_run_as_one(tmp_path):
+    """A LightningModule: 1 process and 2 (gloo) write the same trips.csv, metrics.csv and
+    task_metrics.csv, and the same final model bit for bit, buffers included; only rank 0 writes the
+    run directory."""
+    task = ("task=lightning",
+            # torchmetrics objects logged, the validation loss returned, BatchNorm's buffers federated: each
+            # process holds every trip's final buffers
+            "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
+            # partial work: each trip's step count reaches the process that trains it
+            "behaviour=unreliable", "behaviour.failure_rate=0", "behaviour.work_deadline=0.6")
     runs = {}
     for devices in (1, 2):
         run_dir = tmp_path / f"devices{devices}"
-        if devices == 1 and not task:
-            run_dir = one_process_run
-        else:
-            result = fl_bench(*WORKLOAD, *task, f"devices={devices}", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-            assert result.returncode == 0, result.stderr
+        result = fl_bench(*WORKLOAD, *task, f"devices={devices}", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
         runs[devices] = outputs(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["processes"] == devices
     one, two = runs[1], runs[2]
-    if task:  # what the module logged, computed alike in each process
-        pd.testing.assert_frame_equal(*(pd.read_csv(tmp_path / f"devices{d}" / "task_metrics.csv") for d in (1, 2)))
+    # what the module logged, computed alike in each process
+    pd.testing.assert_frame_equal(*(pd.read_csv(tmp_path / f"devices{d}" / "task_metrics.csv") for d in (1, 2)))
     pd.testing.assert_frame_equal(one[0], two[0])
     pd.testing.assert_frame_equal(one[1], two[1])
     assert torch.equal(one[2], two[2])
-    written = {p.name for p in (tmp_path / "devices2").iterdir()}
-    assert "summary.json" in written and not any("rank" in name for name in written if name.endswith(".csv"))
+    assert rank_zero_alone_wrote(tmp_path / "devices2")
 
 
 @pytest.mark.slow
@@ -79,7 +81,8 @@ def test_a_lost_process_stops_the_run_in_one_line_and_the_same_command_resumes_i
     """Rank 1 dies at its 8th batch of trips (after checkpoints at server steps 3 and 6) while rank 0
     trains that batch for 6 s more than Lightning's watch over its processes waits (it kills them all
     within 5 s): rank 0 stops with one line naming the lost process; the same command goes on from the
-    last checkpoint and ends as an uninterrupted run."""
+    last checkpoint and ends as the one-process run: every trip, evaluation and the final model bit for
+    bit, rank 0 alone writing the run directory."""
     run_dir = tmp_path / "run"
     command = (*WORKLOAD, "devices=2", "checkpoint_every=3", f"hydra.run.dir={run_dir}")
     killed = fl_bench(*command, cwd=tmp_path, env={"FL_BENCH_PLUGINS": "kill_rank", "KILL_RANK": "1",
@@ -92,7 +95,8 @@ def test_a_lost_process_stops_the_run_in_one_line_and_the_same_command_resumes_i
     assert resumed.returncode == 0, resumed.stderr
     whole = one_process_run
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["resumed_at_trips"] and summary["status"] == "completed"
+    assert summary["resumed_at_trips"] and summary["status"] == "completed" and summary["processes"] == 2
+    assert rank_zero_alone_wrote(run_dir)
     for a, b in zip(outputs(run_dir), outputs(whole)):
         if isinstance(a, pd.DataFrame):
             pd.testing.assert_frame_equal(a, b)
