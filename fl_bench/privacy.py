@@ -9,6 +9,7 @@ dp-accounting (RDP): single-epoch tree aggregation, or the Gaussian sampled with
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -185,10 +186,13 @@ def epsilon(mechanism: str, noise_multiplier: float, steps: int, delta: float, r
     return float(accountant.get_epsilon(delta))
 
 
+@functools.lru_cache(maxsize=64)
 def calibrate(mechanism: str, target_epsilon: float, steps: int, delta: float, restart_every: int | None = None,
               num_clients: int = 1, per_step: int = 1) -> float:
     """The smallest noise multiplier whose epsilon after ``steps`` is at most ``target_epsilon`` (a
-    bisection over the accountant: dp_accounting.calibrate_dp_mechanism)."""
+    bisection over the accountant: dp_accounting.calibrate_dp_mechanism). Kept per arguments: the
+    seeds of a multirun share it, and DP-SGD's accountant (sampling without replacement) takes seconds
+    a calibration."""
     import dp_accounting
 
     try:

@@ -114,6 +114,18 @@ def test_calibration_finds_the_noise_for_the_target_epsilon(mechanism, extra):
     assert epsilon(mechanism, sigma * 0.9, 600, 1e-7, **extra) > 6.0
 
 
+def test_the_seeds_of_a_multirun_share_one_calibration(monkeypatch):
+    import dp_accounting
+
+    calls = []
+    real = dp_accounting.calibrate_dp_mechanism
+    monkeypatch.setattr(dp_accounting, "calibrate_dp_mechanism", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calibrate.cache_clear()
+    first = calibrate("ftrl", 7.0, 300, 1e-7)
+    assert calibrate("ftrl", 7.0, 300, 1e-7) == first and len(calls) == 1  # the same run's arguments: kept
+    assert calibrate("ftrl", 8.0, 300, 1e-7) < first and len(calls) == 2  # a larger epsilon: less noise
+
+
 def test_a_private_step_keeps_fedbuffs_staleness_weights_by_hand():
     from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
 
