@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from absl import logging as absl_logging
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from fl_bench.runs.cli import CONFIG_DIR
+
+# absl (dp-accounting's logging) binds its handler to the sys.stderr of its import and closes that stream
+# when logging is configured again (Hydra, in an in-process run) unless it is the interpreter's own: under
+# pytest's capture it closed the capture, and the session stopped with "lost sys.stderr".
+absl_logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
 
 
 def compose_run_config(*overrides: str, config_dir: str = CONFIG_DIR):
