@@ -320,10 +320,11 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
     scoreboard (fl_bench.analysis.scoreboard) all read it."""
     kind = "ratio" if measure in ("trips", "rounds") else "difference"
     methods = list(dict.fromkeys(runs["method"]))
+    median_intervals = {m: bootstrap_interval(np.median, samples(runs, m, measure)[0]) for m in methods}
     rows = []
     for method in methods:
         ours, bound = samples(runs, method, measure)
-        low, high = bootstrap_interval(np.median, ours)
+        low, high = median_intervals[method]
         arm = arms.get(method, {})
         row = {"method": method, "seeds": len(ours), "median": float(np.median(ours)), "median_low": low,
                "median_high": high, "missed": bound, "vs": "", "effect": np.nan, "effect_low": np.nan,
@@ -338,8 +339,7 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
                 row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v)[:1] in "<>"
                                           else f"{float(v):+.2f}" for v in paper)
                 budget, base_budget = censored_at(runs, method, measure), censored_at(runs, vs, measure)
-                _, base_high = bootstrap_interval(np.median, base)
-                v_low, v_high = open_ends(e_low, e_high, high >= budget, base_high >= base_budget)
+                v_low, v_high = open_ends(e_low, e_high, high >= budget, median_intervals[vs][1] >= base_budget)
                 expected, found = _paper_side(list(paper), kind), side(v_low, v_high, kind)
                 need = (needs or {}).get(method)
                 decided = expected is not None and (found == expected or excludes(v_low, v_high, expected, kind))
