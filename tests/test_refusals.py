@@ -75,6 +75,10 @@ def write_files(tmp: Path) -> None:
         (tmp / f"ledger_{kind}.yaml").write_text(_edit("fedstaleweight_smoke", "runs_dir: multirun/fedstaleweight_smoke",
                                                        f"runs_dir: {tmp / f'ledger_{kind}' / 'runs'}"))
     (tmp / "bad_aggregate.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, aggregate: max}"))
+    confirm = "confirm: {finalists: 4, seeds: [102, 103, 104]}"
+    for name, bad in (("one", "confirm: {finalists: 1, seeds: [102]}"), ("pilot", "confirm: {finalists: 4, seeds: [102, 201]}"),
+                      ("type", "confirm: {finalists: four, seeds: [102]}")):
+        (tmp / f"confirm_{name}.yaml").write_text(_edit("fedlaavg_smoke", confirm, bad))
     hfl = (REPO / "sweeps" / "hfl_smoke.yaml").read_text()
     (tmp / "typed_interval.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      ahead by 2.1 [1.0, 3.2]\n"))
     (tmp / "placeholder.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {effect:(0,1) FedAvgg}\n"))
@@ -231,6 +235,10 @@ REFUSALS = [
                                             "not a key of an arm: did you mean overrides?"),
     (REPRODUCE, ["{tmp}/bad_aggregate.yaml"], {}, "protocol.tuner.aggregate='max': choose one of mean, worst, median"),
     (REPRODUCE, ["{tmp}/power_cap.yaml"], {}, "protocol.power.cap=30: must be at least 5 and at most the 5 report seeds listed"),
+    (REPRODUCE, ["{tmp}/confirm_one.yaml"], {}, "protocol.tuner.confirm.finalists=1: at least 2"),
+    (REPRODUCE, ["{tmp}/confirm_pilot.yaml"], {}, "protocol.tuner.confirm.seeds [201] are also tuning, report or pilot seeds"),
+    (REPRODUCE, ["{tmp}/confirm_type.yaml"], {}, "{tmp}/confirm_type.yaml: protocol.tuner.confirm.finalists='four' is not "
+                                                 "allowed: it must be an integer"),
     *[(REPRODUCE, [f"{{tmp}}/ledger_{kind}.yaml"], {}, f"{{tmp}}/ledger_{kind}/runs/report_seeds.json is not a ledger "
        "of report seeds") for kind in ("empty", "binary", "type")],
     (REPRODUCE, ["{tmp}/power_no_pilot.yaml"], {}, "{tmp}/power_no_pilot.yaml: protocol.power.pilot_seeds"),

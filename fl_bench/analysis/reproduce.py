@@ -62,7 +62,7 @@ from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
 from fl_bench.runs.config import PRUNING_OBJECTIVES, register_configs
 from fl_bench.runs.pruning import make_pruner
-from fl_bench.runs.tuning import AGGREGATES
+from fl_bench.runs.tuning import AGGREGATES, confirmed
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,8 @@ class Protocol:
             raise ValueError(f"protocol.tuner.direction={self.tuner['direction']!r}: choose minimize or maximize")
         if self.tuner.get("aggregate") not in (None, *AGGREGATES):
             raise ValueError(f"protocol.tuner.aggregate={self.tuner['aggregate']!r}: choose one of {', '.join(AGGREGATES)}")
+        if self.tuner.get("confirm") is not None:
+            self._check_confirm()
         if self.tuner.get("pruner"):
             make_pruner(self.tuner["pruner"], "protocol.tuner.pruner")  # ValueError for an unknown pruner
             if self.tuner["objective"] not in PRUNING_OBJECTIVES:
@@ -163,6 +165,22 @@ class Protocol:
                                  f"not {self.tuner['objective']}")
         for name in tuned:
             self._check_study(name, studies)
+
+    def _check_confirm(self) -> None:
+        """Finalists to choose among, on confirmation seeds of their own."""
+        confirm = self.tuner["confirm"]
+        if confirm["finalists"] < 2:
+            raise ValueError(f"protocol.tuner.confirm.finalists={confirm['finalists']}: at least 2 (one finalist has "
+                             "nothing to be chosen over)")
+        seeds = list(confirm["seeds"])
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise ValueError(f"protocol.tuner.confirm.seeds={seeds}: at least one seed, none repeated")
+        shared = sorted(set(seeds) & {*self.tuner["seeds"], *self.report_seeds, *((self.power or {}).get("pilot_seeds") or [])})
+        if shared:
+            raise ValueError(f"protocol.tuner.confirm.seeds {shared} are also tuning, report or pilot seeds: the "
+                             "finalists run on seeds the search never saw, and the report on seeds neither saw")
+        if confirm.get("aggregate", "worst") not in AGGREGATES:
+            raise ValueError(f"protocol.tuner.confirm.aggregate={confirm['aggregate']!r}: choose one of {', '.join(AGGREGATES)}")
 
     def _check_power(self) -> None:
         """Pilot seeds apart from every other seed; a cap the report seeds can fill."""
@@ -212,7 +230,7 @@ class Protocol:
             tuning = "not tuned: every method runs the paper's fixed setting"
         else:
             t = self.tuner
-            start = "; a nested method's first trial is its special case's best" if nested else ""
+            start = "; a nested method's first trial is its special case's kept setting" if nested else ""
             pruner = t.get("pruner")
             pruned = (f", hopeless trials stopped early by {pruner['name'].replace('_', ' ')} (first rung "
                       f"{pruner['min_resource']:,} client trips, reduction factor {pruner.get('reduction_factor') or 3}, "
@@ -220,7 +238,12 @@ class Protocol:
             seeds = ', '.join(map(str, t['seeds']))
             score = {"worst": f"{t['objective']} of the worst of tuning seeds {seeds}"}.get(
                 t.get("aggregate"), f"the {t.get('aggregate') or 'mean'} {t['objective']} over tuning seeds {seeds}")
-            tuning = f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective {score}{start}"
+            confirm = t.get("confirm")
+            confirmed = (f"; then its {confirm['finalists']} best settings{' and a nested one' + chr(39) + 's start' if nested else ''} "
+                         f"ran on seeds {', '.join(map(str, confirm['seeds']))} too, and the one with the "
+                         f"{confirm.get('aggregate', 'worst')} seed over all {len(t['seeds']) + len(confirm['seeds'])} seeds "
+                         f"was kept" if confirm else "")
+            tuning = f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective {score}{start}{confirmed}"
         amended = "".join(f" Amended {change}." for change in self.amended)
         return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
                 f"{', '.join(map(str, self.report_seeds))}, none tuned on; verdict: {self.verdict}.{amended}")
@@ -309,20 +332,36 @@ class Reproduction:
             return self._tune(study, spec)
 
     def _tune(self, study: str, spec: dict) -> dict:
+        """The search's result; under a protocol that confirms, with the confirmed finalist as its best
+        (``best_params``, ``best_value``, ``best_per_seed``)."""
+        found = self._search(study, spec)
+        confirm = self.protocol.tuner.get("confirm")
+        if confirm is None or not found.get("best_params"):
+            return found
+        best = self._confirm(study, spec, found, confirm)
+        if best is None:  # a smoke point without a confirmed file: the algorithm's defaults
+            return {"best_params": {}, "wall_seconds": 0.0}
+        return {**found, "best_params": best["params"], "best_value": best["value"], "best_per_seed": best["per_seed"]}
+
+    def _search(self, study: str, spec: dict) -> dict:
+        """The TPE search on the tuning seeds (``protocol.tuner`` less its ``confirm``), kept in
+        ``<tuned_dir>/<study>.yaml`` with every completed setting ranked."""
         path = self.tuned_dir / f"{study}.yaml"
+        search = {key: value for key, value in self.protocol.tuner.items() if key != "confirm"}
         if self.smoke:
             kept = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
-            return kept if kept.get("tuner") == self.protocol.tuner else {"best_params": {}, "wall_seconds": 0.0}
+            return kept if kept.get("tuner") == search else {"best_params": {}, "wall_seconds": 0.0}
         enqueue = self._special_case_start(spec)
         made = {"space": spec["space"], "params": search_space_text(spec["space"], self.protocol.spaces), "overrides": spec["overrides"],
-                "tuner": self.protocol.tuner, "enqueued": enqueue}
+                "tuner": search, "enqueued": enqueue}
         if path.exists():
             kept = OmegaConf.to_container(OmegaConf.load(path))
-            if all(kept.get(key) == value for key, value in made.items()):
+            # (a file from before the ranking was kept cannot name finalists: searched again)
+            if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
                 return kept
         sweep_dir = self.runs_dir / f"tune_{study}"
         shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
-        tuner = self.protocol.tuner
+        tuner = search  # (the command names the search alone)
         started = time.perf_counter()
         self._run(self._command([
             *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
@@ -344,6 +383,35 @@ class Reproduction:
         OmegaConf.save(OmegaConf.create(result), path)
         return result
 
+    def _confirm(self, study: str, spec: dict, found: dict, confirm: dict) -> dict | None:
+        """The confirmation stage: the search's best ``confirm.finalists`` settings (and a nested
+        study's start, its special case's chosen setting, wherever it ranked) run on the confirmation
+        seeds too; the one with the best ``confirm.aggregate`` over all its seeds is kept. Two tuning
+        seeds do not show a setting at the edge of stability that collapses on one seed in four; the
+        finalists' extra seeds can, at a fraction of a second search's cost. Kept in the study's file
+        (None at a smoke point without one)."""
+        tuner, rule = self.protocol.tuner, {"aggregate": "worst", **confirm}
+        finalists = list(found["ranked"][:confirm["finalists"]])
+        start = self._special_case_start(spec)
+        finalists += [c for c in found["ranked"][confirm["finalists"]:] if start and c["params"] == start][:1]
+        kept = found.get("confirmed") or {}
+        if kept.get("rule") == rule and [c["params"] for c in kept["candidates"]] == [c["params"] for c in finalists]:
+            return kept["best"]
+        if self.smoke:
+            return None
+        candidates = []
+        for number, finalist in enumerate(finalists):
+            setting = [*self.workload, *spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())]
+            directory = self._runs(self.runs_dir / f"confirm_{study}" / str(number), setting, list(confirm["seeds"]),
+                                   f"study {study}'s finalist {number}")
+            summaries = [json.loads(p.read_text()) for p in directory.glob("*/summary.json")]
+            candidates.append({**finalist, "per_seed": {**finalist["per_seed"],
+                                                        **{s["seed"]: float(s[tuner["objective"]]) for s in summaries}}})
+        best = confirmed(candidates, rule["aggregate"], tuner["direction"])
+        found = {**found, "confirmed": {"rule": rule, "candidates": candidates, "best": best}}
+        OmegaConf.save(OmegaConf.create(found), self.tuned_dir / f"{study}.yaml")
+        return best
+
     def _special_case_start(self, spec: dict) -> dict:
         """The nested study's first trial: its special case's tuned best with the values that reduce
         it to that case (empty without a special case)."""
@@ -358,10 +426,13 @@ class Reproduction:
         directory), reused when they were made by the same command (a retuned study or an edited arm
         reruns: the command names the setting and the seeds)."""
         seeds = self.seeds if seeds is None else list(seeds)
-        directory = (base or self.runs_dir) / arm.key
         best = self.tuned(arm.study)["best_params"]
         setting = [*self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
                    *arm.overrides]
+        return self._runs((base or self.runs_dir) / arm.key, setting, seeds, f"arm {arm.label!r}")
+
+    def _runs(self, directory: Path, setting: list[str], seeds: list[int], what: str) -> Path:
+        """The runs of ``setting`` on ``seeds`` in ``directory``, reused when the same command made them."""
         if len(seeds) == 1:  # one run (a smoke point): Hydra's run mode composes the config twice, a multirun 3 times
             command = self._command([*setting, f"seed={seeds[0]}",
                                      f"hydra.run.dir={directory}/0_seed{seeds[0]}"], multirun=False)
@@ -376,7 +447,7 @@ class Reproduction:
         finished = self._run(command, directory, check=False)
         # A seed that diverged still leaves its summary (status diverged): a result, not a failure.
         if not finished and len(list(directory.glob("*/summary.json"))) < len(seeds):
-            raise RuntimeError(f"arm {arm.label!r} failed: see {log}")
+            raise RuntimeError(f"{what} failed: see {log}")
         return directory
 
     @staticmethod
@@ -529,13 +600,16 @@ class Reproduction:
             values = [json.loads(p.read_text())[tuner["objective"]] for p in directories[arm.key].glob("*/summary.json")]
             if not values:
                 continue
-            tuned, median = float(self.tuned(arm.study)["best_value"]), float(statistics.median(values))
+            found = self.tuned(arm.study)
+            # a confirmed setting's mean over all its seeds (its best_value is the worst seed's)
+            per_seed = found.get("best_per_seed") or {seed: found["best_value"] for seed in tuner["seeds"]}
+            tuned, median = float(statistics.mean(per_seed.values())), float(statistics.median(values))
             worse = (median > self.HELD_OUT_WORSE["minimize"] * tuned if tuner["direction"] == "minimize"
                      else median < tuned - self.HELD_OUT_WORSE["maximize"])
             if worse:
                 shown = (lambda v: f"{v:,.0f}") if abs(tuned) >= 100 else (lambda v: f"{v:.4g}")  # trips or accuracy
                 findings.append(f"{arm.label} ({tuner['objective']} {shown(tuned)} on tuning seeds "
-                                f"{', '.join(map(str, tuner['seeds']))}, median {shown(median)} on the report seeds)")
+                                f"{', '.join(map(str, sorted(per_seed)))}, median {shown(median)} on the report seeds)")
         if not findings:
             return ""
         return ("Guard, held-out: a tuned setting that does much worse on the report seeds than on the seeds it was "

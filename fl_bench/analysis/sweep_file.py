@@ -35,6 +35,15 @@ MEASURES = (*REPORT_MEASURES, "fairness")  # fairness: FedStaleWeight's weight s
 
 
 @dataclass
+class Confirm:
+    """``protocol.tuner.confirm``: the search's best settings rerun on seeds it never saw."""
+
+    finalists: int = MISSING  # the search's best settings that run on the confirmation seeds
+    seeds: list[int] = MISSING  # apart from the tuning, report and pilot seeds
+    aggregate: str = "worst"  # a finalist's score over all its seeds (tuning and confirmation)
+
+
+@dataclass
 class Tuner:
     """``protocol.tuner``: one budget for every study of the file."""
 
@@ -45,6 +54,7 @@ class Tuner:
     direction: str = MISSING
     pruner: Optional[PrunerConfig] = None  # null: every trial runs its whole budget
     aggregate: Optional[str] = None  # a trial's score over its tuning seeds: mean (null) | worst | median
+    confirm: Optional[Confirm] = None  # null: the search's best is kept
 
 
 @dataclass
@@ -215,7 +225,7 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
 
 def _what(cls: type) -> str:
     return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
-            "PrunerConfig": "protocol.tuner.pruner", "Power": "protocol.power",
+            "PrunerConfig": "protocol.tuner.pruner", "Confirm": "protocol.tuner.confirm", "Power": "protocol.power",
             "SpecialCase": "a special_case", "Cause": "an arm's cause", "ArmSpec": "an arm", "Table": "a table"}.get(cls.__name__, cls.__name__)
 
 

@@ -18,3 +18,23 @@ def aggregate(values: list[float], how: str, direction: str) -> float:
     if how == "median":
         return float(statistics.median(values))
     return sum(values) / len(values)
+
+
+def ranked(trials, seeds: list[int], direction: str) -> list[dict]:
+    """A study's completed settings best first, each ``{params, value, per_seed: {seed: value}}``
+    (``trials``: Optuna's frozen trials of the fl_bench sweeper, whose runs were on ``seeds`` in that
+    order; a proposal it told from history, a pruned or a failed trial is left out). Ties keep the
+    order the trials ran in."""
+    done = [t for t in trials if t.state.name == "COMPLETE" and "repeat_of" not in t.user_attrs and t.params]
+    done.sort(key=lambda t: t.value if direction == "minimize" else -t.value)  # (a stable sort)
+    return [{"params": dict(t.params), "value": float(t.value),
+             "per_seed": dict(zip(seeds, map(float, t.user_attrs["per_seed"])))} for t in done]
+
+
+def confirmed(candidates: list[dict], how: str, direction: str) -> dict:
+    """The finalist to keep: the best ``how`` (AGGREGATES) over each candidate's ``per_seed`` values,
+    the tuning seeds' and the confirmation seeds' together; a tie goes to the earlier candidate
+    (the one the search ranked higher)."""
+    scores = [aggregate(list(c["per_seed"].values()), how, direction) for c in candidates]
+    best = (min if direction == "minimize" else max)(range(len(candidates)), key=lambda i: scores[i])
+    return {**candidates[best], "value": scores[best]}

@@ -64,7 +64,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fl_bench.errors import ConfigError
 from fl_bench.runs.pruning import PrunerConfig, make_pruner
-from fl_bench.runs.tuning import AGGREGATES, aggregate
+from fl_bench.runs.tuning import AGGREGATES, aggregate, ranked
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,10 @@ class OptunaSweeper(Sweeper):
                    "failed_trials": sum(t.state == optuna.trial.TrialState.FAIL and "repeat_of" not in t.user_attrs
                                         for t in study.trials),
                    "best_value": best.value if best else None, "best_trial": best.number if best else None,
-                   "best_params": best.params if best else None}
+                   "best_params": best.params if best else None,
+                   # every completed setting, best first, with its runs' values per seed: the finalists a
+                   # confirmation on other seeds chooses among (fl_bench.analysis.reproduce)
+                   "ranked": ranked(study.trials, self.seeds or [self.config.get("seed")], self.direction)}
         out = Path(self.config.hydra.sweep.dir)
         out.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(summary), out / "optimization_results.yaml")

@@ -113,7 +113,7 @@ def _spec(tmp_path, protocol=None, **studies):
                                    "objective": "trips_to_target_or_shortfall", "direction": "minimize"}},
             "studies": studies or {"fedavg": {"space": "fedbuff_smoke_server_sgd", "overrides": ["algorithm=fedavg"]}}}
     for key, value in (protocol or {}).items():
-        target = spec["protocol"]["tuner"] if key in spec["protocol"]["tuner"] else spec["protocol"]
+        target = spec["protocol"]["tuner"] if key in (*spec["protocol"]["tuner"], "confirm") else spec["protocol"]
         target[key] = value
     path = tmp_path / "spec.yaml"
     OmegaConf.save(OmegaConf.create(spec), path)
@@ -141,6 +141,9 @@ FEDAVGM = {"space": "fedbuff_smoke_server_momentum", "overrides": ["algorithm=fe
     ({}, {"a": {**FEDAVGM, "special_case": {"study": "b", "set": {"algorithm.server_optimizer.momentum": 0.0}}},
           "b": {**FEDAVGM, "special_case": {"study": "a", "set": {"algorithm.server_optimizer.momentum": 0.0}}}},
      "its special cases form a cycle"),
+    ({"confirm": {"finalists": 1, "seeds": [102]}}, {}, "protocol.tuner.confirm.finalists=1: at least 2"),
+    ({"confirm": {"finalists": 4, "seeds": [101, 5]}}, {}, r"protocol.tuner.confirm.seeds \[5, 101\] are also tuning, report or pilot seeds"),
+    ({"confirm": {"finalists": 4, "seeds": []}}, {}, r"protocol.tuner.confirm.seeds=\[\]: at least one seed"),
     ({}, {"fedavg": FEDAVG, "fedavgm": {**FEDAVGM, "overrides": ["algorithm=fedavgm", "algorithm.server_optimizer.nesterov=true"]}},
      "study fedavgm: its special case does not run: algorithm.server_optimizer.nesterov=True is not allowed: Nesterov needs momentum > 0"),
 ])
@@ -189,6 +192,61 @@ def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s
     monkeypatch.setattr("fl_bench.analysis.reproduce.search_space_text", lambda space, spaces: widened)
     changed.tuned("fedavg")
     assert len(commands) == 5  # a space with other ranges: tuned again
+
+
+def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_seed_is_best_is_kept(tmp_path, monkeypatch):
+    """FedAvg's search best (lr 0.3: 10 and 12 trips on tuning seeds 100-101) collapses on confirmation
+    seed 103; the runner-up (lr 0.1) holds on all four seeds and is kept. FedAvgM's start (FedAvg's
+    kept setting with momentum 0) ranked third in its search, is a finalist anyway and holds where
+    the search best collapses: the nested method cannot end worse than its special case."""
+    confirm = {"finalists": 2, "seeds": [102, 103]}
+    spec = _spec(tmp_path, {"confirm": confirm}, fedavg=FEDAVG, fedavgm=FEDAVGM)
+    repro = Reproduction(spec, smoke=False, runs_dir=tmp_path / "runs", jobs=1)
+    lr, mom = "algorithm.client_lr", "algorithm.server_optimizer.momentum"
+    held = {0.3: (11.0, 60.0), 0.1: (15.0, 15.0), 0.05: (16.0, 17.0)}  # lr -> trips on seeds 102, 103
+    commands = []
+
+    def ranked(*settings):
+        return [{"params": p, "value": sum(v) / 2, "per_seed": dict(zip((100, 101), v))} for p, v in settings]
+
+    def fake_run(command, log_dir, check=True):
+        commands.append(command)
+        log_dir.mkdir(parents=True)
+        (log_dir / "reproduce.log").write_text(" ".join(command) + "\n")
+        if "algorithm=fedavg" in command and "hparams_search=fedbuff_smoke_server_sgd" in command:
+            found = ranked(({lr: 0.3, "algorithm.server_optimizer.lr": 1.0}, (10.0, 12.0)),
+                           ({lr: 0.1, "algorithm.server_optimizer.lr": 1.0}, (14.0, 14.0)))
+        elif "hparams_search=fedbuff_smoke_server_momentum" in command:
+            found = ranked(({lr: 0.05, "algorithm.server_optimizer.lr": 1.0, mom: 0.9}, (9.0, 9.0)),
+                           ({lr: 0.3, "algorithm.server_optimizer.lr": 1.0, mom: 0.5}, (9.5, 9.5)),
+                           ({lr: 0.1, "algorithm.server_optimizer.lr": 1.0, mom: 0.0}, (14.0, 14.0)))
+        else:  # a finalist on the confirmation seeds
+            rate = float(next(c for c in command if c.startswith(lr + "=")).split("=")[1])
+            momentum = any(c == f"{mom}=0.9" for c in command)
+            for seed, trips in zip((102, 103), (100.0, 100.0) if momentum else held[rate]):
+                (log_dir / f"run{seed}").mkdir()
+                (log_dir / f"run{seed}" / "summary.json").write_text(json.dumps({"seed": seed, "trips_to_target_or_shortfall": trips}))
+            return True
+        OmegaConf.save(OmegaConf.create({"best_params": found[0]["params"], "best_value": found[0]["value"], "ranked": found}),
+                       log_dir / "optimization_results.yaml")
+        return True
+
+    monkeypatch.setattr(repro, "_run", fake_run)
+    fedavg = repro.tuned("fedavg")
+    assert fedavg["best_params"] == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0}
+    assert fedavg["best_value"] == 15.0 and fedavg["best_per_seed"] == {100: 14.0, 101: 14.0, 102: 15.0, 103: 15.0}
+    fedavgm = repro.tuned("fedavgm")
+    assert fedavgm["best_params"] == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0, mom: 0.0}
+    assert len(commands) == 2 + 2 + 3  # two searches, two finalists, three (the start is the third)
+    assert "hydra.sweeper.enqueue=[{algorithm.client_lr:0.1,algorithm.server_optimizer.lr:1.0,algorithm.server_optimizer.momentum:0.0}]" in commands[3]
+    assert any("seed=102,103" in c for c in commands[2])
+    repro.tuned("fedavgm")
+    assert len(commands) == 7  # the search and the confirmation on file: reused
+    assert "the one with the worst seed over all 4 seeds was kept" in repro.protocol.describe(nested=True)
+    smoke = Reproduction(spec, smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
+    assert smoke.tuned("fedavg")["best_params"] == fedavg["best_params"]  # a smoke point runs the confirmed setting
+    unconfirmed = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
+    assert unconfirmed.tuned("fedavg")["best_params"] == {lr: 0.3, "algorithm.server_optimizer.lr": 1.0}  # the search's
 
 
 def test_a_bad_protocol_stops_the_command_with_one_line(tmp_path):

@@ -195,7 +195,11 @@ def test_a_trial_scores_its_seeds_by_the_protocol_s_aggregate_and_worst_prefers_
     study = sweeper.sweep([])
     values = {t.params["a"]: t.value for t in study.trials}
     assert values == ({1: 21.0, 2: 20.5} if how == "mean" else {1: 22.0, 2: 40.0})
-    assert OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml").best_params == best
+    recorded = OmegaConf.to_container(OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml"))
+    assert recorded["best_params"] == best
+    # every setting ranked with its values per seed: what a confirmation on other seeds chooses among
+    assert [r["params"] for r in recorded["ranked"]] == [best, {"a": 3 - best["a"]}]
+    assert {r["params"]["a"]: r["per_seed"] for r in recorded["ranked"]} == {1: {1: 20.0, 2: 22.0}, 2: {1: 1.0, 2: 40.0}}
 
 
 def test_an_unknown_aggregate_is_refused_in_one_line():
