@@ -16,8 +16,9 @@ retuned study reruns its arms.
 
 A sweep file's ``protocol`` is the rule every arm follows, written before the runs and checked
 before any of them starts (:class:`Protocol`): one tuner budget for every study (trials, random
-start-up trials, objective), tuning seeds (a trial's objective is its mean over them) and report
-seeds disjoint from them, and the verdict rule. A study may name its nested ``special_case`` (the
+start-up trials, objective), tuning seeds (a trial's objective is its mean over them), optionally a
+confirmation of the search's best settings on seeds of their own (``tuner.confirm``), report seeds
+disjoint from them all, and the verdict rule. A study may name its nested ``special_case`` (the
 study it reduces to, and the values that reduce it: FedAvgM with momentum 0 is FedAvg): its space
 must contain those values, its first trial is the special case's tuned best, so a working tuner
 cannot end the nested method worse than its special case on the tuning seeds. A study's ``paper``
@@ -388,12 +389,13 @@ class Reproduction:
         study's start, its special case's chosen setting, wherever it ranked) run on the confirmation
         seeds too; the one with the best ``confirm.aggregate`` over all its seeds is kept. Two tuning
         seeds do not show a setting at the edge of stability that collapses on one seed in four; the
-        finalists' extra seeds can, at a fraction of a second search's cost. Kept in the study's file
-        (None at a smoke point without one)."""
+        finalists' extra seeds can, for far fewer runs than a search on more seeds. Kept in the study's
+        file (None at a smoke point without one)."""
         tuner, rule = self.protocol.tuner, {"aggregate": "worst", **confirm}
-        finalists = list(found["ranked"][:confirm["finalists"]])
+        ranked = found.get("ranked") or []  # (none in a file from before rankings were kept: a smoke point's defaults)
+        finalists = ranked[:confirm["finalists"]]
         start = self._special_case_start(spec)
-        finalists += [c for c in found["ranked"][confirm["finalists"]:] if start and c["params"] == start][:1]
+        finalists += [c for c in ranked[confirm["finalists"]:] if start and c["params"] == start][:1]
         kept = found.get("confirmed") or {}
         if kept.get("rule") == rule and [c["params"] for c in kept["candidates"]] == [c["params"] for c in finalists]:
             return kept["best"]
