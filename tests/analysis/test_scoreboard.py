@@ -42,6 +42,13 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
     assert "No evidence file (not reproduced since evidence files were introduced): " \
            "[fedgbo_table4_smoke](fedgbo_table4_smoke.md)." in page
 
+    assert "Guard, unstable (a tuned setting that collapsed on some report seeds), on 0 arms." in page
+    csv = pd.read_csv(tmp_path / "toy_table_evidence.csv", dtype={"guard": str})
+    csv.loc[csv["arm"] == "base", "guard"] = "unstable: collapsed on seed 2 of 5"  # an arm without a verdict counts too
+    csv.to_csv(tmp_path / "toy_table_evidence.csv", index=False)
+    scoreboard.write(tmp_path, [spec])
+    assert "on 1 arm: toy_table: base." in (tmp_path / "README.md").read_text()
+
     del arms["same"]["cause"]
     scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
     assert scoreboard.write(tmp_path, [spec])["cause"].tolist() == ["", "unexplained", ""]
