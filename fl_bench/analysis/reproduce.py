@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import functools
 import hashlib
 import json
 import math
@@ -350,13 +352,13 @@ class Reproduction:
         path = self.tuned_dir / f"{study}.yaml"
         search = {key: value for key, value in self.protocol.tuner.items() if key != "confirm"}
         if self.smoke:
-            kept = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
+            kept = _kept(path)
             return kept if kept.get("tuner") == search else {"best_params": {}, "wall_seconds": 0.0}
         enqueue = self._special_case_start(spec)
         made = {"space": spec["space"], "params": search_space_text(spec["space"], self.protocol.spaces), "overrides": spec["overrides"],
                 "tuner": search, "enqueued": enqueue}
         if path.exists():
-            kept = OmegaConf.to_container(OmegaConf.load(path))
+            kept = _kept(path)
             # (a file from before the ranking was kept cannot name finalists: searched again)
             if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
                 return kept
@@ -681,6 +683,20 @@ class Reproduction:
                 print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
         rows = scoreboard.write(out, [*scoreboard.reproductions(), self.spec_path])
         print(f"scoreboard: {out / 'README.md'}: {scoreboard.counts(rows)}")
+
+
+def _kept(path: Path) -> dict:
+    """A study's tuned file ({} when there is none), read once per version: every arm, guard and
+    nested study asks for it, and a file that keeps its search's ranking is some kilobytes of YAML."""
+    if not path.exists():
+        return {}
+    stat = path.stat()
+    return copy.deepcopy(_read_kept(path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _read_kept(path: Path, mtime_ns: int, size: int) -> dict:
+    return OmegaConf.to_container(OmegaConf.load(path))
 
 
 @contextlib.contextmanager
