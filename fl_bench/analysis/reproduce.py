@@ -20,7 +20,7 @@ start-up trials, objective), tuning seeds (a trial's objective is its mean over 
 confirmation of the search's best settings on seeds of their own (``tuner.confirm``), report seeds
 disjoint from them all, and the verdict rule. A study may name its nested ``special_case`` (the
 study it reduces to, and the values that reduce it: FedAvgM with momentum 0 is FedAvg): its space
-must contain those values, its first trial is the special case's tuned best, so a working tuner
+must contain those values, its first trial is the special case's kept setting, so a working tuner
 cannot end the nested method worse than its special case on the tuning seeds. A study's ``paper``
 values (FedBuff's mu grid) must lie in its space. ``readings`` (a list) says where the implementation
 reads the paper one way and another reading is possible; every table prints them. The sweep files'
@@ -120,7 +120,10 @@ class Protocol:
         against its studies (:meth:`check`) with search spaces from ``spaces``; ValueError naming what is wrong."""
         p = spec["protocol"]
         power = None if p.get("power") is None else {"cap": 30, **p["power"]}
-        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"], power, spaces,
+        tuner = p["tuner"]
+        if (tuner or {}).get("confirm") is not None:  # (its default rule: the worst seed)
+            tuner = {**tuner, "confirm": {"aggregate": "worst", **tuner["confirm"]}}
+        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], tuner, power, spaces,
                        tuple(p.get("amended") or ()))
         protocol.check(spec["studies"])
         return protocol
@@ -182,7 +185,7 @@ class Protocol:
         if shared:
             raise ValueError(f"protocol.tuner.confirm.seeds {shared} are also tuning, report or pilot seeds: the "
                              "finalists run on seeds the search never saw, and the report on seeds neither saw")
-        if confirm.get("aggregate", "worst") not in AGGREGATES:
+        if confirm["aggregate"] not in AGGREGATES:
             raise ValueError(f"protocol.tuner.confirm.aggregate={confirm['aggregate']!r}: choose one of {', '.join(AGGREGATES)}")
 
     def _check_power(self) -> None:
@@ -241,11 +244,12 @@ class Protocol:
             seeds = ', '.join(map(str, t['seeds']))
             score = {"worst": f"{t['objective']} of the worst of tuning seeds {seeds}"}.get(
                 t.get("aggregate"), f"the {t.get('aggregate') or 'mean'} {t['objective']} over tuning seeds {seeds}")
-            confirm = t.get("confirm")
-            confirmed = (f"; then its {confirm['finalists']} best settings{' and a nested one' + chr(39) + 's start' if nested else ''} "
-                         f"ran on seeds {', '.join(map(str, confirm['seeds']))} too, and the one with the "
-                         f"{confirm.get('aggregate', 'worst')} seed over all {len(t['seeds']) + len(confirm['seeds'])} seeds "
-                         f"was kept" if confirm else "")
+            confirm, confirmed = t.get("confirm"), ""
+            if confirm:
+                finalists = f"its {confirm['finalists']} best settings" + (" and a nested study's start" if nested else "")
+                confirmed = (f"; then {finalists} ran on seeds {', '.join(map(str, confirm['seeds']))} too, and the one "
+                             f"with the {confirm['aggregate']} seed over all {len(t['seeds']) + len(confirm['seeds'])} "
+                             "seeds was kept")
             tuning = f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective {score}{start}{confirmed}"
         amended = "".join(f" Amended {change}." for change in self.amended)
         return (f"Protocol (registered {self.registered}): {tuning}; report seeds "
@@ -393,7 +397,7 @@ class Reproduction:
         seeds do not show a setting at the edge of stability that collapses on one seed in four; the
         finalists' extra seeds can, for far fewer runs than a search on more seeds. Kept in the study's
         file (None at a smoke point without one)."""
-        tuner, rule = self.protocol.tuner, {"aggregate": "worst", **confirm}
+        tuner, rule = self.protocol.tuner, confirm
         ranked = found.get("ranked") or []  # (none in a file from before rankings were kept: a smoke point's defaults)
         finalists = ranked[:confirm["finalists"]]
         start = self._special_case_start(spec)

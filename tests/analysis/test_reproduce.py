@@ -199,7 +199,7 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
     seed 103; the runner-up (lr 0.1) holds on all four seeds and is kept. FedAvgM's start (FedAvg's
     kept setting with momentum 0) ranked third in its search, is a finalist anyway and holds where
     the search best collapses: the nested method cannot end worse than its special case."""
-    confirm = {"finalists": 2, "seeds": [102, 103]}
+    confirm = {"finalists": 2, "seeds": [102, 103]}  # (the worst seed by default)
     spec = _spec(tmp_path, {"confirm": confirm}, fedavg=FEDAVG, fedavgm=FEDAVGM)
     repro = Reproduction(spec, smoke=False, runs_dir=tmp_path / "runs", jobs=1)
     lr, mom = "algorithm.client_lr", "algorithm.server_optimizer.momentum"
