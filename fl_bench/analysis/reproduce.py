@@ -246,7 +246,8 @@ class Protocol:
                 t.get("aggregate"), f"the {t.get('aggregate') or 'mean'} {t['objective']} over tuning seeds {seeds}")
             confirm, confirmed = t.get("confirm"), ""
             if confirm:
-                finalists = f"its {confirm['finalists']} best settings" + (" and a nested study's start" if nested else "")
+                finalists = (f"its {confirm['finalists']} best settings" + (", a nested study's start" if nested else "")
+                             + " and the settings earlier tunings kept (on the tuning seeds too)")
                 confirmed = (f"; then {finalists} ran on seeds {', '.join(map(str, confirm['seeds']))} too, and the one "
                              f"with the {confirm['aggregate']} seed over all {len(t['seeds']) + len(confirm['seeds'])} "
                              "seeds was kept")
@@ -366,6 +367,7 @@ class Reproduction:
             # (a file from before the ranking was kept cannot name finalists: searched again)
             if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
                 return kept
+        previous = self._previous(_kept(path), spec) if path.exists() else []
         sweep_dir = self.runs_dir / f"tune_{study}"
         shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
         tuner = search  # (the command names the search alone)
@@ -385,15 +387,26 @@ class Reproduction:
         result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
         if result["best_params"] is None:
             raise RuntimeError(f"study {study}: no trial completed (see {sweep_dir}/reproduce.log)")
-        result.update(study=study, **made, wall_seconds=time.perf_counter() - started)
+        result.update(study=study, **made, previous=previous, wall_seconds=time.perf_counter() - started)
         path.parent.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(result), path)
         return result
 
+    def _previous(self, kept: dict, spec: dict) -> list[dict]:
+        """The settings earlier tunings of the study kept (its file's ``previous`` and its best), those
+        that the study's space can still take: a search again, in a wider space or under another rule,
+        can miss a setting an earlier one found, and the confirmation then still weighs it."""
+        space = search_space(spec["space"], self.protocol.spaces)
+        kept_best = (kept.get("confirmed") or {}).get("best", {}).get("params") or kept.get("best_params") or {}
+        settings = [*kept.get("previous", []), kept_best]
+        return [p for i, p in enumerate(settings) if p and p not in settings[:i] and set(p) == set(space)
+                and all(contains(space[key], value) for key, value in p.items())]
+
     def _confirm(self, study: str, spec: dict, found: dict, confirm: dict) -> dict | None:
         """The confirmation stage: the search's best ``confirm.finalists`` settings (and a nested
-        study's start, its special case's chosen setting, wherever it ranked) run on the confirmation
-        seeds too; the one with the best ``confirm.aggregate`` over all its seeds is kept. Two tuning
+        study's start, its special case's chosen setting, wherever it ranked, and the settings earlier
+        tunings kept, on the tuning seeds too) run on the confirmation seeds; the one with the best
+        ``confirm.aggregate`` over all its seeds is kept. Two tuning
         seeds do not show a setting at the edge of stability that collapses on one seed in four; the
         finalists' extra seeds can, for far fewer runs than a search on more seeds. Kept in the study's
         file (None at a smoke point without one)."""
@@ -402,6 +415,8 @@ class Reproduction:
         finalists = ranked[:confirm["finalists"]]
         start = self._special_case_start(spec)
         finalists += [c for c in ranked[confirm["finalists"]:] if start and c["params"] == start][:1]
+        finalists += [next((c for c in ranked if c["params"] == p), {"params": p, "per_seed": {}})
+                      for p in found.get("previous") or [] if all(c["params"] != p for c in finalists)]
         kept = found.get("confirmed") or {}
         if kept.get("rule") == rule and [c["params"] for c in kept["candidates"]] == [c["params"] for c in finalists]:
             return kept["best"]
@@ -410,7 +425,8 @@ class Reproduction:
         candidates = []
         for number, finalist in enumerate(finalists):
             setting = [*self.workload, *spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())]
-            directory = self._runs(self.runs_dir / f"confirm_{study}" / str(number), setting, list(confirm["seeds"]),
+            seeds = [s for s in tuner["seeds"] if s not in finalist["per_seed"]] + list(confirm["seeds"])
+            directory = self._runs(self.runs_dir / f"confirm_{study}" / str(number), setting, seeds,
                                    f"study {study}'s finalist {number}")
             summaries = [json.loads(p.read_text()) for p in directory.glob("*/summary.json")]
             candidates.append({**finalist, "per_seed": {**finalist["per_seed"],

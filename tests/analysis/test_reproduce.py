@@ -203,7 +203,7 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
     spec = _spec(tmp_path, {"confirm": confirm}, fedavg=FEDAVG, fedavgm=FEDAVGM)
     repro = Reproduction(spec, smoke=False, runs_dir=tmp_path / "runs", jobs=1)
     lr, mom = "algorithm.client_lr", "algorithm.server_optimizer.momentum"
-    held = {0.3: (11.0, 60.0), 0.1: (15.0, 15.0), 0.05: (16.0, 17.0)}  # lr -> trips on seeds 102, 103
+    held = {0.3: (11.0, 60.0), 0.1: (15.0, 15.0), 0.05: (16.0, 17.0), 0.5: (8.0, 90.0)}  # lr -> trips on seeds 102, 103
     commands = []
 
     def ranked(*settings):
@@ -213,17 +213,22 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
         commands.append(command)
         log_dir.mkdir(parents=True)
         (log_dir / "reproduce.log").write_text(" ".join(command) + "\n")
-        if "algorithm=fedavg" in command and "hparams_search=fedbuff_smoke_server_sgd" in command:
+        if "hydra.sweeper.n_trials=32" in command and "hparams_search=fedbuff_smoke_server_sgd" in command:
             found = ranked(({lr: 0.3, "algorithm.server_optimizer.lr": 1.0}, (10.0, 12.0)),
                            ({lr: 0.1, "algorithm.server_optimizer.lr": 1.0}, (14.0, 14.0)))
         elif "hparams_search=fedbuff_smoke_server_momentum" in command:
             found = ranked(({lr: 0.05, "algorithm.server_optimizer.lr": 1.0, mom: 0.9}, (9.0, 9.0)),
                            ({lr: 0.3, "algorithm.server_optimizer.lr": 1.0, mom: 0.5}, (9.5, 9.5)),
                            ({lr: 0.1, "algorithm.server_optimizer.lr": 1.0, mom: 0.0}, (14.0, 14.0)))
-        else:  # a finalist on the confirmation seeds
+        elif "hparams_search=fedbuff_smoke_server_sgd" in command:  # searched again, under another protocol
+            found = ranked(({lr: 0.5, "algorithm.server_optimizer.lr": 1.0}, (8.0, 8.0)),
+                           ({lr: 0.05, "algorithm.server_optimizer.lr": 1.0}, (16.0, 17.0)))
+        else:  # a finalist on the confirmation seeds (and an earlier tuning's setting on the tuning seeds)
             rate = float(next(c for c in command if c.startswith(lr + "=")).split("=")[1])
             momentum = any(c == f"{mom}=0.9" for c in command)
-            for seed, trips in zip((102, 103), (100.0, 100.0) if momentum else held[rate]):
+            seeds = [int(v) for v in next(c for c in command if c.startswith("seed=")).split("=")[1].split(",")]
+            values = dict(zip((100, 101, 102, 103), (14.0, 14.0, *((100.0, 100.0) if momentum else held[rate]))))
+            for seed, trips in ((seed, values[seed]) for seed in seeds):
                 (log_dir / f"run{seed}").mkdir()
                 (log_dir / f"run{seed}" / "summary.json").write_text(json.dumps({"seed": seed, "trips_to_target_or_shortfall": trips}))
             return True
@@ -242,11 +247,20 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
     assert any("seed=102,103" in c for c in commands[2])
     repro.tuned("fedavgm")
     assert len(commands) == 7  # the search and the confirmation on file: reused
-    assert "the one with the worst seed over all 4 seeds was kept" in repro.protocol.describe(nested=True)
+    assert ("the settings earlier tunings kept (on the tuning seeds too) ran on seeds 102, 103 too, and the one with "
+            "the worst seed over all 4 seeds was kept") in repro.protocol.describe(nested=True)
     smoke = Reproduction(spec, smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
     assert smoke.tuned("fedavg")["best_params"] == fedavg["best_params"]  # a smoke point runs the confirmed setting
     unconfirmed = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
     assert unconfirmed.tuned("fedavg")["best_params"] == {lr: 0.3, "algorithm.server_optimizer.lr": 1.0}  # the search's
+
+    # Searched again under another protocol, the search misses lr 0.1; the setting the earlier tuning kept
+    # is a finalist still, runs on the tuning seeds too, and holds where the new search's best collapses.
+    again = Reproduction(_spec(tmp_path, {"confirm": confirm, "trials": 40}, fedavg=FEDAVG), smoke=False,
+                         runs_dir=tmp_path / "runs", jobs=1)
+    monkeypatch.setattr(again, "_run", fake_run)
+    assert again.tuned("fedavg")["best_params"] == fedavg["best_params"]
+    assert "seed=100,101,102,103" in commands[-1] and f"{lr}=0.1" in commands[-1]
 
 
 def test_a_bad_protocol_stops_the_command_with_one_line(tmp_path):
