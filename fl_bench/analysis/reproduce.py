@@ -247,10 +247,10 @@ class Protocol:
             confirm, confirmed = t.get("confirm"), ""
             if confirm:
                 finalists = (f"its {confirm['finalists']} best settings" + (", a nested study's start" if nested else "")
-                             + " and the settings earlier tunings kept (on the tuning seeds too)")
-                confirmed = (f"; then {finalists} ran on seeds {', '.join(map(str, confirm['seeds']))} too, and the one "
-                             f"with the {confirm['aggregate']} seed over all {len(t['seeds']) + len(confirm['seeds'])} "
-                             "seeds was kept")
+                             + " and the settings earlier tunings kept")
+                confirmed = (f"; then {finalists} also ran on seeds {', '.join(map(str, confirm['seeds']))} (an earlier "
+                             f"setting on the tuning seeds as well), and the one with the {confirm['aggregate']} seed over "
+                             f"all {len(t['seeds']) + len(confirm['seeds'])} seeds was kept")
             tuning = f"every study {t['trials']} TPE trials ({t['startup_trials']} random){pruned}, objective {score}{start}{confirmed}"
         amended = "".join(f" Amended {change}." for change in self.amended)
         return (f"Protocol (registered {self.registered}): {tuning}; report seeds "

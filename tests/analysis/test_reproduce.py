@@ -247,8 +247,8 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
     assert any("seed=102,103" in c for c in commands[2])
     repro.tuned("fedavgm")
     assert len(commands) == 7  # the search and the confirmation on file: reused
-    assert ("the settings earlier tunings kept (on the tuning seeds too) ran on seeds 102, 103 too, and the one with "
-            "the worst seed over all 4 seeds was kept") in repro.protocol.describe(nested=True)
+    assert ("the settings earlier tunings kept also ran on seeds 102, 103 (an earlier setting on the tuning seeds as "
+            "well), and the one with the worst seed over all 4 seeds was kept") in repro.protocol.describe(nested=True)
     smoke = Reproduction(spec, smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
     assert smoke.tuned("fedavg")["best_params"] == fedavg["best_params"]  # a smoke point runs the confirmed setting
     unconfirmed = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
