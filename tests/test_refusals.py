@@ -55,8 +55,8 @@ def write_files(tmp: Path) -> None:
     (tmp / "five.yaml").write_text(_edit("hfl_smoke", "report_seeds: [1, 2, 3, 4, 5]", "report_seeds: five"))
     (tmp / "no_reference.yaml").write_text(_edit("hfl_smoke", "reference: (0,1) HFL", "reference: (0,1) HFLL"))
     (tmp / "arm_key.yaml").write_text(_edit("hfl_smoke", "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
-    (tmp / "bad_pruner.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, pruner: {name: bogus, min_resource: 100}}"))
-    (tmp / "pruner_type.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, pruner: {name: successive_halving, min_resource: abc}}"))
+    (tmp / "bad_pruner.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, pruner: {name: bogus, min_resource: 100},"))
+    (tmp / "pruner_type.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, pruner: {name: successive_halving, min_resource: abc},"))
     gbo = _edit("fedgbo_smoke", "  report_seeds: [" + ", ".join(map(str, range(1, 31))) + "]\n  power: {pilot_seeds: [201, 202, 203, 204, 205], cap: 30}\n",
                 "  report_seeds: [1, 2, 3, 4, 5]\n")  # the registered file, without its power rule
     (tmp / "power_cap.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
@@ -74,7 +74,7 @@ def write_files(tmp: Path) -> None:
         (tmp / f"ledger_{kind}" / "runs" / "report_seeds.json").write_bytes(content)
         (tmp / f"ledger_{kind}.yaml").write_text(_edit("fedstaleweight_smoke", "runs_dir: multirun/fedstaleweight_smoke",
                                                        f"runs_dir: {tmp / f'ledger_{kind}' / 'runs'}"))
-    (tmp / "bad_aggregate.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize}", "direction: maximize, aggregate: max}"))
+    (tmp / "bad_aggregate.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, aggregate: max,"))
     confirm = "confirm: {finalists: 4, seeds: [102, 103, 104]}"
     for name, bad in (("one", "confirm: {finalists: 1, seeds: [102]}"), ("pilot", "confirm: {finalists: 4, seeds: [102, 201]}"),
                       ("type", "confirm: {finalists: four, seeds: [102]}")):

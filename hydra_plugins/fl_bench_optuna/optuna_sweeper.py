@@ -225,7 +225,8 @@ class OptunaSweeper(Sweeper):
                    "best_params": best.params if best else None,
                    # every completed setting, best first, with its runs' values per seed: the finalists a
                    # confirmation on other seeds chooses among (fl_bench.analysis.reproduce)
-                   "ranked": ranked(study.trials, self.seeds or [self.config.get("seed")], self.direction)}
+                   "ranked": ranked(study.trials, self.seeds or [s for s in [self.config.get("seed")] if s is not None],
+                                    self.direction)}
         out = Path(self.config.hydra.sweep.dir)
         out.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(summary), out / "optimization_results.yaml")
