@@ -74,6 +74,11 @@ def write_files(tmp: Path) -> None:
         (tmp / f"ledger_{kind}" / "runs" / "report_seeds.json").write_bytes(content)
         (tmp / f"ledger_{kind}.yaml").write_text(_edit("fedstaleweight_smoke", "runs_dir: multirun/fedstaleweight_smoke",
                                                        f"runs_dir: {tmp / f'ledger_{kind}' / 'runs'}"))
+    for kind, content in (("binary", bytes(range(256))), ("type", b"- 1\n- 2\n")):  # a study's tuned file, damaged
+        (tmp / f"tuned_{kind}").mkdir()
+        (tmp / f"tuned_{kind}" / "fedavg.yaml").write_bytes(content)
+        (tmp / f"tuned_{kind}.yaml").write_text(_edit("fedgbo_smoke", "tuned_dir: results/tuned/fedgbo_smoke",
+                                                      f"tuned_dir: {tmp / f'tuned_{kind}'}"))
     (tmp / "bad_aggregate.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, aggregate: max,"))
     confirm = "confirm: {finalists: 4, seeds: [102, 103, 104]}"
     for name, bad in (("one", "confirm: {finalists: 1, seeds: [102]}"), ("pilot", "confirm: {finalists: 4, seeds: [102, 201]}"),
@@ -235,6 +240,8 @@ REFUSALS = [
                                             "not a key of an arm: did you mean overrides?"),
     (REPRODUCE, ["{tmp}/bad_aggregate.yaml"], {}, "protocol.tuner.aggregate='max': choose one of mean, worst, median"),
     (REPRODUCE, ["{tmp}/power_cap.yaml"], {}, "protocol.power.cap=30: must be at least 5 and at most the 5 report seeds listed"),
+    *[(REPRODUCE, [f"{{tmp}}/tuned_{kind}.yaml", "--smoke", "--runs-dir", "{tmp}/runs"], {},
+       f"{{tmp}}/tuned_{kind}/fedavg.yaml is not a study's tuned file") for kind in ("binary", "type")],
     (REPRODUCE, ["{tmp}/confirm_one.yaml"], {}, "protocol.tuner.confirm.finalists=1: at least 2"),
     (REPRODUCE, ["{tmp}/confirm_pilot.yaml"], {}, "protocol.tuner.confirm.seeds [201] are also tuning, report or pilot seeds"),
     (REPRODUCE, ["{tmp}/confirm_type.yaml"], {}, "{tmp}/confirm_type.yaml: protocol.tuner.confirm.finalists='four' is not "

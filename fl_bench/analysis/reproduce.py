@@ -52,7 +52,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pandas as pd
+import yaml
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from fl_bench.analysis.fairness import write_fairness
 from fl_bench.analysis.guards import (SPACES, contains, evidence, evidence_markdown, fill_notes, paper_effect, samples,
@@ -362,24 +364,22 @@ class Reproduction:
         enqueue = self._special_case_start(spec)
         made = {"space": spec["space"], "params": search_space_text(spec["space"], self.protocol.spaces), "overrides": spec["overrides"],
                 "tuner": search, "enqueued": enqueue}
-        if path.exists():
-            kept = _kept(path)
-            # (a file from before the ranking was kept cannot name finalists: searched again)
-            if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
-                return kept
-        previous = self._previous(_kept(path), spec) if path.exists() else []
+        kept = _kept(path)
+        # (a file from before the ranking was kept cannot name finalists: searched again)
+        if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
+            return kept
+        previous = self._previous(kept, spec)
         sweep_dir = self.runs_dir / f"tune_{study}"
         shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
-        tuner = search  # (the command names the search alone)
         started = time.perf_counter()
         self._run(self._command([
             *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
-            f"hydra.sweeper.n_trials={tuner['trials']}", f"hydra.sweeper.n_startup_trials={tuner['startup_trials']}",
-            f"hydra.sweeper.objective={tuner['objective']}", f"hydra.sweeper.direction={tuner['direction']}",
-            f"hydra.sweeper.seeds=[{','.join(map(str, tuner['seeds']))}]",
-            *([f"hydra.sweeper.aggregate={tuner['aggregate']}"] if tuner.get("aggregate") else []),
-            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in tuner['pruner'].items() if v is not None)}}}"]
-              if tuner.get("pruner") else []),
+            f"hydra.sweeper.n_trials={search['trials']}", f"hydra.sweeper.n_startup_trials={search['startup_trials']}",
+            f"hydra.sweeper.objective={search['objective']}", f"hydra.sweeper.direction={search['direction']}",
+            f"hydra.sweeper.seeds=[{','.join(map(str, search['seeds']))}]",
+            *([f"hydra.sweeper.aggregate={search['aggregate']}"] if search.get("aggregate") else []),
+            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in search['pruner'].items() if v is not None)}}}"]
+              if search.get("pruner") else []),
             *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
             f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
             f"hydra.sweep.dir={sweep_dir}",
@@ -413,7 +413,7 @@ class Reproduction:
         tuner, rule = self.protocol.tuner, confirm
         ranked = found.get("ranked") or []  # (none in a file from before rankings were kept: a smoke point's defaults)
         finalists = ranked[:confirm["finalists"]]
-        start = self._special_case_start(spec)
+        start = found.get("enqueued")  # the nested study's first trial (its special case's kept setting)
         finalists += [c for c in ranked[confirm["finalists"]:] if start and c["params"] == start][:1]
         finalists += [next((c for c in ranked if c["params"] == p), {"params": p, "per_seed": {}})
                       for p in found.get("previous") or [] if all(c["params"] != p for c in finalists)]
@@ -716,7 +716,14 @@ def _kept(path: Path) -> dict:
 
 @functools.lru_cache(maxsize=256)
 def _read_kept(path: Path, mtime_ns: int, size: int) -> dict:
-    return OmegaConf.to_container(OmegaConf.load(path))
+    try:
+        kept = OmegaConf.to_container(OmegaConf.load(path)) if size else {}  # (an empty file: tuned again)
+    except (UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException):
+        kept = None
+    if not isinstance(kept, dict):
+        raise ConfigError(f"{path} is not a study's tuned file (a mapping of its search and its best setting): "
+                          "delete it to tune the study again")
+    return kept
 
 
 @contextlib.contextmanager
