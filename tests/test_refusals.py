@@ -52,12 +52,13 @@ def write_files(tmp: Path) -> None:
     (tmp / "bad.yaml").write_text("studies: [1,\ntables: }")
     (tmp / "misspelt.yaml").write_text(_edit("hfl_smoke", "fedavg:       {overrides:", "fedavg:       {overides:"))
     (tmp / "unknown_key.yaml").write_text("runz_dir: x\n" + (REPO / "sweeps" / "hfl_smoke.yaml").read_text())
-    (tmp / "five.yaml").write_text(_edit("hfl_smoke", "report_seeds: [1, 2, 3, 4, 5]", "report_seeds: five"))
+    pool = "report_seeds: [" + ", ".join(map(str, range(1, 31))) + "]"  # seeds by power: a pool of 30
+    (tmp / "five.yaml").write_text(_edit("hfl_smoke", pool, "report_seeds: five"))
     (tmp / "no_reference.yaml").write_text(_edit("hfl_smoke", "reference: (0,1) HFL", "reference: (0,1) HFLL"))
     (tmp / "arm_key.yaml").write_text(_edit("hfl_smoke", "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
     (tmp / "bad_pruner.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, pruner: {name: bogus, min_resource: 100},"))
     (tmp / "pruner_type.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, pruner: {name: successive_halving, min_resource: abc},"))
-    gbo = _edit("fedgbo_smoke", "  report_seeds: [" + ", ".join(map(str, range(1, 31))) + "]\n  power: {pilot_seeds: [201, 202, 203, 204, 205], cap: 30}\n",
+    gbo = _edit("fedgbo_smoke", "  " + pool + "\n  power: {pilot_seeds: [201, 202, 203, 204, 205], cap: 30}\n",
                 "  report_seeds: [1, 2, 3, 4, 5]\n")  # the registered file, without its power rule
     (tmp / "power_cap.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
                                                     "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [201, 202, 203]}\n"))
