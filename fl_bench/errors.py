@@ -25,3 +25,8 @@ class DivergenceError(FLBenchError):
 
 class NoProgressError(FLBenchError):
     """A run that ended without a single server step: its model never changed, so it is no result."""
+
+
+class ResultNotWritten(FLBenchError):
+    """A result's files could not be written (a full disk, a file-size limit, a read-only directory):
+    the run or table is not finished, and the earlier result at that place is kept."""

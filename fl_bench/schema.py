@@ -97,11 +97,22 @@ def plugin_modules() -> list[str]:
 
 
 def load_plugins() -> None:
-    """Import every plugin module (their ``@schema`` classes register themselves)."""
+    """Import every plugin module (their ``@schema`` classes register themselves); ConfigError naming the
+    module and the first line of its error for one that cannot be imported, whatever it raised."""
     from_environment = set(_from_environment())
     for module in plugin_modules():
+        source = PLUGINS_VARIABLE if module in from_environment else f"entry point group {PLUGINS_ENTRY_POINTS}"
+        if module.startswith("."):  # (import_module would ask for a package to resolve it against)
+            raise ConfigError(f"plugin module {module!r} (from {source}) is not allowed: give its full dotted name "
+                              f"(my_package.module): a relative name has no package to start from")
         try:
             importlib.import_module(module)
         except ImportError as err:
-            source = PLUGINS_VARIABLE if module in from_environment else f"entry point group {PLUGINS_ENTRY_POINTS}"
             raise ConfigError(f"plugin module {module!r} (from {source}) cannot be imported: {err}") from None
+        except SystemExit as err:  # a script's sys.exit() run on import would end the command as if it had run
+            raise ConfigError(f"plugin module {module!r} (from {source}) cannot be imported: it called "
+                              f"sys.exit({err.code!r}) while being imported") from None
+        except Exception as err:  # its own code failed (a SyntaxError, a dataclass's mutable default, ...)
+            first = str(err).strip().splitlines()
+            raise ConfigError(f"plugin module {module!r} (from {source}) cannot be imported: "
+                              f"{': '.join([type(err).__name__, *first[:1]])}") from None

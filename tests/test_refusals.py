@@ -57,6 +57,8 @@ def write_files(tmp: Path) -> None:
     (tmp / "no_reference.yaml").write_text(_edit("hfl_smoke", "reference: (0,1) HFL", "reference: (0,1) HFLL"))
     (tmp / "arm_key.yaml").write_text(_edit("hfl_smoke", "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
     (tmp / "bad_pruner.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, pruner: {name: bogus, min_resource: 100},"))
+    (tmp / "hyperband_budget.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,",
+                                                     "direction: maximize, pruner: {name: hyperband, min_resource: 100, max_resource: 50},"))
     (tmp / "pruner_type.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, pruner: {name: successive_halving, min_resource: abc},"))
     gbo = _edit("fedgbo_smoke", "  " + pool + "\n  power: {pilot_seeds: [201, 202, 203, 204, 205], cap: 30}\n",
                 "  report_seeds: [1, 2, 3, 4, 5]\n")  # the registered file, without its power rule
@@ -93,8 +95,42 @@ def write_files(tmp: Path) -> None:
                                              "(0,1) HFL: {study: hfl, cause: {arm: '(0,1) FedAvgg', changes: waits},"))
     (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
     (tmp / "amended_before.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - '2026-11-01: more seeds'\n"))
+    for name, entry in (("future", "'2099-01-01: more seeds'"), ("no_day", "'2026-13-45: more seeds'"),
+                        ("order", "'2026-11-27: more seeds'"), ("mapping", "2026-11-27: more seeds")):  # (mapping: unquoted)
+        (tmp / f"amended_{name}.yaml").write_text(_replace(hfl, "  amended:\n", f"  amended:\n    - {entry}\n"))
+    for name, day in (("word", "yesterday"), ("no_day", "2026-13-45"), ("future", "2099-01-01")):
+        (tmp / f"registered_{name}.yaml").write_text(_replace(hfl, "registered: 2026-11-25", f"registered: {day}"))
+    (tmp / "report_seed.yaml").write_text(_replace(hfl, pool, pool.replace("[1,", "[-1,")))
+    (tmp / "pilot_seed.yaml").write_text(_replace(hfl, "pilot_seeds: [201,", "pilot_seeds: [-201,"))
+    (tmp / "tuner_seed.yaml").write_text(_edit("fedlaavg_smoke", "seeds: [100, 101]", "seeds: [100, -101]"))
+    (tmp / "confirm_seed.yaml").write_text(_edit("fedlaavg_smoke", confirm, "confirm: {finalists: 4, seeds: [102, -103, 104]}"))
+    (tmp / "confirm_many.yaml").write_text(_edit("fedlaavg_smoke", confirm, "confirm: {finalists: 1000, seeds: [102, 103, 104]}"))
+    (tmp / "objective.yaml").write_text(_edit("fedlaavg_smoke", "objective: best_val_accuracy", "objective: best_val_acuracy"))
+    (tmp / "direction.yaml").write_text(_edit("fedlaavg_smoke", "direction: maximize", "direction: maximise"))
+    for name, paper in (("text", '{accuracy: "about 75"}'), ("key", "{acc: 84.58}")):
+        (tmp / f"paper_{name}.yaml").write_text(_replace(hfl, "paper: {accuracy: 84.58}", f"paper: {paper}"))
+    for name, paper in (("zero", "{trips: [0]}"), ("number", "{trips: 2}")):
+        (tmp / f"paper_{name}.yaml").write_text(_edit("fedlaavg_smoke", "paper: {trips: [3.32]}", f"paper: {paper}"))
+    stale = "fedstaleweight:      {study: fedstaleweight,"  # its paper: {difference: [">0"]}
+    (tmp / "vs_itself.yaml").write_text(_edit("fedstaleweight_smoke", stale, stale + " vs: fedstaleweight,"))
+    (tmp / "cause_itself.yaml").write_text(_replace(hfl, "(0,1) HFL: {study: hfl,",
+                                                    "(0,1) HFL: {study: hfl, cause: {arm: '(0,1) HFL', changes: waits},"))
+    (tmp / "tried_itself.yaml").write_text(_replace(hfl, "(0,1) HFL: {study: hfl,",
+                                                    "(0,1) HFL: {study: hfl, tried: [{arm: '(0,1) HFL', changes: waits}],"))
+    for name, table in (("path", "../../escaped_table"), ("dot", ".hidden"), ("nul", '"a\\0b"')):
+        (tmp / f"table_{name}.yaml").write_text(_replace(hfl, "  hfl_convex_smoke:", f"  {table}:"))
     with open(tmp / "list.pkl", "wb") as f:
         pickle.dump([1, 2, 3], f)
+    board = tmp / "board"  # the scoreboard's: sweep directories (one table, hfl_convex_smoke) and --out directories
+    (board / "nothing").mkdir(parents=True)
+    for name, extra in (("sweeps", None), ("sweeps_broken", "bad.yaml"), ("sweeps_binary", "binary.dat")):
+        (board / name).mkdir()
+        (board / name / "hfl_smoke.yaml").write_text(hfl)
+        if extra:
+            shutil.copy(tmp / extra, board / name / "zz.yaml")
+    for name, content in (("empty", b""), ("columns", b"a,b\n1,2\n"), ("binary", bytes(range(256)) * 4)):
+        (board / f"evidence_{name}").mkdir()
+        (board / f"evidence_{name}" / "hfl_convex_smoke_evidence.csv").write_bytes(content)
 
 
 FL_BENCH, TRACES, REPRODUCE, DATA = "fl_bench", "fl_bench.traces", "fl_bench.analysis.reproduce", "fl_bench.data"
@@ -136,6 +172,17 @@ REFUSALS = [
     # plugins
     (FL_BENCH, [], {"FL_BENCH_PLUGINS": "no_such_module"}, "plugin module 'no_such_module' (from FL_BENCH_PLUGINS) "
                                                            "cannot be imported"),
+    # (tests/example_plugin/broken: a module that cannot be imported, one way each)
+    (FL_BENCH, [], {"FL_BENCH_PLUGINS": "broken.syntax"}, "plugin module 'broken.syntax' (from FL_BENCH_PLUGINS) "
+                                                          "cannot be imported: SyntaxError: invalid"),
+    (FL_BENCH, [], {"FL_BENCH_PLUGINS": ".components"}, "plugin module '.components' (from FL_BENCH_PLUGINS) is not "
+                                                        "allowed: give its full dotted name"),
+    (FL_BENCH, [], {"FL_BENCH_PLUGINS": "broken.mutable_default"}, "plugin module 'broken.mutable_default' (from "
+                                                                   "FL_BENCH_PLUGINS) cannot be imported: ValueError"),
+    (FL_BENCH, [], {"FL_BENCH_PLUGINS": "broken.exits"}, "plugin module 'broken.exits' (from FL_BENCH_PLUGINS) cannot "
+                                                         "be imported: it called sys.exit(0)"),
+    (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.raises"}, "plugin module 'broken.raises' (from "
+                                                                          "FL_BENCH_PLUGINS) cannot be imported: RuntimeError"),
     # device behaviour
     (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: 3, start: 1, end: 2}]"], {},
      "behaviour.outages[0].clients=3 is not allowed: must be a non-empty list of integer client ids"),
@@ -206,6 +253,33 @@ REFUSALS = [
     (FL_BENCH, ["pruning.storage=sqlite:///x.db"], {}, "pruning.storage='sqlite:///x.db' is not allowed: needs pruning.study"),
     (FL_BENCH, ["pruning.study=s", "pruning.storage=sqlite:///x.db", "devices=2"], {},
      "pruning.study='s' is not allowed: a tuning run reports from one process"),
+    # the sweeper's own knobs, its search space and what it enqueues: refused before any trial runs
+    *[(FL_BENCH, ["-m", "hparams_search=synthetic_lr", bad, "hydra.sweeper.storage=sqlite:///{tmp}/o.db",
+                  "hydra.sweep.dir={tmp}/sweep"], {}, words) for bad, words in (
+        ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0 is not allowed: must be >= 1"),
+        ("hydra.sweeper.n_startup_trials=-1", "hydra.sweeper.n_startup_trials=-1 is not allowed: must be >= 0"),
+        ("hydra.sweeper.direction=sideways", "hydra.sweeper.direction='sideways' is not allowed: choose one of minimize, "
+                                             "maximize"),
+        ("hydra.sweeper.objective=bogus_key", "hydra.sweeper.objective='bogus_key' is not allowed: choose one of "
+                                              "trips_to_target_or_shortfall"),
+        ("hydra.sweeper.params={algorithm.client_lr:'tag(log, interval(0, 1))'}",
+         "hydra.sweeper.params.algorithm.client_lr='tag(log, interval(0, 1))' is not allowed: a log-scale"),
+        ("hydra.sweeper.enqueue=[{algorithm.client_lr:99}]", "hydra.sweeper.enqueue[0].algorithm.client_lr=99 is not "
+                                                             "allowed: outside the searched interval"),
+        ("hydra.sweeper.pruner={name:hyperband,min_resource:100,max_resource:50}",
+         "hydra.sweeper.pruner.max_resource=50 is not allowed: the budget, in client trips, must exceed"))],
+    (REPRODUCE, ["{tmp}/hyperband_budget.yaml"], {}, "protocol.tuner.pruner.max_resource=50 is not allowed: the budget"),
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.storage=sqlite:///{tmp}/binary.dat/db/o.db",
+                "hydra.sweep.dir={tmp}/sweep"], {}, "hydra.sweeper.storage='sqlite:///{tmp}/binary.dat/db/o.db' is not "
+                                                    "allowed: its directory"),
+    (FL_BENCH, ["pruning.study=s", "pruning.storage=sqlite:///{tmp}/no_such_dir/o.db"], {},
+     "pruning.storage='sqlite:///{tmp}/no_such_dir/o.db' is not allowed: its directory"),
+    (FL_BENCH, ["pruning.study=s", "pruning.storage=sqlite:///{tmp}/o.db"], {},
+     "pruning.study='s' is not allowed: pruning.storage='sqlite:///{tmp}/o.db' holds no such study"),
+    # every trial failed (FedAsync's staleness exponent is refused in each run): the command failed
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness_exponent=-1",
+                "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
+     "no trial of study 'synthetic_lr_fedasync' completed (2 failed, 0 pruned): trial 0 failed: algorithm"),
     # python -m fl_bench.traces
     (TRACES, ["summarise", "{tmp}/binary.dat", "--format", "fedscale"], {}, "trace={tmp}/binary.dat is not a pickled trace"),
     (TRACES, ["summarise", "{tmp}/empty.csv"], {}, "trace={tmp}/empty.csv is empty"),
@@ -261,12 +335,68 @@ REFUSALS = [
                                                 "{effect:(0,1) FedAvgg}='(0,1) FedAvgg' is not defined: did you mean (0,1) FedAvg?"),
     (REPRODUCE, ["{tmp}/brace.yaml"], {}, "{tmp}/brace.yaml: tables.hfl_convex_smoke.notes: '{gap:(0,1) FedAvg}' is not "
                                           "a placeholder: write {KIND:ARM} with KIND one of effect, median, verdict, seeds"),
-    (REPRODUCE, ["{tmp}/undated.yaml"], {}, "protocol.amended entry 'more seeds': write 'YYYY-MM-DD: what changed and "
-                                            "why', dated after registered (2026-11-25)"),
-    (REPRODUCE, ["{tmp}/amended_before.yaml"], {}, "protocol.amended entry '2026-11-01: more seeds': write 'YYYY-MM-DD: "),
+    (REPRODUCE, ["{tmp}/undated.yaml"], {}, "{tmp}/undated.yaml: protocol.amended[0]='more seeds' is not allowed: write "
+                                            "'YYYY-MM-DD: what changed and why', with a real date"),
+    (REPRODUCE, ["{tmp}/amended_before.yaml"], {}, "{tmp}/amended_before.yaml: protocol.amended[0]='2026-11-01: more seeds' is "
+                                                   "not allowed: dated on or before registered (2026-11-25)"),
+    (REPRODUCE, ["{tmp}/amended_future.yaml"], {}, "{tmp}/amended_future.yaml: protocol.amended[0]='2099-01-01: more seeds' "
+                                                   "is not allowed: dated after today"),
+    (REPRODUCE, ["{tmp}/amended_no_day.yaml"], {}, "{tmp}/amended_no_day.yaml: protocol.amended[0]='2026-13-45: more seeds' "
+                                                   "is not allowed: write 'YYYY-MM-DD: what changed and why', with a real date"),
+    (REPRODUCE, ["{tmp}/amended_order.yaml"], {}, "{tmp}/amended_order.yaml: protocol.amended[1]='2026-11-26: the verdict. "
+                                                  "An interval who...' is not allowed: dated before the entry above it "
+                                                  "(2026-11-27): entries go in date order"),
+    (REPRODUCE, ["{tmp}/amended_mapping.yaml"], {}, "{tmp}/amended_mapping.yaml: protocol.amended[0]={'2026-11-27': 'more "
+                                                    "seeds'} is not allowed: quote the entry as a string, - '2026-11-27: more seeds'"),
+    *[(REPRODUCE, [f"{{tmp}}/registered_{name}.yaml"], {}, f"{{tmp}}/registered_{name}.yaml: protocol.registered='{day}' is "
+       "not allowed: it must be a date YYYY-MM-DD, not after today")
+      for name, day in (("word", "yesterday"), ("no_day", "2026-13-45"), ("future", "2099-01-01"))],
+    *[(REPRODUCE, [f"{{tmp}}/{name}_seed.yaml"], {}, f"{{tmp}}/{name}_seed.yaml: protocol.{key}={seed} is not allowed: "
+       "seeds are integers >= 0") for name, key, seed in (("report", "report_seeds[0]", -1), ("pilot", "power.pilot_seeds[0]", -201),
+                                                          ("tuner", "tuner.seeds[1]", -101), ("confirm", "tuner.confirm.seeds[1]", -103))],
+    (REPRODUCE, ["{tmp}/confirm_many.yaml"], {}, "{tmp}/confirm_many.yaml: protocol.tuner.confirm.finalists=1000 is not "
+                                                 "allowed: at most protocol.tuner.trials (32)"),
+    (REPRODUCE, ["{tmp}/objective.yaml"], {}, "{tmp}/objective.yaml: protocol.tuner.objective='best_val_acuracy' is not "
+                                              "allowed: choose one of trips_to_target_or_shortfall, trips_to_target_or_budget, "
+                                              "best_val_accuracy, final_val_accuracy, final_val_loss (did you mean best_val_accuracy?)"),
+    (REPRODUCE, ["{tmp}/direction.yaml"], {}, "{tmp}/direction.yaml: protocol.tuner.direction='maximise' is not allowed: "
+                                              "choose one of minimize, maximize (did you mean maximize?)"),
+    # an arm's paper values: the keys its table's measure reads, in their shape
+    (REPRODUCE, ["{tmp}/paper_text.yaml"], {}, "{tmp}/paper_text.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.paper."
+                                               "accuracy='about 75' is not allowed: it must be a number: the paper's accuracy in %"),
+    (REPRODUCE, ["{tmp}/paper_key.yaml"], {}, "{tmp}/paper_key.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.paper.acc is "
+                                              "not a key of an arm's paper in a measure=best_accuracy table: did you mean "
+                                              "accuracy? (its keys: accuracy, difference)"),
+    *[(REPRODUCE, [f"{{tmp}}/paper_{name}.yaml"], {}, f"{{tmp}}/paper_{name}.yaml: tables.fedlaavg_table3_smoke.arms.N=20.paper."
+       f"trips={value} is not allowed: it must be a list of the paper's ratios of trips (rounds) to the compared arm, one "
+       "per dataset: numbers > 0") for name, value in (("zero", "[0]"), ("number", "2"))],
+    (REPRODUCE, ["{tmp}/vs_itself.yaml"], {}, "{tmp}/vs_itself.yaml: tables.fedstaleweight_fig2_smoke.arms.fedstaleweight.vs="
+                                              "'fedstaleweight' is not allowed: it names the arm itself, which compares it with "
+                                              "none and leaves its paper.difference unread"),
+    *[(REPRODUCE, [f"{{tmp}}/{name}_itself.yaml"], {}, f"{{tmp}}/{name}_itself.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL."
+       f"{key}='(0,1) HFL' is not allowed: it names the arm itself") for name, key in (("cause", "cause.arm"), ("tried", "tried[0].arm"))],
+    *[(REPRODUCE, [f"{{tmp}}/table_{name}.yaml"], {}, f"{{tmp}}/table_{name}.yaml: table name={table!r} is not allowed: a "
+       "table's name is its page's file name under --out") for name, table in (("path", "../../escaped_table"), ("dot", ".hidden"),
+                                                                              ("nul", "a\0b"))],
     (REPRODUCE, ["{tmp}/cause.yaml"], {}, "{tmp}/cause.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.cause.arm='(0,1) "
                                           "FedAvgg' is not defined"),
     (SCOREBOARD, ["--sweeps", "{tmp}/no_such_dir"], {}, "--sweeps {tmp}/no_such_dir is not a directory"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/nothing", "--out", "{tmp}/board/evidence_empty"], {},
+     "--sweeps {tmp}/board/nothing holds no reproduction's sweep file (a .yaml file with a protocol)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps_broken", "--out", "{tmp}/board/nothing"], {},
+     "{tmp}/board/sweeps_broken/zz.yaml is not valid YAML"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps_binary", "--out", "{tmp}/board/nothing"], {},
+     "{tmp}/board/sweeps_binary/zz.yaml is not a text file"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/no_such_dir"], {}, "--out {tmp}/no_such_dir is not a directory"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/empty.csv"], {}, "--out {tmp}/empty.csv is not a directory"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/nothing"], {},
+     "{tmp}/board/nothing holds no evidence file (<table>_evidence.csv) of any table of the sweep files"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_empty"], {},
+     "{tmp}/board/evidence_empty/hfl_convex_smoke_evidence.csv is not a table's evidence file (No columns to parse"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_columns"], {},
+     "{tmp}/board/evidence_columns/hfl_convex_smoke_evidence.csv is not a table's evidence file (missing columns: paper"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_binary"], {},
+     "{tmp}/board/evidence_binary/hfl_convex_smoke_evidence.csv is not a table's evidence file ("),
     # python -m fl_bench.data
     (DATA, ["prepare", "synthetic"], {}, "dataset='synthetic' is generated at run time: nothing to prepare"),
     (DATA, ["prepare", "nope"], {}, "unknown dataset 'nope'"),

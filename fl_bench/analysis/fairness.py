@@ -18,6 +18,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import machine
+from fl_bench.runs.run_dir import unfinished
 from fl_bench.runs.fairness import client_groups, client_shares, jain_index, share_over_steps, weight_shares
 
 
@@ -99,6 +100,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--notes", default="", help="the paper's claim beside ours, printed under the table")
     args = parser.parse_args(argv)
     found = sorted({s.parent for p in args.paths for s in p.rglob("summary.json")})
+    for run in found:
+        why = unfinished(run)
+        if why is not None:
+            parser.exit(2, f"fl_bench.analysis.fairness: error: {run} did not finish ({why}): run its command again, "
+                           "or leave it out\n")
     if not found:
         parser.exit(2, f"fl_bench.analysis.fairness: error: no finished runs under {', '.join(map(str, args.paths))}\n")
     runs: dict[str, list[Path]] = {}

@@ -37,6 +37,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from fl_bench.analysis.guards import evidence_markdown, paper_side, side  # noqa: E402
 from fl_bench.runs.config import NOT_RESULT_KEYS
+from fl_bench.runs.run_dir import FINISHED, unfinished
 from fl_bench.runs.run_log import METRIC_COLUMNS  # noqa: E402
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
@@ -101,13 +102,18 @@ def _frames(records: list[tuple[Any, dict, pd.DataFrame, pd.DataFrame, str]], by
 
 
 def load_runs(paths: list[Path], by: list[str]) -> Frames:
-    """Every finished run directory (summary.json) below ``paths``."""
+    """Every run directory (summary.json) below ``paths``; ValueError naming a run that did not finish
+    (fl_bench.runs.run_dir.unfinished): a table is built from finished runs only."""
     summaries = sorted({s for p in paths for s in ([p] if p.name == "summary.json" else p.rglob("summary.json"))})
     if not summaries:
         raise FileNotFoundError(f"no finished runs (summary.json) under {', '.join(map(str, paths))}")
     records = []
     for summary_path in summaries:
         run_dir = summary_path.parent
+        why = unfinished(run_dir)
+        if why is not None:
+            raise ValueError(f"{run_dir} did not finish ({why}): run its command again (it goes on from its "
+                             f"checkpoint), or leave it out; a table is built from finished runs only")
         summary = json.loads(summary_path.read_text())
         records.append((
             OmegaConf.load(run_dir / ".hydra" / "config.yaml"), summary,
@@ -137,7 +143,7 @@ def load_wandb_runs(project: str, by: list[str], api: Any = None) -> Frames:
     records = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in api.runs(project):
-            if run.state != "finished":
+            if run.state != "finished" or run.summary.get("status") not in FINISHED:  # (a W&B run ends "finished" when interrupted too)
                 continue
             summary = dict(run.summary)
             table = json.loads(Path(run.file(summary["trips_table"]["path"]).download(root=tmp, replace=True).name)

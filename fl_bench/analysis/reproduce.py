@@ -35,13 +35,14 @@ import contextlib
 import copy
 import functools
 import hashlib
-import json
 import math
+import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -63,11 +64,18 @@ from fl_bench.analysis.power import Need, seeds_needed, table_seeds
 from fl_bench.analysis.report import Frames, load_runs, rounds_view, write_report
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.scoreboard import write_table_evidence
+from fl_bench.analysis.seed_ledger import SeedLedger, seed_text
 from fl_bench.analysis.sweep_file import load_sweep_file
-from fl_bench.errors import ConfigError
+from fl_bench.errors import ConfigError, FLBenchError
 from fl_bench.runs.config import PRUNING_OBJECTIVES, register_configs
 from fl_bench.runs.pruning import make_pruner
+from fl_bench.runs.atomic import replace_text
+from fl_bench.runs.run_dir import RunDirectory, finished_runs, unfinished, writing
 from fl_bench.runs.tuning import AGGREGATES, confirmed
+
+
+# What a reproduction's write error adds to the path it names.
+REPRODUCTION_NOT_WRITTEN = "results written before are kept (free space, or choose a writable --runs-dir / --out)"
 
 
 @dataclass(frozen=True)
@@ -388,8 +396,7 @@ class Reproduction:
         if result["best_params"] is None:
             raise RuntimeError(f"study {study}: no trial completed (see {sweep_dir}/reproduce.log)")
         result.update(study=study, **made, previous=previous, wall_seconds=time.perf_counter() - started)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(OmegaConf.create(result), path)
+        _save_tuned(path, result)
         return result
 
     def _previous(self, kept: dict, spec: dict) -> list[dict]:
@@ -428,12 +435,12 @@ class Reproduction:
             seeds = [s for s in tuner["seeds"] if s not in finalist["per_seed"]] + list(confirm["seeds"])
             directory = self._runs(self.runs_dir / f"confirm_{study}" / str(number), setting, seeds,
                                    f"study {study}'s finalist {number}")
-            summaries = [json.loads(p.read_text()) for p in directory.glob("*/summary.json")]
+            summaries = finished_runs(directory).values()
             candidates.append({**finalist, "per_seed": {**finalist["per_seed"],
                                                         **{s["seed"]: float(s[tuner["objective"]]) for s in summaries}}})
         best = confirmed(candidates, rule["aggregate"], tuner["direction"])
         found = {**found, "confirmed": {"rule": rule, "candidates": candidates, "best": best}}
-        OmegaConf.save(OmegaConf.create(found), self.tuned_dir / f"{study}.yaml")
+        _save_tuned(self.tuned_dir / f"{study}.yaml", found)
         return best
 
     def _special_case_start(self, spec: dict) -> dict:
@@ -456,22 +463,27 @@ class Reproduction:
         return self._runs((base or self.runs_dir) / arm.key, setting, seeds, f"arm {arm.label!r}")
 
     def _runs(self, directory: Path, setting: list[str], seeds: list[int], what: str) -> Path:
-        """The runs of ``setting`` on ``seeds`` in ``directory``, reused when the same command made them."""
+        """The runs of ``setting`` on ``seeds`` in ``directory``, every one finished (a diverged seed is a
+        result). Runs the same command made are reused; the same command again goes on where it stopped (a
+        finished seed is left as it is, an interrupted one resumes from its checkpoint, a failed one runs
+        again); another command's runs are removed first. RuntimeError naming a seed that did not finish."""
         if len(seeds) == 1:  # one run (a smoke point): Hydra's run mode composes the config twice, a multirun 3 times
             command = self._command([*setting, f"seed={seeds[0]}",
                                      f"hydra.run.dir={directory}/0_seed{seeds[0]}"], multirun=False)
         else:
             command = self._command([*setting, f"seed={','.join(map(str, seeds))}", f"hydra.sweep.dir={directory}"])
         log = directory / "reproduce.log"
-        done = len(list(directory.glob("*/summary.json"))) >= len(seeds)
         # (the interpreter's path may differ between machines: compare from the module on)
-        if done and log.exists() and log.read_text().split("\n", 1)[0].endswith(" ".join(command[1:])):
+        same = log.is_file() and log.read_text(errors="replace").split("\n", 1)[0].endswith(" ".join(command[1:]))
+        if same and set(seeds) <= {summary["seed"] for summary in finished_runs(directory).values()}:
             return directory
-        shutil.rmtree(directory, ignore_errors=True)
-        finished = self._run(command, directory, check=False)
-        # A seed that diverged still leaves its summary (status diverged): a result, not a failure.
-        if not finished and len(list(directory.glob("*/summary.json"))) < len(seeds):
-            raise RuntimeError(f"{what} failed: see {log}")
+        if not same:
+            shutil.rmtree(directory, ignore_errors=True)
+        self._run(command, directory, check=False)
+        finished = {summary["seed"] for summary in finished_runs(directory).values()}
+        missing = [seed for seed in seeds if seed not in finished]
+        if missing:
+            raise RuntimeError(_not_finished(what, directory, missing))
         return directory
 
     @staticmethod
@@ -479,8 +491,10 @@ class Reproduction:
         return [sys.executable, "-m", "fl_bench", *(["-m"] if multirun else []), "progress=false", *overrides]
 
     def _run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        with open(log_dir / "reproduce.log", "w") as log:
+        with writing(log_dir / "reproduce.log", REPRODUCTION_NOT_WRITTEN):
+            log_dir.mkdir(parents=True, exist_ok=True)
+            log = open(log_dir / "reproduce.log", "w")
+        with log:
             log.write(" ".join(command) + "\n")
             log.flush()
             if self.in_process:  # command is [python, -m, fl_bench, ...]
@@ -488,7 +502,8 @@ class Reproduction:
             else:
                 code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
         if code != 0 and check:
-            raise RuntimeError(f"{' '.join(command)} failed (exit {code}): see {log_dir}/reproduce.log")
+            raise RuntimeError(f"{' '.join(command[2:])} failed (exit {code}): "
+                               f"{_error_in_log(log_dir / 'reproduce.log') or 'no error line'} (its log: {log_dir}/reproduce.log)")
         return code == 0
 
     def _parallel(self, function, items) -> list:
@@ -556,43 +571,21 @@ class Reproduction:
                                                       samples(view, vs, measure)[0], paper, kind)
         return needs
 
-    LEDGER = "report_seeds.json"  # per table: the report seeds its runs used, and the amendments then
-
-    def _check_seed_ledger(self, wanted: dict[str, list[int]]) -> None:
-        """ValueError where a table's report seeds differ from those its earlier report runs used
-        (``<runs_dir>/report_seeds.json``) and no protocol amendment was added since: seeds are set
-        before the report runs, never added after looking."""
-        path = self.runs_dir / self.LEDGER
-        if self.smoke or not path.is_file():
-            return
-        ledger = self._read_ledger(path)
-        for name, seeds in wanted.items():
-            before = ledger.get(name)
-            if before is not None and before["seeds"] != seeds and len(self.protocol.amended) <= before["amendments"]:
-                raise ValueError(f"table {name}: its report runs used seeds {_seed_text(before['seeds'])} ({path}); this "
-                                 f"protocol asks for {_seed_text(seeds)}: report seeds are set before the report runs, not "
-                                 f"added after looking; add a protocol.amended entry that says why, or use another runs_dir")
-
-    @staticmethod
-    def _read_ledger(path: Path) -> dict[str, Any]:
-        """``report_seeds.json``; ValueError in one line where it is not the ledger this module writes."""
-        try:
-            ledger = json.loads(path.read_text())
-            if all(isinstance(entry["seeds"], list) and isinstance(entry["amendments"], int) for entry in ledger.values()):
-                return ledger
-        except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
-            pass
-        raise ValueError(f"{path} is not a ledger of report seeds ({{table: {{seeds: [...], amendments: N}}}}): it records "
-                         f"which seeds the report runs used; restore it, or use another runs_dir")
-
-    def _write_seed_ledger(self, used: dict[str, list[int]]) -> None:
+    def record_seeds(self, tables: dict[str, list[int]], seeds: dict[str, list[int]], arms: dict[str, Arm]
+                     ) -> SeedLedger | None:
+        """The report seeds of every table and arm, checked against the runs directory's ledger and recorded
+        there before the first report run (fl_bench.analysis.seed_ledger; None at a smoke point, which
+        reports nothing)."""
         if self.smoke:
-            return
-        path = self.runs_dir / self.LEDGER
-        ledger = self._read_ledger(path) if path.is_file() else {}
-        ledger.update({name: {"seeds": seeds, "amendments": len(self.protocol.amended)} for name, seeds in used.items()})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(ledger, indent=1))
+            return None
+        ledger = SeedLedger.read(self.runs_dir)
+        started = {key for key in arms if any((self.runs_dir / key).glob("*/summary.json"))}
+        ledger.check(tables, {key: seeds[key] for key in arms}, self.protocol.amended,
+                     {key: arm.label for key, arm in arms.items()}, started)
+        with writing(ledger.path, REPRODUCTION_NOT_WRITTEN):
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            ledger.record(tables, {key: seeds[key] for key in arms}, self.protocol.amended, self.spec_path)
+        return ledger
 
     def power_note(self, needs: dict[str, Need] | None, runs: pd.DataFrame) -> str:
         """The power rule's paragraph under a table: what each verdict needed and what the table ran."""
@@ -621,7 +614,7 @@ class Reproduction:
         for arm in arms:
             if arm.overrides or "setting_of" in self.spec["studies"][arm.study]:
                 continue
-            values = [json.loads(p.read_text())[tuner["objective"]] for p in directories[arm.key].glob("*/summary.json")]
+            values = [summary[tuner["objective"]] for summary in finished_runs(directories[arm.key]).values()]
             if not values:
                 continue
             found = self.tuned(arm.study)
@@ -652,10 +645,39 @@ class Reproduction:
         return ("Readings (where this implementation reads the paper one way and another reading is possible):\n\n"
                 + "\n".join(f"- {reading}" for reading in readings))
 
+    def write_table(self, name: str, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None,
+                    ledger: SeedLedger | None, out: Path) -> pd.DataFrame:
+        """The table's page, evidence and plots into ``out``, from its arms' finished runs; returns its runs."""
+        chosen = self.arms(table)
+        runs, metrics, trips = self._table_runs(chosen, directories)
+        tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
+        measure = table.get("measure", "trips")
+        view, verdict_measure = self._evidence_view(table, runs)
+        found = evidence(view, table["reference"], table["arms"], verdict_measure, needs,
+                         (self.protocol.power or {}).get("cap"))
+        write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
+        notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.power_note(needs, runs),
+                                            ledger.note(name, self.spec_path) if ledger else "",
+                                            self.guards(chosen),
+                                            self.held_out(chosen, directories), self.readings(),
+                                            self.protocol.describe(self._nested()))))
+        if measure == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
+            shown = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy", found)
+            run_dirs = {a.label: sorted(finished_runs(directories[a.key])) for a in chosen}
+            write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
+                           "\n\n".join(filter(None, (shown, notes))), table["title"])
+        else:
+            write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
+                         notes, measure, found)
+        return runs
+
     def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
         """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
         Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
         tables = self.tables(names)
+        for directory, what in ((out, "--out"), (self.runs_dir, "the runs directory (--runs-dir)"),
+                                *([] if self.smoke else [(self.tuned_dir, "tuned_dir")])):
+            _check_writable(directory, what)  # before hours of runs
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
         if not self.smoke:  # before hours of tuning (a smoke point's runs start at once and fail as fast)
             self.check_arms(list(arms.values()))
@@ -671,31 +693,12 @@ class Reproduction:
                 for arm in self.arms(table):
                     counts[arm.key] = max(counts[arm.key], n)
             seeds = {key: self.seeds[:counts[key]] for key in arms}
-        table_seeds_used = {name: sorted({s for a in self.arms(t) for s in seeds[a.key]}) for name, t in tables.items()}
-        self._check_seed_ledger(table_seeds_used)
+        ledger = self.record_seeds({name: sorted({s for a in self.arms(t) for s in seeds[a.key]}) for name, t in tables.items()},
+                                   seeds, arms)
         directories = dict(zip(arms, self._parallel(lambda a: self.run_arm(a, seeds[a.key]), list(arms.values()))))
-        self._write_seed_ledger(table_seeds_used)
         for name, table in tables.items():
-            chosen = self.arms(table)
-            runs, metrics, trips = self._table_runs(chosen, directories)
-            tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
-            measure = table.get("measure", "trips")
-            view, verdict_measure = self._evidence_view(table, runs)
-            found = evidence(view, table["reference"], table["arms"], verdict_measure, needs.get(name),
-                             (self.protocol.power or {}).get("cap"))
-            write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
-            notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.power_note(needs.get(name), runs),
-                                                self.guards(chosen),
-                                                self.held_out(chosen, directories), self.readings(),
-                                                self.protocol.describe(self._nested()))))
-            if measure == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
-                shown = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy", found)
-                run_dirs = {a.label: sorted(s.parent for s in directories[a.key].glob("*/summary.json")) for a in chosen}
-                write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
-                               "\n\n".join(filter(None, (shown, notes))), table["title"])
-            else:
-                write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
-                             notes, measure, found)
+            with _staged(out) as staging:  # the table's files replace its earlier ones together
+                runs = self.write_table(name, table, directories, needs.get(name), ledger, staging)
             print(f"{name}: {out / name}.md")
             if publish:
                 from fl_bench.analysis.wandb_report import publish as publish_report
@@ -712,6 +715,13 @@ def _kept(path: Path) -> dict:
         return {}
     stat = path.stat()
     return copy.deepcopy(_read_kept(path, stat.st_mtime_ns, stat.st_size))
+
+
+def _save_tuned(path: Path, result: dict) -> None:
+    """A study's tuned file, replaced whole (a failed write keeps the earlier one)."""
+    with writing(path, REPRODUCTION_NOT_WRITTEN):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_text(path, OmegaConf.to_yaml(OmegaConf.create(result)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -742,10 +752,57 @@ def _mode_from_the_command_line(arguments: list[str]):
         yield
 
 
-def _seed_text(seeds: list[int]) -> str:
-    """Seeds as a reader scans them: 1-30, or the list where they are not a run of integers."""
-    runs = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1))
-    return f"{seeds[0]}-{seeds[-1]}" if runs else ", ".join(map(str, seeds))
+def _check_writable(directory: Path, what: str) -> None:
+    """ValueError or ResultNotWritten in one line unless ``directory`` is (or can be made) a directory this
+    process can write into."""
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"{what} {directory} is not a directory: give a directory (it is made if missing)")
+    with writing(directory, f"{what} must be a directory you can write to"):
+        directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=directory).close()
+
+
+@contextlib.contextmanager
+def _staged(out: Path):
+    """A directory inside ``out`` to write a table's files into, moved into ``out`` once all are written: a
+    table that fails part-way (a full disk) leaves its earlier files whole."""
+    with writing(out, REPRODUCTION_NOT_WRITTEN):
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".table-", dir=out))
+    try:
+        with writing(out, REPRODUCTION_NOT_WRITTEN):
+            yield staging
+            for file in sorted(staging.iterdir()):
+                os.replace(file, out / file.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _not_finished(what: str, directory: Path, missing: list[int]) -> str:
+    """The line for runs that did not all finish: the first such seed, why, and the first line of its own
+    error (its summary's, else the last error its log shows)."""
+    seed, why, error = missing[0], "it left no summary (it stopped before it started)", None
+    for path in sorted(directory.glob("*/summary.json")):
+        summary = RunDirectory(path.parent).summary() or {}
+        if summary.get("seed") == seed:
+            why, error = unfinished(path.parent), summary.get("error")
+            break
+    error = error or _error_in_log(directory / "reproduce.log")
+    more = f" (and {len(missing) - 1} more seed{'s' if len(missing) > 2 else ''})" if len(missing) > 1 else ""
+    return (f"{what} did not finish on seed {seed}{more}: {why}" + (f": {error}" if error else "")
+            + f" (log: {directory / 'reproduce.log'})")
+
+
+def _error_in_log(log: Path) -> str | None:
+    """The last error a command's log shows: fl_bench's one line, else an exception's last line."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith("fl_bench: error: "):
+            return line[len("fl_bench: error: "):]
+    return next((line for line in reversed(lines) if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", line)), None)
 
 
 def _scaled(effect: float, need: Need) -> str:
@@ -799,7 +856,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process).run(
             args.tables, args.out, args.publish, args.dry_run)
-    except (ValueError, RuntimeError, FileNotFoundError, ConfigError) as error:
+    except (ValueError, RuntimeError, FileNotFoundError, FLBenchError) as error:
         parser.exit(1, f"fl_bench.analysis.reproduce: error: {error}\n")
 
 

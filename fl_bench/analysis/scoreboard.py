@@ -26,9 +26,11 @@ import yaml
 
 from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
+from fl_bench.runs.atomic import replace_text
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 TEXT = ("arm", "vs", "paper_effect", "verdict", "guard", "cause", "paper", "table")  # empty cells stay ""
+NUMBERS = ("median", "median_low", "median_high", "effect", "effect_low", "effect_high")
 VERDICTS = ("reproduces", "differs", "inconclusive", "underpowered", "not reached", "paper split", "tuning failed")
 COLUMNS = ["paper", "table", "arm", "vs", "measure", "median", "median_low", "median_high", "effect", "effect_low",
            "effect_high", "paper_effect", "verdict", "guard", "seeds", "cause"]
@@ -40,7 +42,7 @@ def write_table_evidence(found: pd.DataFrame, table: str, paper: str, arms: dict
     frame = found.rename(columns={"method": "arm", "paper": "paper_effect"}).assign(paper=paper, table=table)
     frame["cause"] = [_cause(arms.get(arm, {})) for arm in frame["arm"]]
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
+    replace_text(path, frame.to_csv(index=False))
 
 
 def _cause(arm: dict) -> str:
@@ -53,8 +55,19 @@ def _cause(arm: dict) -> str:
 
 def reproductions(directory: Path = SWEEPS) -> list[Path]:
     """The reproductions' sweep files in ``directory`` (those with a ``protocol``; not W&B sweeps)."""
-    return [path for path in sorted(directory.glob("*.yaml"))
-            if "protocol" in (yaml.safe_load(path.read_text(errors="replace")) or {})]
+    return [path for path in sorted(directory.glob("*.yaml")) if path.is_file() and _is_reproduction(path)]
+
+
+def _is_reproduction(path: Path) -> bool:
+    """Whether ``path`` has a ``protocol``; a file that is not a mapping of keys (binary, broken YAML,
+    empty) counts too, so that :func:`load_sweep_file` refuses it by name rather than it being skipped."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (UnicodeDecodeError, yaml.YAMLError):
+        return True
+    except OSError as error:
+        raise ConfigError(f"{path} cannot be read ({error.strerror}): give a readable sweep file") from None
+    return not isinstance(raw, dict) or "protocol" in raw
 
 
 def gather(out: Path, sweep_files: list[Path]) -> tuple[pd.DataFrame, list[tuple[str, str, bool]], list[str]]:
@@ -70,14 +83,29 @@ def gather(out: Path, sweep_files: list[Path]) -> tuple[pd.DataFrame, list[tuple
             tables.append((paper, table, path.is_file()))
             if not path.is_file():
                 continue
-            frame = pd.read_csv(path, dtype={column: str for column in TEXT})
-            frame[list(TEXT)] = frame[list(TEXT)].fillna("")
-            frames.append(frame)
+            frames.append(_read_evidence(path))
     every = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     rows = every[every["verdict"] != ""].reset_index(drop=True)
     rows["cause"] = [_cause_verdict(row, every) for _, row in rows.iterrows()]
     unstable = [f"{row['table']}: {row['arm']}" for _, row in every.iterrows() if row["guard"].startswith("unstable")]
     return rows[COLUMNS], tables, unstable
+
+
+def _read_evidence(path: Path) -> pd.DataFrame:
+    """A table's evidence file; ConfigError in one line when it is not one (empty, binary, other columns)."""
+    fix = "reproduce its table again (python -m fl_bench.analysis.reproduce) or remove the file"
+    try:
+        frame = pd.read_csv(path, dtype={**{column: str for column in TEXT}, **{column: float for column in NUMBERS}})
+    except ValueError as error:  # pandas' empty-file and parser errors, undecodable bytes, text for a number
+        why = str(error).strip().split("\n")[0]
+        raise ConfigError(f"{path} is not a table's evidence file ({why}): {fix}") from None
+    except OSError as error:
+        raise ConfigError(f"{path} cannot be read ({error.strerror}): {fix}") from None
+    missing = [column for column in COLUMNS if column not in frame.columns]
+    if missing:
+        raise ConfigError(f"{path} is not a table's evidence file (missing columns: {', '.join(missing)}): {fix}")
+    frame[list(TEXT)] = frame[list(TEXT)].fillna("")
+    return frame
 
 
 def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
@@ -155,9 +183,16 @@ def write(out: Path, sweep_files: list[Path] | None = None) -> pd.DataFrame:
     """``out``/evidence.csv and ``out``/README.md from the evidence files under ``out`` of the tables of
     ``sweep_files`` (default: :func:`reproductions`)."""
     rows, tables, unstable = gather(out, reproductions() if sweep_files is None else sweep_files)
-    out.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(out / "evidence.csv", index=False)
-    (out / "README.md").write_text(markdown(rows, tables, unstable))
+    if not any(found for _, _, found in tables):  # a misspelt --out would otherwise give an empty board
+        raise ConfigError(f"{out} holds no evidence file (<table>_evidence.csv) of any table of the sweep files: "
+                          "give as --out the directory the tables were reproduced into")
+    table, page = rows.to_csv(index=False), markdown(rows, tables, unstable)  # both whole before either is written
+    try:
+        replace_text(out / "evidence.csv", table)
+        replace_text(out / "README.md", page)
+    except OSError as error:  # e.g. a read-only directory; error.filename may be a temporary file, or None
+        raise ConfigError(f"{out}: cannot write the scoreboard there ({error.strerror or error}): "
+                          "give a directory you can write to") from None
     return rows
 
 
@@ -170,7 +205,14 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if not args.sweeps.is_dir():
             raise ConfigError(f"--sweeps {args.sweeps} is not a directory: give the directory of the sweep files")
-        rows = write(args.out, reproductions(args.sweeps))
+        if not args.out.is_dir():
+            raise ConfigError(f"--out {args.out} is not a directory: give the directory the tables were reproduced "
+                              "into (where their <table>_evidence.csv are)")
+        sweep_files = reproductions(args.sweeps)
+        if not sweep_files:
+            raise ConfigError(f"--sweeps {args.sweeps} holds no reproduction's sweep file (a .yaml file with a "
+                              "protocol): give the directory of the sweep files, e.g. sweeps")
+        rows = write(args.out, sweep_files)
     except ConfigError as error:
         print(f"fl_bench.analysis.scoreboard: error: {error}", file=sys.stderr)
         raise SystemExit(1) from None

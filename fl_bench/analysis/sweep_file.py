@@ -3,8 +3,11 @@
 The schema is a tree of dataclasses that OmegaConf merges the file into, so a misspelt key, a value of
 the wrong type or a missing field stops with one line naming the key (with the closest valid key), the
 value and what is allowed. Names that refer to each other (an arm's study, a table's reference arm, an
-arm's ``vs`` and ``special_case``, a study's ``setting_of``) are checked too. The protocol's rules
-(budgets, seeds) are :class:`fl_bench.analysis.reproduce.Protocol`'s.
+arm's ``vs`` and ``special_case``, a study's ``setting_of``) are checked too, and what the schema's types
+cannot say: seeds >= 0, real dates in order and none in the future, the tuner's objective and direction,
+table names that are file names, and an arm's ``paper`` values in the shape its table's measure reads. The
+protocol's rules between fields (budgets, disjoint seeds, search spaces) are
+:class:`fl_bench.analysis.reproduce.Protocol`'s.
 
 A field the file leaves out stays out of what :func:`load_sweep_file` returns (the driver tells "not
 set" from a default), with the values converted to their schema types (``report_seeds: [1, "2"]``
@@ -14,8 +17,10 @@ gives ``[1, 2]``).
 from __future__ import annotations
 
 import copy
+import datetime
 import difflib
 import functools
+import math
 import re
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -29,9 +34,25 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 from fl_bench.analysis.guards import PLACEHOLDER_KINDS, TYPED_INTERVAL
 from fl_bench.analysis.report import MEASURES as REPORT_MEASURES
 from fl_bench.errors import ConfigError
+from fl_bench.runs.config import OBJECTIVES
 from fl_bench.runs.pruning import PrunerConfig
 
 MEASURES = (*REPORT_MEASURES, "fairness")  # fairness: FedStaleWeight's weight shares (fl_bench.analysis.fairness)
+DIRECTIONS = ("minimize", "maximize")
+TABLE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # its page is <out>/<name>.md: a file name, no path
+
+# An arm's ``paper`` values: the keys fl_bench.analysis.guards.paper_effect (the verdict) and
+# fl_bench.analysis.report (the page's paper columns) read in a table of ratios (measure trips or rounds)
+# and in one of accuracies (every other measure), with what each holds; any other key would be ignored.
+_RATIOS = "numbers > 0, or '>x' (x > 0) for a lower bound ('>1': larger, without a number)"
+PAPER_KEYS = {
+    "ratio": {"trips": f"a list of the paper's ratios of trips (rounds) to the compared arm, one per dataset: {_RATIOS}",
+              "time": f"a list of the paper's ratios of simulated time to the compared arm, one per dataset: {_RATIOS}"},
+    "difference": {"accuracy": "a number: the paper's accuracy in % (0 to 100)",
+                   "difference": "a list of the paper's differences in accuracy points to the compared arm, one per "
+                                 "dataset: numbers, or '>x' / '<x' for a bound ('>0': larger, without a number)"},
+}
+COMPARED_ONLY = ("trips", "time", "difference")  # read only against the compared arm (accuracy: also as others' base)
 
 
 @dataclass
@@ -165,7 +186,7 @@ def load_sweep_file(path: Path) -> dict[str, Any]:
 def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     """:func:`load_sweep_file` of one version of the file (an error is raised, not cached)."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), _Loader)
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not a text file: give a sweep file (YAML)") from None
     except yaml.YAMLError as error:
@@ -181,7 +202,7 @@ def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     if WANDB_SWEEP_KEYS <= set(raw):
         raise ConfigError(f"{path} is a W&B sweep (program, method, parameters): run it with `wandb sweep {path}`; "
                           "python -m fl_bench.analysis.reproduce takes a reproduction's sweep file")
-    raw = _plain(raw)
+    _check_amendments_quoted(raw, path)
     try:
         typed = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepFile), raw), throw_on_missing=True)
     except OmegaConfBaseException as error:
@@ -189,17 +210,30 @@ def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     spec = _as_given(typed, raw)
     for key in ("smoke", "readings"):
         spec.setdefault(key, [])
+    _check_protocol(spec["protocol"], path)
     _check_names(spec, path)
     return spec
 
 
-def _plain(value: Any) -> Any:
-    """YAML's dates (``registered: 2026-11-25``) as the text they were written as."""
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    return value.isoformat() if hasattr(value, "isoformat") else value
+class _Loader(yaml.SafeLoader):
+    """YAML without its dates: ``registered: 2026-11-25`` stays the text it was written as, so that a date
+    that is none (2026-13-45) is this module's one line naming its key, not the YAML reader's error."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+def _check_amendments_quoted(raw: dict, path: Path) -> None:
+    """An amendment written ``- 2026-11-27: more seeds`` is YAML's mapping {date: text}, not the text."""
+    protocol = raw.get("protocol")
+    amended = protocol.get("amended") if isinstance(protocol, dict) else None
+    for i, entry in enumerate(amended if isinstance(amended, list) else []):
+        if isinstance(entry, dict):
+            text = "; ".join(f"{key}: {value}" for key, value in entry.items())
+            _refuse(path, f"protocol.amended[{i}]", entry, f"quote the entry as a string, - '{text}' (unquoted, "
+                    "'DATE: text' is a YAML mapping)")
 
 
 def _as_given(typed: Any, raw: Any) -> Any:
@@ -286,8 +320,72 @@ def _plural(tp: Any) -> str:
     return {int: "integers", str: "strings", float: "numbers"}.get(tp, "values")
 
 
+def _refuse(path: Path, key: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"{path}: {key}={value!r} is not allowed: {allowed}")
+
+
+def _choose(path: Path, key: str, value: Any, options: tuple[str, ...]) -> None:
+    """``value`` is one of ``options``, else one line with the closest."""
+    if value not in options:
+        close = difflib.get_close_matches(str(value), options, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        _refuse(path, key, value, f"choose one of {', '.join(options)}{hint}")
+
+
+def _check_protocol(protocol: dict[str, Any], path: Path) -> None:
+    """What the schema's types cannot say of ``protocol``: seeds >= 0 (a run refuses a negative one), its
+    dates, the tuner's objective (a number every run's summary holds), direction and finalists."""
+    tuner = protocol["tuner"] or {}
+    confirm = tuner.get("confirm") or {}
+    for key, seeds in (("protocol.report_seeds", protocol["report_seeds"]),
+                       ("protocol.power.pilot_seeds", (protocol.get("power") or {}).get("pilot_seeds", [])),
+                       ("protocol.tuner.seeds", tuner.get("seeds", [])),
+                       ("protocol.tuner.confirm.seeds", confirm.get("seeds", []))):
+        for i, seed in enumerate(seeds):
+            if seed < 0:
+                _refuse(path, f"{key}[{i}]", seed, "seeds are integers >= 0")
+    _check_dates(protocol, path)
+    if tuner:
+        _choose(path, "protocol.tuner.objective", tuner["objective"], OBJECTIVES)
+        _choose(path, "protocol.tuner.direction", tuner["direction"], DIRECTIONS)
+    if confirm and confirm["finalists"] > tuner["trials"]:
+        _refuse(path, "protocol.tuner.confirm.finalists", confirm["finalists"],
+                f"at most protocol.tuner.trials ({tuner['trials']}): the finalists are the search's best settings")
+
+
+def _date(text: str) -> datetime.date | None:
+    """The day ``text`` names (YYYY-MM-DD); None for one that names none (2026-13-45, yesterday)."""
+    try:
+        return datetime.date.fromisoformat(text) if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text) else None
+    except ValueError:
+        return None
+
+
+def _check_dates(protocol: dict[str, Any], path: Path) -> None:
+    """``registered`` is a real day, not in the future (the protocol is written before its runs); each
+    amendment is 'YYYY-MM-DD: what changed and why', dated after registered, in date order, not in the future."""
+    today = datetime.date.today()
+    registered = _date(protocol["registered"])
+    if registered is None or registered > today:
+        _refuse(path, "protocol.registered", protocol["registered"], f"it must be a date YYYY-MM-DD, not after today "
+                f"({today}): the day the protocol was written, before its runs")
+    previous = registered
+    for i, entry in enumerate(protocol.get("amended", [])):
+        dated = re.match(r"(\S+): \S", entry)
+        date = _date(dated.group(1)) if dated else None
+        wrong = ("write 'YYYY-MM-DD: what changed and why', with a real date" if date is None
+                 else f"dated after today ({today}): an amendment records a change already made" if date > today
+                 else f"dated on or before registered ({registered}): an amendment changes the registered protocol"
+                 if date <= registered else f"dated before the entry above it ({previous}): entries go in date order"
+                 if date < previous else "")
+        if wrong:
+            _refuse(path, f"protocol.amended[{i}]", entry if len(entry) <= 40 else entry[:40] + "...", wrong)
+        previous = date
+
+
 def _check_names(spec: dict[str, Any], path: Path) -> None:
-    """Names that refer to each other name something the file has."""
+    """Names that refer to each other name something the file has (another arm, for an arm's cause and
+    what it tried); table names are file names; arms' paper values are what their table reads."""
     studies = spec["studies"]
 
     def known(name: str, what: str, options: Any) -> None:
@@ -300,24 +398,75 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
         if study.get("setting_of") is not None:
             known(study["setting_of"], f"studies.{name}.setting_of", studies)
     for table_name, table in spec["tables"].items():
+        if not TABLE_NAME.fullmatch(table_name):  # (a path would write its page outside --out)
+            _refuse(path, "table name", table_name, "a table's name is its page's file name under --out: letters, "
+                    "digits, _, - and ., not starting with .")
         where = f"tables.{table_name}"
         arms = table["arms"]
         if not arms:
             raise ConfigError(f"{path}: {where}.arms is empty: a table needs at least its reference arm")
         known(table["reference"], f"{where}.reference", arms)
-        if table.get("measure", "trips") not in MEASURES:
-            raise ConfigError(f"{path}: {where}.measure={table['measure']!r} is not allowed: choose one of "
-                              f"{', '.join(MEASURES)}")
+        _choose(path, f"{where}.measure", table.get("measure", "trips"), MEASURES)
         for label, arm in arms.items():
             known(arm["study"], f"{where}.arms.{label}.study", studies)
             for key in ("vs", "special_case"):
                 if arm.get(key) is not None:
                     known(arm[key], f"{where}.arms.{label}.{key}", arms)
-            if arm.get("cause") is not None:
-                known(arm["cause"]["arm"], f"{where}.arms.{label}.cause.arm", arms)
-            for i, tried in enumerate(arm.get("tried") or []):
-                known(tried["arm"], f"{where}.arms.{label}.tried[{i}].arm", arms)
+            others = [("cause.arm", arm["cause"]["arm"])] if arm.get("cause") is not None else []
+            others += [(f"tried[{i}].arm", tried["arm"]) for i, tried in enumerate(arm.get("tried") or [])]
+            for key, other in others:
+                known(other, f"{where}.arms.{label}.{key}", arms)
+                if other == label:
+                    _refuse(path, f"{where}.arms.{label}.{key}", other, "it names the arm itself: name the other arm "
+                            "of the table that changes one thing")
+            _check_paper(arm, label, table.get("measure", "trips"), f"{where}.arms.{label}", path)
         _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known)
+
+
+def _check_paper(arm: dict[str, Any], label: str, measure: str, where: str, path: Path) -> None:
+    """The arm's ``paper`` gives only keys its table's measure reads (PAPER_KEYS), each in its shape."""
+    keys = PAPER_KEYS["ratio" if measure in ("trips", "rounds") else "difference"]
+    paper = arm.get("paper") or {}
+    for key, value in paper.items():
+        if key not in keys:
+            close = difflib.get_close_matches(str(key), list(keys), n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"{path}: {where}.paper.{key} is not a key of an arm's paper in a measure={measure} "
+                              f"table: {hint}(its keys: {', '.join(keys)})")
+        if not _paper_value_ok(key, value):
+            _refuse(path, f"{where}.paper.{key}", value, f"it must be {keys[key]}")
+    if {"accuracy", "difference"} <= set(paper):
+        _refuse(path, f"{where}.paper", paper, "give accuracy or difference, not both (with accuracy the verdict reads "
+                "the difference of accuracies, and difference would be ignored)")
+    # vs naming the arm itself compares it with none: a base for others (hfl_smoke's per-dataset HFL arms),
+    # whose paper values read only in a comparison would be ignored
+    compared = [key for key in COMPARED_ONLY if key in paper]
+    if arm.get("vs") == label and compared:
+        _refuse(path, f"{where}.vs", label, f"it names the arm itself, which compares it with none and leaves its "
+                f"paper.{compared[0]} unread: name another arm of the table")
+
+
+def _paper_value_ok(key: str, value: Any) -> bool:
+    """``value`` has the shape PAPER_KEYS says for ``key``."""
+    if key == "accuracy":
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 100
+    if not isinstance(value, list) or not value:
+        return False
+    if key == "difference":
+        return all(_paper_number(v, "<>") is not None for v in value)
+    return all((number := _paper_number(v, ">")) is not None and number > 0 for v in value)
+
+
+def _paper_number(value: Any, bounds: str) -> float | None:
+    """A paper entry's number: a number, or its text after one of ``bounds`` ('>4.8'); None for anything else."""
+    if isinstance(value, str):
+        try:
+            value = float(value[1:] if value.startswith(tuple(bounds)) else value)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _check_notes(notes: str, arms: dict[str, Any], where: str, known: Any) -> None:

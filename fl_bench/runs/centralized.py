@@ -21,10 +21,10 @@ selection and speed have nothing to act on and are refused.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from fl_bench.runs.checkpoint import config_differences, save_verified
 from fl_bench.runs.pruning import final_status, with_pruning
 from fl_bench.runs.config import Config, config_digest
 from fl_bench.runs.fairness import accuracy_by_class
+from fl_bench.runs.run_dir import error_line, write_summary, writing
 from fl_bench.runs.run_log import RunLog, has_wandb_credentials, run_labels
 
 logger = logging.getLogger(__name__)
@@ -371,9 +372,11 @@ class CentralizedRun:
             summary = self.summary(status, diverged, time.perf_counter() - started)
             for callback in self.callbacks:
                 callback.on_end(self, status, summary)
-            (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            summary["error"] = error_line(sys.exc_info()[1]) if status == "failed" else None
             if status == "completed":
-                save_verified(self.task.model.state_dict(), self.run_dir / "model.pt")
+                with writing(self.run_dir / "model.pt"):
+                    save_verified(self.task.model.state_dict(), self.run_dir / "model.pt")
+            summary = write_summary(self.run_dir, summary)  # last: a run stopped before it is no result
         return summary
 
     @torch.no_grad()

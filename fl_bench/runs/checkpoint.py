@@ -24,12 +24,13 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from fl_bench.errors import ConfigError
+from fl_bench.runs.atomic import replace_text, write_partial
 from fl_bench.runs.config import NOT_RESULT_KEYS
 
 CHECKPOINT = "checkpoint.pt"
@@ -92,27 +93,16 @@ def _listed_digests(path: Path) -> list[str]:
     return [line.split()[0] for line in lines if line.strip()]
 
 
-def _write_partial(path: Path, write: Callable[[BinaryIO], Any]) -> Path:
-    """``write(file)`` to a temporary file beside ``path``, flushed to disk: renamed over ``path``
-    once complete, so that a run killed mid-write leaves ``path`` as it was."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    with open(partial, "wb") as file:
-        write(file)
-        file.flush()
-        os.fsync(file.fileno())
-    return partial
-
-
 def _write_digests(path: Path, digests: list[str]) -> None:
     text = "".join(f"{digest}  {path.name}\n" for digest in digests)
-    os.replace(_write_partial(digest_path(path), lambda file: file.write(text.encode())), digest_path(path))
+    replace_text(digest_path(path), text)
 
 
 def save_verified(obj: Any, path: Path) -> None:
     """``torch.save(obj)`` to ``path`` atomically, with its SHA-256 in ``path.sha256``. While the new
     file replaces the old one the digest file lists both, so a kill at any point leaves a file
     that its digest file vouches for."""
-    partial = _write_partial(path, lambda file: torch.save(obj, file))
+    partial = write_partial(path, lambda file: torch.save(obj, file))
     new = sha256(partial)
     current = _listed_digests(path) if path.exists() else []  # all: one of them names the file in place
     _write_digests(path, [new, *current])

@@ -72,6 +72,9 @@ class WandbConfig:
 
 # The summary keys whose value so far means something at every evaluation (fl_bench.runs.callbacks.Target)
 PRUNING_OBJECTIVES = ("trips_to_target_or_shortfall", "trips_to_target_or_budget", "best_val_accuracy")
+# The summary keys a tuning search may optimise (hydra.sweeper.objective, a sweep file's protocol.tuner.objective):
+# numbers every finished run's summary.json holds (fl_bench.runs.experiment.summarise, callbacks.Target)
+OBJECTIVES = (*PRUNING_OBJECTIVES, "final_val_accuracy", "final_val_loss")
 
 
 @dataclass

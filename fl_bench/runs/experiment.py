@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ from fl_bench.runs.config import Config, config_digest, result_config
 from fl_bench.runs.fairness import accuracy_by_class
 from fl_bench.runs.pruning import final_status, with_pruning
 from fl_bench.runs.interrupt import STOP
-from fl_bench.runs.run_dir import RunDirectory
+from fl_bench.runs.run_dir import RunDirectory, error_line, finished_summary, writing
 from fl_bench.runs.run_log import RunLog
 from fl_bench.schema import build
 
@@ -405,14 +406,18 @@ class Run:
             now = time.perf_counter()
             timing = dict(wall_seconds=self.seconds_before + now - self.started, simulate_seconds=now - simulate_start)
             summary = summarise(self, status, timing, diverged)
+            summary["error"] = error_line(sys.exc_info()[1]) if status == "failed" else None
             for callback in self.callbacks:
                 callback.on_end(self, status, summary)
-            self.log.finish(exp.simulator.log.columns(), summary)
-            if status in ("completed", "diverged", "pruned"):  # final: nothing to resume
-                remove_checkpoint(run_dir / CHECKPOINT)
+            # summary.json last (RunLog.finish): a run stopped at any point before it is no result
+            self.log.trips(exp.simulator.log.columns())
             if status == "completed":
                 exp.trainer.load(exp.server.params)
-                save_verified(exp.task.model.state_dict(), run_dir / "model.pt")
+                with writing(run_dir / "model.pt"):
+                    save_verified(exp.task.model.state_dict(), run_dir / "model.pt")
+            summary = self.log.finish(exp.simulator.log.columns(), summary)
+            if status in ("completed", "diverged", "pruned"):  # final: nothing to resume
+                remove_checkpoint(run_dir / CHECKPOINT)
             logger.info("%s: %s", status, json.dumps({k: summary[k] for k in _SUMMARY_LINE}))
         return summary
 
@@ -446,10 +451,11 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
             directory.remove_if_fresh()  # bad input leaves no orphan run directory
             directory.restore()  # nor a damaged earlier run
             raise
-        directory.save_configs(hydra_files or {})
-        remove_partial_checkpoints(run_dir)
         try:
-            summary = run.execute(checkpoint)
+            directory.save_configs(hydra_files or {})
+            remove_partial_checkpoints(run_dir)
+            with writing(run_dir):  # (metrics.csv and trips.csv grow as the run goes: a disk can fill)
+                summary = run.execute(checkpoint)
         except DivergenceError:  # a result: it replaces the earlier run
             _replaced(directory)
             raise
@@ -485,8 +491,8 @@ def _run_other_process(cfg: Config, run_dir: Path, config: dict[str, Any], callb
 
 def _finished_summary(directory: RunDirectory, cfg: Config, config: dict[str, Any], quiet: bool = False
                       ) -> dict[str, Any] | None:
-    summary = directory.summary()
-    if cfg.resume is False or summary is None or summary.get("status") not in ("completed", "diverged"):
+    summary = finished_summary(directory.path)
+    if cfg.resume is False or summary is None:
         return None
     if summary.get("config_digest") != config_digest(config):
         return None  # replaced once this run has finished (run_experiment)

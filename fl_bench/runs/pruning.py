@@ -16,6 +16,7 @@ sweep file, so budgets stay equal).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from fl_bench.errors import ConfigError
@@ -40,7 +41,8 @@ class PrunerConfig:
 
 def make_pruner(spec: dict[str, Any], key: str = "hydra.sweeper.pruner") -> Any:
     """Optuna's pruner named by ``spec`` (a PrunerConfig's fields; name null: no pruning, None); ConfigError
-    naming ``key`` for an unknown name, a missing first rung, or a setting the pruner would ignore."""
+    naming ``key`` for an unknown name, a missing first rung, a setting out of range or one the pruner would
+    ignore."""
     name = spec.get("name")
     given = sorted(k for k, value in spec.items() if value is not None and k != "name")
     if name is None:
@@ -59,10 +61,25 @@ def make_pruner(spec: dict[str, Any], key: str = "hydra.sweeper.pruner") -> Any:
     if ignored:
         raise ConfigError(f"{key}.{ignored[0]}={spec[ignored[0]]!r} is not allowed with {key}.name={name}: it takes "
                           f"{', '.join(PRUNERS[name])}")
+    # Optuna's least values: hyperband would raise only at a trial's first report, inside a run
+    for k, least in (("reduction_factor", 2), ("min_early_stopping_rate", 0)):
+        if spec.get(k) is not None and spec[k] < least:
+            raise ConfigError(f"{key}.{k}={spec[k]!r} is not allowed: must be >= {least}")
+    if name == "hyperband" and spec.get("max_resource") is not None and spec["max_resource"] <= spec["min_resource"]:
+        # (Optuna accepts it: a budget at or below the first rung leaves no rung to prune at)
+        raise ConfigError(f"{key}.max_resource={spec['max_resource']!r} is not allowed: the budget, in client trips, "
+                          f"must exceed {key}.min_resource={spec['min_resource']}")
     settings = {k: spec[k] for k in given}
     if name == "successive_halving":
         return optuna.pruners.SuccessiveHalvingPruner(**settings)
     return optuna.pruners.HyperbandPruner(**settings)
+
+
+def sqlite_directory(storage: str) -> Optional[Path]:
+    """The directory of an SQLite database URL (``sqlite:///dir/file.db``); None for another database's."""
+    if not storage.startswith("sqlite:///") or storage.removeprefix("sqlite:///") in ("", ":memory:"):
+        return None
+    return Path(storage.removeprefix("sqlite:///")).parent
 
 
 class Pruning(Callback):
@@ -81,7 +98,15 @@ class Pruning(Callback):
         uninterrupted one, so its pruner decides the same)."""
         import optuna  # only tuning runs load it
 
-        study = optuna.load_study(study_name=self.cfg.study, storage=self.cfg.storage)
+        directory = sqlite_directory(self.cfg.storage)
+        if directory is not None and not directory.is_dir():  # (SQLite's own error names no file)
+            raise ConfigError(f"pruning.storage={self.cfg.storage!r} is not allowed: its directory {directory} "
+                              f"does not exist; it is the Optuna sweeper's hydra.sweeper.storage, which holds pruning.study")
+        try:
+            study = optuna.load_study(study_name=self.cfg.study, storage=self.cfg.storage)
+        except KeyError:  # (Optuna's "Record does not exist.")
+            raise ConfigError(f"pruning.study={self.cfg.study!r} is not allowed: pruning.storage={self.cfg.storage!r} "
+                              f"holds no such study; the Optuna sweeper makes it (<study_name>.seed<s>)") from None
         study.pruner = make_pruner(study.user_attrs.get("pruner") or {})  # the sweeper's: the storage keeps no pruner
         if study.pruner is None:
             raise ConfigError(f"pruning.study={self.cfg.study} names no pruner: it is the Optuna sweeper's study of a "

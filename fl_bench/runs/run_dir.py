@@ -12,6 +12,11 @@ earlier one is deleted (:meth:`RunDirectory.replaced`); when it fails, for bad i
 files are deleted and the earlier run moved back, byte for byte (:meth:`RunDirectory.restore`). An
 interrupted run keeps it aside: the same command resumes the new run, and ``.replaced/`` holds the old
 one until that run finishes.
+
+A run is a result only when it finished (:func:`unfinished`): its ``summary.json`` is written last,
+atomically, with status completed or diverged and the size of every file the run wrote before it, and
+those files are all still there, whole (a completed run's ``model.pt`` verified against its digest).
+A run killed, interrupted or stopped by a full disk at any point before that leaves no such summary.
 """
 
 from __future__ import annotations
@@ -30,9 +35,16 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from fl_bench.errors import ConfigError
+from fl_bench.errors import ConfigError, FLBenchError, ResultNotWritten
+from fl_bench.runs.atomic import replace_text
 
 LOCK = ".lock"
+SUMMARY = "summary.json"
+FINISHED = ("completed", "diverged")  # results; pruned (a tuning trial stopped early), interrupted, failed are not
+# What a finished run wrote before its summary: metrics.csv (and trips.csv, the simulator's runs), the
+# final model.pt with its digest (completed runs) and Hydra's configs (runs from the command line).
+RESULT_FILES = ("metrics.csv", "trips.csv", "model.pt", "model.pt.sha256", ".hydra/config.yaml", ".hydra/hydra.yaml",
+                ".hydra/overrides.yaml")
 REPLACED = ".replaced"  # an earlier run, moved aside while a new one runs in its directory
 # What Hydra puts in a run directory before the run starts: its (empty) job log.
 _HYDRA_ENTRIES = {"cli.log"}
@@ -138,9 +150,10 @@ class RunDirectory:
     def save_configs(self, files: dict[str, Any]) -> None:
         """Hydra's ``.hydra/*.yaml`` of this run, written once the directory is ours (Hydra's own
         writing is off: it would overwrite a running run's config before the lock could refuse)."""
-        (self.path / ".hydra").mkdir(exist_ok=True)
-        for name, config in files.items():
-            OmegaConf.save(config, self.path / ".hydra" / name)
+        with writing(self.path / ".hydra"):
+            (self.path / ".hydra").mkdir(exist_ok=True)
+            for name, config in files.items():
+                OmegaConf.save(config, self.path / ".hydra" / name)
 
     def summary(self) -> dict[str, Any] | None:
         """The directory's summary.json, or None when there is none to read."""
@@ -149,9 +162,91 @@ class RunDirectory:
 
 def _read_summary(directory: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((directory / "summary.json").read_text())
+        summary = json.loads((directory / SUMMARY).read_text())
     except (OSError, ValueError):
         return None
+    return summary if isinstance(summary, dict) else None
+
+
+def write_summary(directory: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json``, the last file a run writes: it lists the size of every other file the run has
+    written (``files``), and is renamed into place whole. Returns the summary as written."""
+    files = {name: (directory / name).stat().st_size for name in RESULT_FILES if (directory / name).is_file()}
+    summary = {**summary, "files": files}
+    with writing(directory / SUMMARY):
+        replace_text(directory / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def unfinished(directory: Path) -> str | None:
+    """Why the run in ``directory`` is no result (None: it finished, and every file its summary lists is
+    there at its size, a completed run's model.pt matching its digest)."""
+    summary = _read_summary(directory)
+    if summary is None:
+        return "no summary.json: it never finished" if not (directory / SUMMARY).exists() else "its summary.json is unreadable"
+    status = summary.get("status")
+    if status not in FINISHED:
+        return f"status {status}"
+    promised = summary.get("files")
+    if not isinstance(promised, dict):
+        return "its summary.json lists no files (written by an older fl_bench, or by hand): run it again"
+    needed = {"metrics.csv", *(["model.pt"] if status == "completed" else [])}
+    missing = sorted(needed - set(promised))
+    if missing:
+        return f"{missing[0]} was never written"
+    for name, size in promised.items():
+        path = directory / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != size:
+            return f"{name} has {path.stat().st_size} bytes, not the {size} it was written with"
+    if status == "completed":
+        from fl_bench.runs.checkpoint import verify  # (torch: imported only where a model is checked)
+
+        try:
+            verify(directory / "model.pt")
+        except FLBenchError:
+            return "model.pt does not match its digest"
+    return None
+
+
+def finished_summary(directory: Path) -> dict[str, Any] | None:
+    """The summary of the finished run in ``directory`` (:func:`unfinished`), else None."""
+    return None if unfinished(directory) else _read_summary(directory)
+
+
+def finished_runs(directory: Path) -> dict[Path, dict[str, Any]]:
+    """The finished runs in the directories just below ``directory`` (a multirun's jobs), by run directory."""
+    found = {run.parent: finished_summary(run.parent) for run in sorted(Path(directory).glob(f"*/{SUMMARY}"))}
+    return {run: summary for run, summary in found.items() if summary is not None}
+
+
+def error_line(error: BaseException | None) -> str | None:
+    """A failed run's error as its summary keeps it: the first line of its message (with the error's
+    type where the message alone would not say what went wrong)."""
+    if error is None:
+        return None
+    text = (str(error).strip().splitlines() or [""])[0]
+    return text if isinstance(error, FLBenchError) and text else f"{type(error).__name__}: {text}".rstrip(": ")
+
+
+RUN_NOT_WRITTEN = ("the run is not finished (free space, raise the file-size limit or choose a writable hydra.run.dir, "
+                   "then run the same command again)")
+
+
+@contextmanager
+def writing(path: Path, consequence: str = RUN_NOT_WRITTEN) -> Iterator[None]:
+    """Errors writing ``path`` as one line naming it and ``consequence`` (OSError, and torch.save's
+    RuntimeError for a write that failed part-way)."""
+    try:
+        yield
+    except OSError as error:
+        raise ResultNotWritten(f"cannot write {error.filename or path}: {error.strerror or error}; {consequence}") from None
+    except RuntimeError as error:
+        if not any(mark in str(error) for mark in ("PytorchStreamWriter", "inline_container")):
+            raise  # (only torch.save's zip writer reports a failed write as a RuntimeError)
+        detail = str(error).splitlines()[0].rpartition("] ")[2].strip(" .")
+        raise ResultNotWritten(f"cannot write {path}: the write stopped part-way ({detail}); {consequence}") from None
 
 
 def _close_file_logs(directory: Path, detach: bool = False) -> None:

@@ -8,7 +8,6 @@ resumed run rewrites both from its checkpoint, dropping rows logged after it, th
 
 from __future__ import annotations
 
-import json
 import logging
 import netrc
 import os
@@ -21,6 +20,7 @@ import pandas as pd
 
 from fl_bench.errors import ConfigError
 from fl_bench.runs.config import WANDB_MODES, WandbConfig
+from fl_bench.runs.run_dir import write_summary, writing
 
 # bytes_down, bytes_up, flops: totals over the trips over so far (FedGBO Table IV's cost axes)
 METRIC_COLUMNS = ("trips", "server_step", "sim_time", "val_accuracy", "val_loss", "bytes_down", "bytes_up", "flops")
@@ -75,14 +75,15 @@ class RunLog:
             return
         table = pd.DataFrame({name: column[done:total] for name, column in columns.items()},
                              index=pd.RangeIndex(done, total, name="trip"))
-        table.to_csv(self.run_dir / "trips.csv", mode="a" if done else "w", header=not done)
+        with writing(self.run_dir / "trips.csv"):
+            table.to_csv(self.run_dir / "trips.csv", mode="a" if done else "w", header=not done)
         self._trips_written = total
 
-    def finish(self, trips: dict[str, np.ndarray], summary: dict[str, Any]) -> None:
-        """Write the remaining trips and summary.json; with W&B, log the trips table and the summary
-        and finish the W&B run."""
+    def finish(self, trips: dict[str, np.ndarray], summary: dict[str, Any]) -> dict[str, Any]:
+        """Write the remaining trips, then summary.json, the run's last file (fl_bench.runs.run_dir.write_summary);
+        with W&B, log the trips table and the summary and finish the W&B run. Returns the summary as written."""
         self.trips(trips)
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        summary = write_summary(self.run_dir, summary)
         if self._wandb is not None:
             import wandb
 
@@ -90,6 +91,7 @@ class RunLog:
             self._wandb.log({"trips_table": wandb.Table(dataframe=table)})
             self._wandb.summary.update(summary)
             self._wandb.finish()
+        return summary
 
 
 def _wandb_run(run_dir: Path, config: dict[str, Any], wandb_cfg: WandbConfig, run_id: str | None):

@@ -14,15 +14,16 @@ from several machines; give each its own ``seed``, or they repeat the same rando
 
 A run that diverged is a result, not a failure: its summary's objective (trips to target or the
 shortfall score, or the best accuracy it reached) scores the trial, so TPE learns where settings
-diverge; a run that failed otherwise fails its trial.
+diverge; a run that failed otherwise fails its trial. A study that ends with no completed trial ends the
+command in one line (exit 1) naming the first failed trial's error; optimization_results.yaml records it.
 
 ``seeds``: each trial runs once per seed (``seed=<s>``, in the same batch) and its objective is the
 ``aggregate`` over them: a setting tuned on one seed is tuned to that seed's noise. ``mean`` (default)
 averages; ``worst`` scores the setting by its worst seed (the largest value when minimizing), so a
 setting at the edge of stability, which collapses on some seeds, loses to one that holds on all;
-``median`` ignores one outlying seed in three. ``enqueue``: settings
-evaluated first, as trials of the budget (Optuna's ``enqueue_trial``); fl_bench.analysis.reproduce puts a
-nested method's special case there (FedAvg's best with momentum 0 for FedAvgM), so the nested
+``median`` ignores one outlying seed in three. ``enqueue``: settings (each value inside the search
+space) evaluated first, as trials of the budget (Optuna's ``enqueue_trial``); fl_bench.analysis.reproduce
+puts a nested method's special case there (FedAvg's best with momentum 0 for FedAvgM), so the nested
 study starts from where its special case ended and cannot end worse on the tuning seeds.
 
 A setting is run once: TPE re-proposes points of a discrete grid once it has converged (a learning
@@ -62,9 +63,10 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
-from fl_bench.errors import ConfigError
-from fl_bench.runs.pruning import PrunerConfig, make_pruner
+from fl_bench.errors import ConfigError, FLBenchError
+from fl_bench.runs.pruning import PrunerConfig, make_pruner, sqlite_directory
 from fl_bench.runs.tuning import AGGREGATES, aggregate, ranked
+from fl_bench.schema import choice, require
 
 log = logging.getLogger(__name__)
 
@@ -96,16 +98,52 @@ def search_space(params: Dict[str, Any]) -> Dict[str, Any]:
     return {key: parser.parse_override(f"{key}={value}").value() for key, value in params.items()}
 
 
+def options(sweep: Any) -> Optional[list]:
+    """The values a choice or range takes (None for an interval or a fixed value)."""
+    if isinstance(sweep, ChoiceSweep):
+        return list(sweep.list)
+    if isinstance(sweep, RangeSweep):
+        return list(range(int(sweep.start), int(sweep.stop), int(sweep.step)))
+    return None
+
+
+def check_space(params: Dict[str, Any], space: Dict[str, Any]) -> None:
+    """ConfigError for a dimension Optuna cannot search (it would raise at the first trial)."""
+    for key, sweep in space.items():
+        name, text = f"hydra.sweeper.params.{key}", params[key]
+        if isinstance(sweep, IntervalSweep):
+            require(sweep.start <= sweep.end, name, text, "an interval's start must not exceed its end")
+            require("log" not in sweep.tags or sweep.start > 0, name, text, "a log-scale interval must start above 0")
+        elif isinstance(sweep, RangeSweep):
+            bounds = (sweep.start, sweep.stop, sweep.step)
+            require(all(float(b).is_integer() for b in bounds) and sweep.step != 0, name, text,
+                    "range(start, stop[, step]) takes integers, step not 0: choice(...) lists other values")
+            require(bool(options(sweep)), name, text, "the range holds no value")
+
+
+def outside(value: Any, sweep: Any) -> Optional[str]:
+    """What the dimension ``sweep`` allows, when ``value`` is not in it (None when it is)."""
+    values = options(sweep)
+    if values is not None:
+        return None if value in values else f"choose one of {', '.join(map(str, values))}"
+    if not isinstance(sweep, IntervalSweep):
+        return None if value == sweep else f"the key is fixed at {sweep!r}, not searched"
+    integer = "int" in sweep.tags
+    kind = (int,) if integer else (int, float)
+    if isinstance(value, kind) and not isinstance(value, bool) and sweep.start <= value <= sweep.end:
+        return None
+    scale = " (log scale)" if "log" in sweep.tags else ""
+    return f"outside the searched {'integers' if integer else 'interval'} [{sweep.start}, {sweep.end}]{scale}"
+
+
 def grid_size(space: Dict[str, Any]) -> Optional[int]:
     """How many settings a fully discrete space holds (None: it has an interval)."""
     size = 1
     for sweep in space.values():
         if isinstance(sweep, IntervalSweep):
             return None
-        if isinstance(sweep, ChoiceSweep):
-            size *= len(sweep.list)
-        elif isinstance(sweep, RangeSweep):
-            size *= len(range(int(sweep.start), int(sweep.stop), int(sweep.step)))
+        values = options(sweep)
+        size *= 1 if values is None else len(values)  # (a fixed value: one)
     return size
 
 
@@ -117,11 +155,8 @@ def suggest(trial: optuna.Trial, key: str, space: Any) -> Any:
         if "int" in space.tags:
             return trial.suggest_int(key, int(space.start), int(space.end), log="log" in space.tags)
         return trial.suggest_float(key, float(space.start), float(space.end), log="log" in space.tags)
-    if isinstance(space, ChoiceSweep):
-        return trial.suggest_categorical(key, list(space.list))
-    if isinstance(space, RangeSweep):
-        return trial.suggest_categorical(key, list(range(int(space.start), int(space.stop), int(space.step))))
-    return space  # fixed
+    values = options(space)
+    return space if values is None else trial.suggest_categorical(key, values)  # (None: a fixed value)
 
 
 # Invocations started together on a fresh database race to create Optuna's tables and the study:
@@ -141,27 +176,60 @@ def open_study(attempts: int = 5, **kwargs) -> optuna.Study:
             time.sleep(0.5 * (attempt + 1))
 
 
+def failure(result: Any) -> str:
+    """The first line of a failed job's error as the command line shows it (fl_bench.runs.cli.one_line),
+    after its type where that is not one of fl_bench's errors (whose messages say what was wrong)."""
+    from fl_bench.runs.cli import one_line
+
+    error = result._return_value  # (Hydra keeps a failed job's exception there)
+    if not isinstance(error, BaseException):
+        return f"its job ended {result.status.name} without an error"
+    line = (one_line(error).splitlines() or [""])[0]
+    return line if isinstance(error, FLBenchError) else ": ".join(filter(None, [type(error).__name__, line]))
+
+
+def no_trial_completed(study_name: str, trials: List[optuna.trial.FrozenTrial]) -> str:
+    """Why a study holds no completed trial: how its trials ended, and the first failed trial's error."""
+    run = [t for t in trials if "repeat_of" not in t.user_attrs]
+    failed, pruned = (sum(t.state == state for t in run) for state in (optuna.trial.TrialState.FAIL,
+                                                                        optuna.trial.TrialState.PRUNED))
+    text = f"no trial of study {study_name!r} completed ({failed} failed, {pruned} pruned)"
+    first = next((t for t in run if "error" in t.user_attrs), None)
+    return text if first is None else f"{text}: trial {first.number} failed: {first.user_attrs['error']}"
+
+
 class OptunaSweeper(Sweeper):
     def __init__(self, study_name, storage, objective, direction, n_trials, n_jobs, seed, n_startup_trials, params,
                  seeds=(), enqueue=(), pruner=None, aggregate="mean"):
-        if n_jobs < 1:
-            raise ValueError(f"hydra.sweeper.n_jobs={n_jobs}: must be at least 1")
-        if aggregate not in AGGREGATES:
-            raise ConfigError(f"hydra.sweeper.aggregate={aggregate!r} is not allowed: choose one of {', '.join(AGGREGATES)}")
+        require(n_trials >= 1, "hydra.sweeper.n_trials", n_trials, "must be >= 1: the trials this invocation adds")
+        # (more than n_trials is allowed: several invocations add trials to one study, and the TPE models the
+        # whole study's results once it holds n_startup_trials)
+        require(n_startup_trials >= 0, "hydra.sweeper.n_startup_trials", n_startup_trials,
+                "must be >= 0: the study's random trials before TPE models the results")
+        require(n_jobs >= 1, "hydra.sweeper.n_jobs", n_jobs, "must be >= 1: the trials launched together")
+        require(seed is None or seed >= 0, "hydra.sweeper.seed", seed, "must be >= 0, or null")
+        choice("hydra.sweeper.direction", direction, ("minimize", "maximize"))
+        choice("hydra.sweeper.aggregate", aggregate, AGGREGATES)
         self.aggregate = aggregate
         self.study_name, self.storage, self.objective, self.direction = study_name, storage, objective, direction
         self.n_trials, self.n_jobs, self.seed, self.n_startup_trials = n_trials, n_jobs, seed, n_startup_trials
-        self.space = search_space(dict(params or {}))
+        params = dict(params or {})
+        self.space = search_space(params)
+        check_space(params, self.space)
         self.seeds = [int(s) for s in seeds or ()]
-        if len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"hydra.sweeper.seeds={self.seeds}: a seed repeats")
+        require(len(set(self.seeds)) == len(self.seeds), "hydra.sweeper.seeds", self.seeds, "a seed repeats")
         if aggregate != "mean" and len(self.seeds) < 2:  # one run per trial: nothing to aggregate
             raise ConfigError(f"hydra.sweeper.aggregate={aggregate} needs at least 2 hydra.sweeper.seeds, not {self.seeds}")
         self.enqueue = [dict(setting) for setting in enqueue or ()]
-        for setting in self.enqueue:
+        for index, setting in enumerate(self.enqueue):
             unknown = sorted(set(setting) - set(self.space))
             if unknown:
-                raise ValueError(f"hydra.sweeper.enqueue names {unknown}: not among the searched keys {sorted(self.space)}")
+                raise ConfigError(f"hydra.sweeper.enqueue names {unknown}: not among the searched keys "
+                                  f"{sorted(self.space)}")
+            # (Optuna runs an enqueued value outside the space as given, and it may become the best)
+            for key, value in setting.items():
+                allowed = outside(value, self.space[key])
+                require(allowed is None, f"hydra.sweeper.enqueue[{index}].{key}", value, allowed)
         spec = OmegaConf.to_container(pruner) if isinstance(pruner, DictConfig) else dict(pruner or {})
         self.pruner = make_pruner(spec)
         self.pruner_spec = {key: value for key, value in spec.items() if value is not None} if self.pruner else None
@@ -175,6 +243,11 @@ class OptunaSweeper(Sweeper):
                 raise ConfigError("hydra.sweeper.pruner needs hydra.sweeper.storage: the runs report to the study there")
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
+        from fl_bench.runs.config import OBJECTIVES
+
+        # Here, not in __init__: the objective is a key of fl_bench's summaries, where the sweeper itself
+        # scores whatever the launched jobs' summary.json hold (its tests' fake jobs)
+        choice("hydra.sweeper.objective", self.objective, OBJECTIVES)
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
@@ -185,11 +258,16 @@ class OptunaSweeper(Sweeper):
         fixed = parser.parse_overrides(arguments)
         swept = [o.input_line for o in fixed if o.is_sweep_override()]
         if swept:
-            raise ValueError(f"command-line sweeps {swept} are not supported with the Optuna sweeper: "
-                             "put ranges in hydra.sweeper.params")
+            raise ConfigError(f"command-line sweeps {swept} are not supported with the Optuna sweeper: "
+                              "put ranges in hydra.sweeper.params")
         fixed_lines = [o.input_line for o in fixed]
-        if self.storage and self.storage.startswith("sqlite:///"):
-            Path(self.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        directory = sqlite_directory(self.storage) if self.storage else None
+        if directory is not None:  # a new study's database goes where it is asked for
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise ConfigError(f"hydra.sweeper.storage={self.storage!r} is not allowed: its directory {directory} "
+                                  f"cannot be created: {error.strerror}") from None
         study = open_study(
             study_name=self.study_name, storage=self.storage, direction=self.direction,
             sampler=optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.n_startup_trials),
@@ -212,7 +290,7 @@ class OptunaSweeper(Sweeper):
                 break
             self.run_batch(study, fixed_lines, min(self.n_jobs, self.n_trials - start))
         done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-        best = study.best_trial if done else None  # every trial may have failed (e.g. diverged)
+        best = study.best_trial if done else None  # every trial may have failed or been pruned
         repeats = [t for t in study.trials if "repeat_of" in t.user_attrs]
         summary = {"study_name": self.study_name, "storage": self.storage,
                    "trials": len(study.trials) - len(repeats), "repeats_told": len(repeats),
@@ -230,10 +308,9 @@ class OptunaSweeper(Sweeper):
         out = Path(self.config.hydra.sweep.dir)
         out.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(summary), out / "optimization_results.yaml")
-        if best is not None:
-            log.info(f"best trial {best.number}: {best.value} with {best.params}")
-        else:
-            log.warning(f"no trial of study {self.study_name} completed")
+        if best is None:  # the study found nothing: the command failed, whatever it recorded
+            raise ConfigError(no_trial_completed(self.study_name, study.trials))
+        log.info(f"best trial {best.number}: {best.value} with {best.params}")
         return study
 
     @staticmethod
@@ -303,8 +380,9 @@ class OptunaSweeper(Sweeper):
                 self.tell_pruned(study, trial, summaries, v)
                 continue
             if any(summary is None for summary in summaries):
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 failed = next(r for r, summary in zip(runs, summaries) if summary is None)
+                trial.set_user_attr("error", failure(failed))
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 log.warning(f"trial {trial.number} failed: {failed._return_value}")
                 continue
             run_dirs = [Path(r.hydra_cfg.hydra.runtime.output_dir) for r in runs]

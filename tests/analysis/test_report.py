@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from fl_bench.analysis.report import load_runs, load_wandb_runs, trips_to_target_table, write_report
 from fl_bench.analysis.report import main as report_main
 from fl_bench.analysis.reproduce import run_in_process
+from helpers.runs import write_finished_run
 
 
 @pytest.fixture(scope="module")
@@ -114,15 +115,15 @@ def fake_run(root, name, trips_to_target, config):
     for key, value in config.items():
         OmegaConf.update(cfg, key, value)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-    (run_dir / "summary.json").write_text(json.dumps({
-        "algorithm": cfg.algorithm.name, "seed": cfg.seed, "concurrency": cfg.concurrency, "max_trips": cfg.max_trips,
-        "target_accuracy": cfg.target_accuracy, "trips_to_target": trips_to_target,
-        "sim_time_to_target": trips_to_target / 10, "final_val_accuracy": 0.6, "wall_seconds": 1.0,
-    }))
     pd.DataFrame({"trips": [0, trips_to_target], "server_step": [0, 1], "sim_time": [0.0, trips_to_target / 10],
                   "val_accuracy": [0.1, 0.6], "val_loss": [2.0, 1.0]}).to_csv(run_dir / "metrics.csv", index=False)
     pd.DataFrame({"staleness": [0, 1], "used": [1, 1], "num_examples": [5, 7]}).to_csv(run_dir / "trips.csv",
                                                                                        index=False)
+    write_finished_run(run_dir, {
+        "algorithm": cfg.algorithm.name, "seed": cfg.seed, "concurrency": cfg.concurrency, "max_trips": cfg.max_trips,
+        "target_accuracy": cfg.target_accuracy, "trips_to_target": trips_to_target,
+        "sim_time_to_target": trips_to_target / 10, "final_val_accuracy": 0.6, "wall_seconds": 1.0,
+    })
 
 
 def table_of(root):

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import compare_with_paper
 from fl_bench.analysis.reproduce import Arm, Reproduction
+from helpers.runs import write_finished_run
 
 SPEC = Path(__file__).parents[2] / "sweeps" / "fedbuff_smoke.yaml"
 
@@ -89,8 +90,7 @@ def test_an_arm_reruns_only_when_its_command_changed(tmp_path, monkeypatch):
 
     def fake_run(command, log_dir, check=True):  # what a finished multirun leaves
         calls.append(command)
-        (log_dir / "0_fedbuff_seed1").mkdir(parents=True)
-        (log_dir / "0_fedbuff_seed1" / "summary.json").write_text("{}")
+        write_finished_run(log_dir / "0_fedbuff_seed1", {"seed": 1})
         (log_dir / "reproduce.log").write_text(" ".join(command) + "\n")
         return True
 
@@ -229,8 +229,7 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
             seeds = [int(v) for v in next(c for c in command if c.startswith("seed=")).split("=")[1].split(",")]
             values = dict(zip((100, 101, 102, 103), (14.0, 14.0, *((100.0, 100.0) if momentum else held[rate]))))
             for seed, trips in ((seed, values[seed]) for seed in seeds):
-                (log_dir / f"run{seed}").mkdir()
-                (log_dir / f"run{seed}" / "summary.json").write_text(json.dumps({"seed": seed, "trips_to_target_or_shortfall": trips}))
+                write_finished_run(log_dir / f"run{seed}", {"seed": seed, "trips_to_target_or_shortfall": trips})
             return True
         OmegaConf.save(OmegaConf.create({"best_params": found[0]["params"], "best_value": found[0]["value"], "ranked": found}),
                        log_dir / "optimization_results.yaml")
@@ -279,9 +278,7 @@ def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_
     arm, shifted = Arm("fedbuff K=1000", "fedavg", ()), Arm("K=1", "fedavg", ("algorithm.buffer_size=1",))
     for a, values in ((arm, [100000, 120000, 77000, 110000, 100000]), (shifted, [300000] * 5)):
         for seed, value in enumerate(values):
-            run = tmp_path / a.key / str(seed)
-            run.mkdir(parents=True)
-            (run / "summary.json").write_text(json.dumps({"trips_to_target_or_shortfall": value}))
+            write_finished_run(tmp_path / a.key / str(seed), {"seed": seed, "trips_to_target_or_shortfall": value})
     directories = {a.key: tmp_path / a.key for a in (arm, shifted)}
     text = repro.held_out([arm, shifted], directories)
     assert text.startswith("Guard, held-out:") and "fedbuff K=1000 (trips_to_target_or_shortfall 57,000 on tuning seeds 100, 101" in text

@@ -1,9 +1,11 @@
 """The scoreboard: every table's verdict rows gathered per paper from the evidence files reproduce
 writes, a "differs" row with the verdict of the arm that tests its cause, or "unexplained"."""
 
+import os
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.guards import evidence
@@ -64,3 +66,26 @@ def test_the_counts_name_each_kind_of_verdict_and_the_inconclusive_share():
     verdicts = pd.DataFrame({"verdict": ["reproduces", "not reached", "inconclusive", "underpowered at 30 seeds"]})
     assert scoreboard.counts(verdicts) == \
         "4 verdicts: 1 reproduces, 0 differs, 1 inconclusive, 1 underpowered, 1 not reached (25% inconclusive)"
+
+
+def test_a_write_that_fails_midway_leaves_the_earlier_scoreboard_whole(tmp_path, monkeypatch, capsys):
+    spec = tmp_path / "sweeps" / "hfl_smoke.yaml"  # one table, hfl_convex_smoke
+    spec.parent.mkdir()
+    spec.write_text((SWEEPS / "hfl_smoke.yaml").read_text())
+    found = evidence(_runs({"base": [100, 101, 99], "ahead": [300, 310, 305]}), "base",
+                     {"ahead": {"vs": "base", "paper": {"trips": [2.0]}}}, "trips")
+    scoreboard.write_table_evidence(found, "hfl_convex_smoke", "HFL", {}, tmp_path / "hfl_convex_smoke_evidence.csv")
+    scoreboard.main(["--out", str(tmp_path), "--sweeps", str(spec.parent)])
+    before = {name: (tmp_path / name).read_bytes() for name in ("README.md", "evidence.csv")}
+
+    def full(descriptor):  # the disk fills up before a file is whole on it (tests run as root: no chmod)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(SystemExit) as stop:
+        scoreboard.main(["--out", str(tmp_path), "--sweeps", str(spec.parent)])
+    assert stop.value.code == 1
+    assert capsys.readouterr().err == f"fl_bench.analysis.scoreboard: error: {tmp_path}: cannot write the scoreboard " \
+                                      "there (No space left on device): give a directory you can write to\n"
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert not list(tmp_path.glob(".*.partial"))  # nor is the half-written file left behind

@@ -1,0 +1,1 @@
+"""Helpers the tests share (what a run leaves behind, written without running one)."""

@@ -1,0 +1,23 @@
+"""Run directories as a finished run leaves them, for tests of what reads runs (the report, the
+reproduction driver) without training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fl_bench.runs.checkpoint import save_verified
+from fl_bench.runs.run_dir import write_summary
+
+
+def write_finished_run(run_dir: Path, summary: dict[str, Any]) -> Path:
+    """``run_dir`` holding a completed run with ``summary`` (status completed unless it says otherwise): its
+    metrics.csv (a header, unless already written), model.pt with its digest, and summary.json written last."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "metrics.csv").exists():
+        (run_dir / "metrics.csv").write_text("trips,server_step,sim_time,val_accuracy,val_loss\n")
+    save_verified({"weight": torch.zeros(1)}, run_dir / "model.pt")
+    write_summary(run_dir, {"status": "completed", **summary})
+    return run_dir
