@@ -393,8 +393,6 @@ class Reproduction:
             f"hydra.sweep.dir={sweep_dir}",
         ]), sweep_dir)
         result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
-        if result["best_params"] is None:
-            raise RuntimeError(f"study {study}: no trial completed (see {sweep_dir}/reproduce.log)")
         result.update(study=study, **made, previous=previous, wall_seconds=time.perf_counter() - started)
         _save_tuned(path, result)
         return result

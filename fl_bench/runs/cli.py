@@ -168,5 +168,6 @@ def _run_command_line() -> None:
     except OSError as error:  # Hydra could not create or write the run directory (hydra.run.dir)
         if os.environ.get("FL_BENCH_TRACEBACK"):
             raise
-        exit_with_error(ConfigError(f"{error.filename}: {error.strerror} (for the run directory: set hydra.run.dir, "
+        where = f"{error.filename}: " if error.filename else ""
+        exit_with_error(ConfigError(f"{where}{error.strerror or error} (for the run directory: set hydra.run.dir, "
                                     "or hydra.sweep.dir with --multirun, to a writable path)"))

@@ -285,3 +285,98 @@ def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_
     assert "median 100,000 on the report seeds" in text and "K=1" not in text.replace("K=1000", "")  # another setting is not compared
     monkeypatch.setattr(repro, "tuned", lambda study: {"best_value": 90000.0})  # within 1.5x: nothing to say
     assert repro.held_out([arm], directories) == ""
+
+
+def test_an_arm_is_made_of_finished_runs_only_and_its_unfinished_seeds_run_again(tmp_path, monkeypatch):
+    """A failed or interrupted seed is no result: the same command runs again (the finished seeds are kept,
+    as their runs say "nothing to do"), and a seed that still does not finish stops the table in one line
+    naming it with the first line of its own error."""
+    repro = Reproduction(SPEC, smoke=False, runs_dir=tmp_path, jobs=1)
+    monkeypatch.setattr(repro, "tuned", lambda study: {"best_params": {}})
+    outcomes = [{1: "completed", 2: "interrupted"}, {2: "failed"}, {2: "completed"}]
+    calls = []
+
+    def fake_run(command, log_dir, check=True):
+        calls.append(sorted(p.name for p in log_dir.glob("*")))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        (log_dir / "reproduce.log").write_text(" ".join(command) + "\nfl_bench: error: a line from the log\n")
+        for seed, status in outcomes[len(calls) - 1].items():
+            run = log_dir / str(seed - 1)
+            write_finished_run(run, {"seed": seed})
+            if status != "completed":  # what an unfinished run leaves: its summary, with its status and error
+                summary = json.loads((run / "summary.json").read_text())
+                (run / "summary.json").write_text(json.dumps({**summary, "status": status, "error": f"{status} for a reason"}))
+        return False
+
+    monkeypatch.setattr(repro, "_run", fake_run)
+    arm = Arm("K=10", "fedbuff", ())
+    with pytest.raises(RuntimeError) as stop:
+        repro.run_arm(arm, [1, 2])
+    assert str(stop.value) == (f"arm 'K=10' did not finish on seed 2: status interrupted: interrupted for a reason "
+                               f"(log: {tmp_path / arm.key / 'reproduce.log'})")
+    with pytest.raises(RuntimeError, match="did not finish on seed 2: status failed: failed for a reason"):
+        repro.run_arm(arm, [1, 2])
+    assert calls[1] == ["0", "1", "reproduce.log"]  # the same command goes on: seed 1's finished run was kept
+    assert repro.run_arm(arm, [1, 2]) == tmp_path / arm.key
+    repro.run_arm(arm, [1, 2])
+    assert len(calls) == 3  # all finished: reused
+
+
+LEDGER_TABLES = {"t": [1, 2, 3]}
+
+
+def _ledger(tmp_path, seeds=(1, 2, 3), amended=(), started=(), table="t"):
+    """Check and record the seeds of one table with one arm ``a`` against the ledger in ``tmp_path``."""
+    from fl_bench.analysis.seed_ledger import SeedLedger
+
+    ledger = SeedLedger.read(tmp_path)
+    ledger.check({table: list(seeds)}, {"a": list(seeds)}, tuple(amended), {"a": "arm A"}, set(started))
+    ledger.record({table: list(seeds)}, {"a": list(seeds)}, tuple(amended), SPEC)
+    return ledger
+
+
+def test_the_report_seeds_are_recorded_once_and_changed_only_by_a_new_amendment(tmp_path):
+    import datetime
+
+    today = datetime.date.today().isoformat()
+    ledger = _ledger(tmp_path)
+    assert ledger.note("t", SPEC).startswith(f"Report seeds 1-3, recorded in {tmp_path / 'report_seeds.json'} on {today} "
+                                             "before the first report run (sweep file SHA-256")
+    _ledger(tmp_path, started={"a"})  # the same seeds again (a resumed reproduction)
+    with pytest.raises(ValueError, match=r"table t: its report runs used seeds 1-3 \(.*\); this protocol asks for 1-4: "
+                                         "report seeds are set before the report runs"):
+        _ledger(tmp_path, seeds=(1, 2, 3, 4), started={"a"})
+    with pytest.raises(ValueError, match="arm 'arm A': its report runs used seeds 1-3"):  # a renamed table: its arm knows
+        _ledger(tmp_path, seeds=(1, 2, 3, 4), started={"a"}, table="renamed")
+    with pytest.raises(ValueError, match="protocol.amended entry '2026-01-01: more seeds' is dated before the report runs"):
+        _ledger(tmp_path, seeds=(1, 2, 3, 4), amended=["2026-01-01: more seeds"], started={"a"})
+    _ledger(tmp_path, seeds=(1, 2, 3, 4), amended=[f"{today}: more seeds, because"], started={"a"})
+    with pytest.raises(ValueError, match="protocol.amended was rewritten after the report runs of table t began"):
+        _ledger(tmp_path, seeds=(1, 2, 3, 4), amended=[f"{today}: more seeds, as planned"], started={"a"})
+
+    path = tmp_path / "report_seeds.json"
+    recorded = json.loads(path.read_text())
+    recorded["arms"]["a"]["seeds"] = [1, 2, 3, 4, 5]  # edited by hand
+    path.write_text(json.dumps(recorded))
+    with pytest.raises(ValueError, match="report_seeds.json was edited after it was recorded"):
+        _ledger(tmp_path, started={"a"})
+    path.unlink()  # removed, with the report runs still there
+    with pytest.raises(ValueError, match=r"arm 'arm A' already has report runs .* records no seeds for it"):
+        _ledger(tmp_path, started={"a"})
+
+
+def test_the_ledger_is_written_before_the_first_report_run(tmp_path, monkeypatch):
+    spec = _spec(tmp_path, {"tuner": None}, fedavg={"overrides": ["algorithm=fedavg"]})  # not tuned
+    text = OmegaConf.load(spec)
+    text.tables = {"t": {"title": "T", "reference": "A", "arms": {"A": {"study": "fedavg"}}}}
+    OmegaConf.save(text, spec)
+    repro = Reproduction(spec, smoke=False, runs_dir=tmp_path / "runs", jobs=1)
+
+    def run_arm(arm, seeds):
+        ledger = json.loads((tmp_path / "runs" / "report_seeds.json").read_text())
+        assert ledger["arms"][arm.key]["seeds"] == seeds == [1, 2, 3, 4, 5]
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(repro, "run_arm", run_arm)
+    with pytest.raises(RuntimeError, match="stop here"):
+        repro.run(["t"], tmp_path / "out")

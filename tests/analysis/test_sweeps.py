@@ -67,11 +67,12 @@ def test_every_search_space_composes_and_parses():
 
 def test_a_failing_trial_is_recorded_and_the_study_goes_on(tmp_path, cli_in_process):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    # FedAsync's mixing weight must be in (0, 1]: every trial fails at start-up, none ends the sweep
+    # FedAsync's mixing weight must be in (0, 1]: every trial fails at start-up, none ends the sweep, and a
+    # study that ends with no trial completed is an error naming a trial's own
     code, out = cli_in_process("-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness_exponent=-1",
                       f"hydra.sweeper.storage={storage}", f"hydra.sweep.dir={tmp_path / 'sweep'}", "progress=false",
                       cwd=tmp_path)
-    assert code == 0, out
+    assert code == 1 and "no trial of study 'synthetic_lr_fedasync' completed (2 failed, 0 pruned)" in out, out
     study = optuna.load_study(study_name="synthetic_lr_fedasync", storage=storage)
     assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
     recorded = OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")

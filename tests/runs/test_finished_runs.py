@@ -1,0 +1,87 @@
+"""A run is a result only once it finished: summary.json is written last and vouches for every file the
+run wrote; a run whose writing fails part-way is no result and leaves an earlier run in its directory whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from fl_bench.errors import ResultNotWritten
+from fl_bench.runs import experiment
+from fl_bench.runs.experiment import run_experiment
+from fl_bench.runs.run_dir import finished_summary, unfinished
+
+RUN = ("max_trips=40", "eval_every=20")
+
+
+def _digests(directory):
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+def test_a_run_whose_model_cannot_be_written_is_no_result_and_the_earlier_run_stays(tmp_path, compose_config, monkeypatch):
+    run_dir = tmp_path / "run"
+    summary = run_experiment(compose_config(*RUN), run_dir)
+    assert unfinished(run_dir) is None and finished_summary(run_dir)["status"] == "completed"
+    assert set(summary["files"]) >= {"metrics.csv", "trips.csv", "model.pt", "model.pt.sha256"}
+    before = _digests(run_dir)
+
+    real = experiment.save_verified
+
+    def full(obj, path):  # the disk fills while the final model is written
+        if path.name == "model.pt":
+            raise OSError(28, "No space left on device")
+        return real(obj, path)
+
+    monkeypatch.setattr(experiment, "save_verified", full)
+    with pytest.raises(ResultNotWritten, match=f"cannot write {run_dir / 'model.pt'}: No space left on device; "
+                                               "the run is not finished"):
+        run_experiment(compose_config(*RUN, "algorithm.client_lr=0.3"), run_dir)  # another config: replaces the run
+    assert _digests(run_dir) == before  # the earlier run came back whole
+    assert not (run_dir / ".replaced").exists()
+
+    fresh = tmp_path / "fresh"  # no earlier run: the failed one stays, unfinished, and the same command redoes it
+    with pytest.raises(ResultNotWritten):
+        run_experiment(compose_config(*RUN), fresh)
+    assert unfinished(fresh) is not None
+    monkeypatch.setattr(experiment, "save_verified", real)
+    assert run_experiment(compose_config(*RUN), fresh)["status"] == "completed" and unfinished(fresh) is None
+
+
+def test_a_finished_run_whose_files_changed_since_is_no_result(tmp_path, compose_config):
+    run_dir = tmp_path / "run"
+    run_experiment(compose_config(*RUN), run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+
+    trips = (run_dir / "trips.csv").read_bytes()
+    (run_dir / "trips.csv").write_bytes(trips[: len(trips) // 2])  # cut short (a copy that stopped part-way)
+    assert unfinished(run_dir) == f"trips.csv has {len(trips) // 2} bytes, not the {len(trips)} it was written with"
+    (run_dir / "trips.csv").write_bytes(trips)
+
+    model = (run_dir / "model.pt").read_bytes()
+    (run_dir / "model.pt").write_bytes(model[:-1] + bytes([model[-1] ^ 1]))  # one bit flipped
+    assert unfinished(run_dir) == "model.pt does not match its digest"
+    (run_dir / "model.pt").unlink()
+    assert unfinished(run_dir) == "model.pt is missing"
+
+    for status in ("interrupted", "failed", "pruned"):
+        (run_dir / "summary.json").write_text(json.dumps({**summary, "status": status}))
+        assert unfinished(run_dir) == f"status {status}"
+    (run_dir / "summary.json").write_text(json.dumps({key: v for key, v in summary.items() if key != "files"}))
+    assert "lists no files" in unfinished(run_dir)
+    # the same command does not take a run that is no result for a finished one: it runs it again
+    assert run_experiment(compose_config(*RUN), run_dir)["status"] == "completed" and unfinished(run_dir) is None
+
+
+def test_a_failed_run_keeps_the_first_line_of_its_error_in_its_summary(tmp_path, compose_config, monkeypatch):
+    def broken(self, p):
+        raise ValueError("the evaluation broke\nsecond line")
+
+    monkeypatch.setattr(experiment.Run, "on_eval", broken)
+    with pytest.raises(ValueError):
+        run_experiment(compose_config(*RUN), tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] == "ValueError: the evaluation broke"
+    assert unfinished(tmp_path / "run") == "status failed"
