@@ -54,6 +54,9 @@ def write_files(tmp: Path) -> None:
     (tmp / "unknown_key.yaml").write_text("runz_dir: x\n" + (REPO / "sweeps" / "hfl_smoke.yaml").read_text())
     pool = "report_seeds: [" + ", ".join(map(str, range(1, 31))) + "]"  # seeds by power: a pool of 30
     (tmp / "five.yaml").write_text(_edit("hfl_smoke", pool, "report_seeds: five"))
+    (tmp / "nested_seed.yaml").write_text(_edit("hfl_smoke", "report_seeds: [1, ", "report_seeds: [[1], "))
+    for name, item in (("mapping", "{a: 1}"), ("override", "7")):  # a workload item that is no override
+        (tmp / f"workload_{name}.yaml").write_text(_edit("hfl_smoke", "workload: [", f"workload: [{item}, "))
     (tmp / "no_reference.yaml").write_text(_edit("hfl_smoke", "reference: (0,1) HFL", "reference: (0,1) HFLL"))
     (tmp / "arm_key.yaml").write_text(_edit("hfl_smoke", "(0,1) HFL: {study: hfl,", "(0,1) HFL: {study: hfl, overides: [seed=1],"))
     (tmp / "bad_pruner.yaml").write_text(_edit("fedgbo_smoke", "direction: maximize,", "direction: maximize, pruner: {name: bogus, min_resource: 100},"))
@@ -72,9 +75,10 @@ def write_files(tmp: Path) -> None:
                                                        "  report_seeds: [1, 2, 3, 4, 5]\n  power: {cap: 5}\n"))
     (tmp / "power_low_cap.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
                                                        "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [201, 202, 203], cap: 3}\n"))
-    for kind, content in (("empty", b""), ("binary", bytes(range(256))), ("type", b'{"fig2": [1, 2]}')):
+    for kind, content in (("empty", b""), ("binary", bytes(range(256))), ("type", b'{"fig2": [1, 2]}'), ("dir", None)):
         (tmp / f"ledger_{kind}" / "runs").mkdir(parents=True)  # a reproduction's report-seed ledger, damaged
-        (tmp / f"ledger_{kind}" / "runs" / "report_seeds.json").write_bytes(content)
+        ledger = tmp / f"ledger_{kind}" / "runs" / "report_seeds.json"
+        ledger.mkdir() if content is None else ledger.write_bytes(content)
         (tmp / f"ledger_{kind}.yaml").write_text(_edit("fedstaleweight_smoke", "runs_dir: multirun/fedstaleweight_smoke",
                                                        f"runs_dir: {tmp / f'ledger_{kind}' / 'runs'}"))
     for kind, content in (("binary", bytes(range(256))), ("type", b"- 1\n- 2\n")):  # a study's tuned file, damaged
@@ -297,6 +301,11 @@ REFUSALS = [
                                                 "mean runs_dir?"),
     (REPRODUCE, ["{tmp}/five.yaml"], {},
      "{tmp}/five.yaml: protocol.report_seeds='five' is not allowed: it must be a list of integers"),
+    (REPRODUCE, ["{tmp}/nested_seed.yaml"], {}, "{tmp}/nested_seed.yaml: protocol.report_seeds[0]=[1] is not allowed: it "
+                                                "must be an integer"),
+    (REPRODUCE, ["{tmp}/workload_mapping.yaml"], {}, "{tmp}/workload_mapping.yaml: workload[0]={'a': 1} is not allowed"),
+    (REPRODUCE, ["{tmp}/workload_override.yaml"], {}, "{tmp}/workload_override.yaml: workload[0]='7' is not allowed: it "
+                                                      "must be a command-line override"),
     (REPRODUCE, ["{tmp}/no_reference.yaml"], {},
      "{tmp}/no_reference.yaml: tables.hfl_convex_smoke.reference='(0,1) HFLL' is not defined: did you mean (0,1) HFL?"),
     (REPRODUCE, [str(REPO / "sweeps" / "fedbuff_sent140_wandb.yaml")], {}, f"{REPO}/sweeps/fedbuff_sent140_wandb.yaml is "
@@ -322,7 +331,12 @@ REFUSALS = [
     (REPRODUCE, ["{tmp}/confirm_type.yaml"], {}, "{tmp}/confirm_type.yaml: protocol.tuner.confirm.finalists='four' is not "
                                                  "allowed: it must be an integer"),
     *[(REPRODUCE, [f"{{tmp}}/ledger_{kind}.yaml"], {}, f"{{tmp}}/ledger_{kind}/runs/report_seeds.json is not a ledger "
-       "of report seeds") for kind in ("empty", "binary", "type")],
+       "of report seeds") for kind in ("empty", "binary", "type", "dir")],
+    # where a reproduction writes: checked before any run
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--smoke", "--out", "{tmp}/empty.csv"], {},
+     "--out {tmp}/empty.csv is not a directory: give a directory"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--smoke", "--runs-dir", "{tmp}/empty.csv/runs"], {},
+     "cannot write {tmp}/empty.csv/runs: Not a directory; the runs directory"),
     (REPRODUCE, ["{tmp}/power_no_pilot.yaml"], {}, "{tmp}/power_no_pilot.yaml: protocol.power.pilot_seeds"),
     (REPRODUCE, ["{tmp}/power_low_cap.yaml"], {}, "protocol.power.cap=3: must be at least 5"),
     (REPRODUCE, ["{tmp}/power_pilot.yaml"], {}, "protocol.power.pilot_seeds [1] are also tuning or report seeds"),

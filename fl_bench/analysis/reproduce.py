@@ -145,11 +145,6 @@ class Protocol:
         space, and special cases that form no cycle."""
         if len(set(self.report_seeds)) < self.MIN_REPORT_SEEDS:
             raise ValueError(f"protocol.report_seeds={list(self.report_seeds)}: at least {self.MIN_REPORT_SEEDS} distinct seeds")
-        for change in self.amended:  # an amendment is dated after the registration it changes
-            date = re.match(r"(\d{4}-\d{2}-\d{2}): \S", change)
-            if date is None or date.group(1) <= self.registered:
-                raise ValueError(f"protocol.amended entry {change[:40]!r}: write 'YYYY-MM-DD: what changed and why', "
-                                 f"dated after registered ({self.registered})")
         tuned = [name for name, study in studies.items() if "space" in study]
         if self.power is not None:
             self._check_power()

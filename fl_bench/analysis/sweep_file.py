@@ -207,12 +207,34 @@ def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
         typed = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepFile), raw), throw_on_missing=True)
     except OmegaConfBaseException as error:
         raise ConfigError(f"{path}: {_explain(error, raw)}") from None
+    _check_items(typed, SweepFile, "", path)
     spec = _as_given(typed, raw)
     for key in ("smoke", "readings"):
         spec.setdefault(key, [])
     _check_protocol(spec["protocol"], path)
     _check_names(spec, path)
+    _check_overrides(spec, path)
     return spec
+
+
+def _check_overrides(spec: dict[str, Any], path: Path) -> None:
+    """Every command-line override the file gives parses as one (Hydra's parser), before any run."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    given = [("workload", spec["workload"]), ("smoke", spec["smoke"]),
+             *((f"studies.{name}.overrides", study["overrides"]) for name, study in spec["studies"].items()),
+             *((f"tables.{table}.arms.{label}.{key}", arm.get(key, []))
+               for table, t in spec["tables"].items() for label, arm in t["arms"].items() for key in ("overrides", "smoke"))]
+    parser = OverridesParser.create()
+    for key, overrides in given:
+        for i, override in enumerate(overrides):
+            try:
+                parser.parse_overrides([override])
+            except OverrideParseException as error:
+                problem = str(error).strip().splitlines()[0]
+                raise ConfigError(f"{path}: {key}[{i}]={override!r} is not allowed: it must be a command-line override "
+                                  f"KEY=VALUE ({problem})") from None
 
 
 class _Loader(yaml.SafeLoader):
@@ -274,6 +296,27 @@ def _value_at(raw: Any, key: str) -> Any:
         except (KeyError, IndexError, TypeError):
             return None
     return raw
+
+
+def _check_items(value: Any, tp: Any, key: str, path: Path) -> None:
+    """Items of lists and mappings of the schema's scalar types hold such scalars (OmegaConf lets a list
+    or a mapping through there: ``report_seeds: [[1], 2]``)."""
+    tp = _unwrap(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if value is None:
+        return
+    if is_dataclass(tp):
+        for f in fields(tp):
+            if f.name in value:
+                _check_items(value[f.name], typing.get_type_hints(tp)[f.name], f"{key}{'.' if key else ''}{f.name}", path)
+    elif origin is list:
+        for i, item in enumerate(value):
+            _check_items(item, args[0], f"{key}[{i}]", path)
+    elif origin is dict:
+        for name, item in value.items():
+            _check_items(item, args[1], f"{key}.{name}", path)
+    elif tp in (int, str, float) and (isinstance(value, (list, dict, bool)) if tp is not str else not isinstance(value, str)):
+        raise ConfigError(f"{path}: {key}={value!r} is not allowed: it must be {_describe(tp)}")
 
 
 def _field_type(key: str) -> Any:
