@@ -454,7 +454,18 @@ def finished_run(tmp_path_factory):
     return run
 
 
-@pytest.mark.parametrize("command, args, env, words", REFUSALS, ids=lambda value: None)
+# Refusals that come from a started run or a launched sweep, not from the config: end-to-end runs, left out
+# of the quick loop (-m "not slow") with the other slow tests.
+STARTED = ("the run made no server step", "the run is stuck", "no trial of study")
+
+
+def _marked(row: tuple) -> object:
+    command, args, _, words = row
+    started = command == FL_BENCH and ("-m" in args or words.startswith(STARTED))
+    return pytest.param(*row, marks=pytest.mark.slow) if started else row
+
+
+@pytest.mark.parametrize("command, args, env, words", [_marked(row) for row in REFUSALS], ids=lambda value: None)
 def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
         command, args, env, words, tmp_path, finished_run, monkeypatch, capsys):
     write_files(tmp_path)

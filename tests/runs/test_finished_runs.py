@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import pytest
 
@@ -13,7 +14,19 @@ from fl_bench.runs import experiment
 from fl_bench.runs.experiment import run_experiment
 from fl_bench.runs.run_dir import finished_summary, unfinished
 
+pytestmark = pytest.mark.slow  # end-to-end runs
 RUN = ("max_trips=40", "eval_every=20")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished run's directory (each test works on a copy)."""
+    from conftest import compose_run_config
+
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    summary = run_experiment(compose_run_config(*RUN), run_dir)
+    assert set(summary["files"]) >= {"metrics.csv", "trips.csv", "model.pt", "model.pt.sha256"}
+    return run_dir
 
 
 def _digests(directory):
@@ -21,11 +34,11 @@ def _digests(directory):
             for p in sorted(directory.rglob("*")) if p.is_file() and p.name != ".lock"}
 
 
-def test_a_run_whose_model_cannot_be_written_is_no_result_and_the_earlier_run_stays(tmp_path, compose_config, monkeypatch):
+def test_a_run_whose_model_cannot_be_written_is_no_result_and_the_earlier_run_stays(tmp_path, finished, compose_config,
+                                                                                     monkeypatch):
     run_dir = tmp_path / "run"
-    summary = run_experiment(compose_config(*RUN), run_dir)
+    shutil.copytree(finished, run_dir)
     assert unfinished(run_dir) is None and finished_summary(run_dir)["status"] == "completed"
-    assert set(summary["files"]) >= {"metrics.csv", "trips.csv", "model.pt", "model.pt.sha256"}
     before = _digests(run_dir)
 
     real = experiment.save_verified
@@ -50,9 +63,9 @@ def test_a_run_whose_model_cannot_be_written_is_no_result_and_the_earlier_run_st
     assert run_experiment(compose_config(*RUN), fresh)["status"] == "completed" and unfinished(fresh) is None
 
 
-def test_a_finished_run_whose_files_changed_since_is_no_result(tmp_path, compose_config):
+def test_a_finished_run_whose_files_changed_since_is_no_result(tmp_path, finished):
     run_dir = tmp_path / "run"
-    run_experiment(compose_config(*RUN), run_dir)
+    shutil.copytree(finished, run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
 
     trips = (run_dir / "trips.csv").read_bytes()
@@ -71,8 +84,6 @@ def test_a_finished_run_whose_files_changed_since_is_no_result(tmp_path, compose
         assert unfinished(run_dir) == f"status {status}"
     (run_dir / "summary.json").write_text(json.dumps({key: v for key, v in summary.items() if key != "files"}))
     assert "lists no files" in unfinished(run_dir)
-    # the same command does not take a run that is no result for a finished one: it runs it again
-    assert run_experiment(compose_config(*RUN), run_dir)["status"] == "completed" and unfinished(run_dir) is None
 
 
 def test_a_failed_run_keeps_the_first_line_of_its_error_in_its_summary(tmp_path, compose_config, monkeypatch):
