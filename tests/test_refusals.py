@@ -54,6 +54,7 @@ def write_files(tmp: Path) -> None:
     (tmp / "unknown_key.yaml").write_text("runz_dir: x\n" + (REPO / "sweeps" / "hfl_smoke.yaml").read_text())
     pool = "report_seeds: [" + ", ".join(map(str, range(1, 31))) + "]"  # seeds by power: a pool of 30
     (tmp / "five.yaml").write_text(_edit("hfl_smoke", pool, "report_seeds: five"))
+    (tmp / "arms_list.yaml").write_text(_edit("hfl_smoke", "    arms:\n", "    arms: [1]\n    old_arms:\n"))
     (tmp / "nested_seed.yaml").write_text(_edit("hfl_smoke", "report_seeds: [1, ", "report_seeds: [[1], "))
     for name, item in (("mapping", "{a: 1}"), ("override", "7")):  # a workload item that is no override
         (tmp / f"workload_{name}.yaml").write_text(_edit("hfl_smoke", "workload: [", f"workload: [{item}, "))
@@ -301,6 +302,8 @@ REFUSALS = [
                                                 "mean runs_dir?"),
     (REPRODUCE, ["{tmp}/five.yaml"], {},
      "{tmp}/five.yaml: protocol.report_seeds='five' is not allowed: it must be a list of integers"),
+    (REPRODUCE, ["{tmp}/arms_list.yaml"], {}, "{tmp}/arms_list.yaml: tables.hfl_convex_smoke.arms=[1] is not allowed: it "
+                                              "must be a mapping of names to arms"),
     (REPRODUCE, ["{tmp}/nested_seed.yaml"], {}, "{tmp}/nested_seed.yaml: protocol.report_seeds[0]=[1] is not allowed: it "
                                                 "must be an integer"),
     (REPRODUCE, ["{tmp}/workload_mapping.yaml"], {}, "{tmp}/workload_mapping.yaml: workload[0]={'a': 1} is not allowed"),

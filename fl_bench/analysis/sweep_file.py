@@ -267,6 +267,11 @@ def _as_given(typed: Any, raw: Any) -> Any:
 
 def _explain(error: OmegaConfBaseException, raw: dict) -> str:
     """One line for OmegaConf's error: the key, the value and what the schema allows there."""
+    if not (error.full_key or error.key):  # (a list where a mapping belongs, or the reverse: OmegaConf names no key)
+        found = _misshapen(raw, SweepFile, "")
+        if found is not None:
+            key, value, expected = found
+            return f"{key}={value!r} is not allowed: it must be {expected}"
     key = str(error.full_key or error.key)
     if isinstance(error, ConfigKeyError) and is_dataclass(error.object_type):
         allowed = [f.name for f in fields(error.object_type)]
@@ -277,6 +282,34 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
     if "Missing mandatory value" in str(error):
         return f"{key} is missing: give {expected}"
     return f"{key}={_value_at(raw, key)!r} is not allowed: it must be {expected}"
+
+
+def _misshapen(value: Any, tp: Any, key: str) -> tuple[str, Any, str] | None:
+    """The first place where ``value`` is not the mapping or list the schema's ``tp`` asks for (or a mapping's
+    key is not a name): (key, value, what is allowed), None where every shape fits."""
+    tp = _unwrap(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if value is None:
+        return None
+    if is_dataclass(tp) or origin is dict:
+        if not isinstance(value, dict):
+            return key or "the file", value, _describe(tp)
+        hints = typing.get_type_hints(tp) if is_dataclass(tp) else {}
+        for name, item in value.items():
+            where = f"{key}.{name}" if key else str(name)
+            if not isinstance(name, str):
+                return where, item, f"under a name (a string key), not {type(name).__name__} {name!r}"
+            found = _misshapen(item, hints.get(name, Any) if is_dataclass(tp) else args[1], where)
+            if found is not None:
+                return found
+    elif origin is list:
+        if not isinstance(value, list):
+            return key, value, _describe(tp)
+        for i, item in enumerate(value):
+            found = _misshapen(item, args[0], f"{key}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _what(cls: type) -> str:

@@ -152,7 +152,8 @@ class RunDirectory:
         writing is off: it would overwrite a running run's config before the lock could refuse)."""
         with writing(self.path / ".hydra"):
             (self.path / ".hydra").mkdir(exist_ok=True)
-            for name, config in files.items():
+        for name, config in files.items():
+            with writing(self.path / ".hydra" / name):
                 OmegaConf.save(config, self.path / ".hydra" / name)
 
     def summary(self) -> dict[str, Any] | None:
