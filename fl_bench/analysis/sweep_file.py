@@ -7,7 +7,7 @@ arm's ``vs`` and ``special_case``, a study's ``setting_of``) are checked too, an
 cannot say: seeds >= 0, real dates in order and none in the future, the tuner's objective and direction,
 table names that are file names, and an arm's ``paper`` values in the shape its table's measure reads. The
 protocol's rules between fields (budgets, disjoint seeds, search spaces) are
-:class:`fl_bench.analysis.reproduce.Protocol`'s.
+:class:`fl_bench.analysis.protocol.Protocol`'s.
 
 A field the file leaves out stays out of what :func:`load_sweep_file` returns (the driver tells "not
 set" from a default), with the values converted to their schema types (``report_seeds: [1, "2"]``

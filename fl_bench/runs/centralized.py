@@ -33,7 +33,6 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, SequentialSampler
 
-from fl_bench.algorithms.synchronous import CentralizedConfig
 from fl_bench.clients.hardware import check_cpu_devices, process_count, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining
 from fl_bench.clients.task import LightningTaskConfig, builtin_task
