@@ -76,7 +76,8 @@ def write_files(tmp: Path) -> None:
                                                        "  report_seeds: [1, 2, 3, 4, 5]\n  power: {cap: 5}\n"))
     (tmp / "power_low_cap.yaml").write_text(_replace(gbo, "  report_seeds: [1, 2, 3, 4, 5]\n",
                                                        "  report_seeds: [1, 2, 3, 4, 5]\n  power: {pilot_seeds: [201, 202, 203], cap: 3}\n"))
-    for kind, content in (("empty", b""), ("binary", bytes(range(256))), ("type", b'{"fig2": [1, 2]}'), ("dir", None)):
+    for kind, content in (("empty", b""), ("binary", bytes(range(256))), ("type", b'{"fig2": [1, 2]}'), ("dir", None),
+                          ("old", b'{"fedstaleweight_fig2": {"seeds": [1, 2, 3, 4, 5], "amendments": 0}}')):
         (tmp / f"ledger_{kind}" / "runs").mkdir(parents=True)  # a reproduction's report-seed ledger, damaged
         ledger = tmp / f"ledger_{kind}" / "runs" / "report_seeds.json"
         ledger.mkdir() if content is None else ledger.write_bytes(content)
@@ -335,6 +336,7 @@ REFUSALS = [
                                                  "allowed: it must be an integer"),
     *[(REPRODUCE, [f"{{tmp}}/ledger_{kind}.yaml"], {}, f"{{tmp}}/ledger_{kind}/runs/report_seeds.json is not a ledger "
        "of report seeds") for kind in ("empty", "binary", "type", "dir")],
+    (REPRODUCE, ["{tmp}/ledger_old.yaml"], {}, "{tmp}/ledger_old/runs/report_seeds.json was written by an older fl_bench"),
     # where a reproduction writes: checked before any run
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--smoke", "--out", "{tmp}/empty.csv"], {},
      "--out {tmp}/empty.csv is not a directory: give a directory"),

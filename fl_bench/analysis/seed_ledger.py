@@ -67,6 +67,11 @@ class SeedLedger:
             ledger = json.loads(path.read_bytes())
         except (OSError, UnicodeDecodeError, ValueError):
             raise damaged from None
+        if isinstance(ledger, dict) and ledger and all(isinstance(e, dict) and {"seeds", "amendments"} <= set(e)
+                                                       for e in ledger.values()):
+            raise ValueError(f"{path} was written by an older fl_bench (seeds per table only, no digest), and the runs "
+                             f"beside it list no files in their summaries, so none of them counts as finished: use "
+                             f"another runs_dir, or remove {path.parent} to run the reproduction again there")
         if not (isinstance(ledger, dict) and ledger.get("format") == FORMAT
                 and isinstance(ledger.get("tables"), dict) and isinstance(ledger.get("arms"), dict)
                 and all(_is_entry(e, True) for e in ledger["tables"].values())
