@@ -409,8 +409,8 @@ class Run:
             summary["error"] = error_line(sys.exc_info()[1]) if status == "failed" else None
             for callback in self.callbacks:
                 callback.on_end(self, status, summary)
-            # summary.json last (RunLog.finish): a run stopped at any point before it is no result
-            self.log.trips(exp.simulator.log.columns())
+            # the model, then the remaining trips and summary.json last (RunLog.finish): a run stopped at any
+            # point before the summary's rename is no result
             if status == "completed":
                 exp.trainer.load(exp.server.params)
                 with writing(run_dir / "model.pt"):

@@ -182,7 +182,10 @@ def write_summary(directory: Path, summary: dict[str, Any]) -> dict[str, Any]:
 def unfinished(directory: Path) -> str | None:
     """Why the run in ``directory`` is no result (None: it finished, and every file its summary lists is
     there at its size, a completed run's model.pt matching its digest)."""
-    summary = _read_summary(directory)
+    return _unfinished(directory, _read_summary(directory))
+
+
+def _unfinished(directory: Path, summary: dict[str, Any] | None) -> str | None:
     if summary is None:
         return "no summary.json: it never finished" if not (directory / SUMMARY).exists() else "its summary.json is unreadable"
     status = summary.get("status")
@@ -199,8 +202,8 @@ def unfinished(directory: Path) -> str | None:
         path = directory / name
         if not path.is_file():
             return f"{name} is missing"
-        if path.stat().st_size != size:
-            return f"{name} has {path.stat().st_size} bytes, not the {size} it was written with"
+        if (written := path.stat().st_size) != size:
+            return f"{name} has {written} bytes, not the {size} it was written with"
     if status == "completed":
         from fl_bench.runs.checkpoint import verify  # (torch: imported only where a model is checked)
 
@@ -213,7 +216,8 @@ def unfinished(directory: Path) -> str | None:
 
 def finished_summary(directory: Path) -> dict[str, Any] | None:
     """The summary of the finished run in ``directory`` (:func:`unfinished`), else None."""
-    return None if unfinished(directory) else _read_summary(directory)
+    summary = _read_summary(directory)
+    return None if _unfinished(directory, summary) else summary
 
 
 def finished_runs(directory: Path) -> dict[Path, dict[str, Any]]:
