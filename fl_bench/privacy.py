@@ -4,7 +4,9 @@ each Delta to norm L, averages them over the fixed number of uploads per step, a
 and passes on one noised mean: the server algorithm never sees a single client's update (SecAgg
 semantics). DP-FTRL draws the noise from a binary tree over server steps (:class:`TreeAggregator`,
 Kairouz et al. 2021, App. B.1); DP-SGD draws it fresh each round. (epsilon, delta) come from Google's
-dp-accounting (RDP): single-epoch tree aggregation, or the Gaussian sampled without replacement.
+dp-accounting (RDP): for the tree, the Gaussian mechanism of the participation that happened (each
+client's l2 sensitivity over the tree's nodes: :func:`tree_sensitivity`); for DP-SGD, the Gaussian
+sampled without replacement.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import torch
 from omegaconf import MISSING
 
@@ -108,6 +111,7 @@ class PrivateAggregation:
         self.mechanism, self.clip, self.per_step = cfg.name, cfg.clip, per_step
         self.noise_multiplier = noise_multiplier
         self.restart_every = getattr(cfg, "restart_every", None)
+        self.max_participations = getattr(cfg, "max_participations", None)
         self.std = noise_multiplier * cfg.clip / per_step  # of the mean (sensitivity L / K)
         self._noise = _Noise(seed, device)
         self.size = size
@@ -115,25 +119,38 @@ class PrivateAggregation:
         self._previous_noise = torch.zeros(size, device=device)
         self.steps = 0
         self.tree_steps: list[int] = []  # steps per tree (accounting)
+        # Every upload that entered a step, as (client, tree, step within the tree): the accounting's record
+        self.contributions: list[tuple[int, int, int]] = []
+        self.participations: dict[int, int] = {}  # client -> uploads that entered a step
+        self.discarded = 0  # uploads refused because their client had spent dp.max_participations
 
     def aggregate(self, uploads: list[Upload], version: int, weight=lambda upload: 1.0) -> Upload:
         """The private form of one server step of ``uploads``: each Delta clipped to L and weighted
         by ``weight(upload)`` (ValueError outside [0, 1]), summed, divided by ``per_step`` and noised.
-        Returns the one Upload (client -1, model ``version``) that the server adds instead of them."""
+        Returns the one Upload (client -1, model ``version``) that the server adds instead of them.
+        DP-FTRL with ``max_participations`` k: an upload from a client that has already entered k steps
+        adds nothing (counted in ``discarded``): the bound sigma was calibrated for."""
+        if self.mechanism == "ftrl" and (self.tree is None or (self.restart_every and self.tree.steps == self.restart_every)):
+            self.tree = TreeAggregator(self.size, self.std, self._noise)
+            self._previous_noise.zero_()  # the old tree's noise stays in the model
+            self.tree_steps.append(0)
         total = torch.zeros(self.size, device=self._noise.device)
         for upload in uploads:  # in the TEE: no one sees an unclipped Delta
             a = weight(upload)
             if not 0 <= a <= 1:
                 raise ValueError(f"a private step's upload weight must be in [0, 1], got {a}")
+            count = self.participations.get(upload.client, 0)
+            if self.max_participations is not None and count >= self.max_participations:
+                self.discarded += 1
+                continue
+            self.participations[upload.client] = count + 1
+            if self.tree is not None:
+                self.contributions.append((upload.client, len(self.tree_steps) - 1, self.tree.steps))
             total.add_(upload.vector, alpha=clip_scale(upload.vector, self.clip) * a)
         mean = total.div_(self.per_step)
         if self.mechanism == "dpsgd":
             mean.add_(self._noise.draw(self.size, self.std))
         else:
-            if self.tree is None or (self.restart_every and self.tree.steps == self.restart_every):
-                self.tree = TreeAggregator(self.size, self.std, self._noise)
-                self._previous_noise.zero_()  # the old tree's noise stays in the model
-                self.tree_steps.append(0)
             self.tree.add(mean)
             noise = self.tree.noise_sum()
             mean.add_(noise).sub_(self._previous_noise)
@@ -147,18 +164,58 @@ class PrivateAggregation:
 REPLACE_ONE_SENSITIVITY = 2.0  # of a sum of updates clipped to L, in units of L (DP-SGD's adjacency)
 
 
-def _event(mechanism: str, noise_multiplier: float, steps: int, restart_every: int | None, num_clients: int, per_step: int):
+def tree_depth(steps: int) -> int:
+    """Levels of complete nodes a leaf of a ``steps``-leaf tree can lie in: ceil(log2(steps + 1)), the
+    max_depth of dp-accounting's single-epoch tree aggregation."""
+    return max(int(steps), 1).bit_length()
+
+
+def tree_sensitivity(contributions, tree_steps: list[int]) -> float:
+    """The largest change, in units of L/K, that zeroing one client's uploads makes to the released
+    nodes of the trees: max over clients of sqrt(sum over complete nodes v of n_v^2), n_v the client's
+    uploads under v (Kairouz et al. 2021, Sec. 4 and App. D: a node is the sum of its leaves plus its
+    own noise; the matrix-mechanism sensitivity of a participation pattern, Denisov et al. 2022). One
+    upload per client per tree gives sqrt(tree_depth); k uploads at most k sqrt(tree_depth).
+
+    ``contributions``: (client, tree, step within the tree, from 0) per upload that entered a step;
+    ``tree_steps``: the steps each tree took (a node is released only once its last leaf is in)."""
+    record = np.asarray(contributions, dtype=np.int64).reshape(-1, 3)
+    if not len(record):
+        return 0.0
+    client, tree, step = record.T
+    length = np.asarray(tree_steps, dtype=np.int64)[tree]
+    squares = np.zeros(int(client.max()) + 1)
+    for level in range(tree_depth(int(length.max()))):
+        node = step >> level
+        complete = ((node + 1) << level) <= length
+        keys, counts = np.unique(np.stack([client, tree, node])[:, complete], axis=1, return_counts=True)
+        np.add.at(squares, keys[0], counts.astype(float) ** 2)
+    return float(np.sqrt(squares.max()))
+
+
+def participation_sensitivity(max_participations: int, steps: int, restart_every: int | None) -> float:
+    """:func:`tree_sensitivity`'s bound when no client enters more than ``max_participations`` (k)
+    steps of a run of ``steps`` server steps: k sqrt(tree_depth of the longest tree), whatever the
+    pattern (several uploads in one step and uploads spread over restarted trees included: sum_v n_v^2
+    <= (sum over levels) k^2)."""
+    longest = min(steps, restart_every) if restart_every else steps
+    return max_participations * math.sqrt(tree_depth(longest))
+
+
+def _event(mechanism: str, noise_multiplier: float, steps: int, num_clients: int, per_step: int,
+           sensitivity: float | None):
     import dp_accounting
 
     if mechanism == "ftrl":
-        counts = [restart_every] * (steps // restart_every) + ([steps % restart_every] if steps % restart_every else []) \
-            if restart_every else [steps]
-        return dp_accounting.SingleEpochTreeAggregationDpEvent(noise_multiplier, [c for c in counts if c] or [1])
+        sensitivity = participation_sensitivity(1, steps, None) if sensitivity is None else sensitivity
+        # Every released prefix sum is post-processing of the trees' noisy nodes (std sigma L/K each), one
+        # Gaussian mechanism whose l2 sensitivity is ``sensitivity`` L/K (tree_sensitivity)
+        return dp_accounting.GaussianDpEvent(noise_multiplier / sensitivity)
     # dp-accounting's Gaussian takes its noise relative to the l2-sensitivity under the accountant's
     # relation. Fixed-size cohorts are replace-one: swapping one client's clipped Delta (norm <= L) for
     # another's moves the sum by up to 2L, so noise sigma L is sigma / 2 sensitivities (Wang, Balle and
-    # Kasiviswanathan 2019, Thm. 27). Tree aggregation's replace-special (a client's Delta replaced by
-    # zeros) moves it by at most L.
+    # Kasiviswanathan 2019, Thm. 27); every round is a fresh uniform draw, so repeated participation is
+    # in the composition.
     gaussian = dp_accounting.GaussianDpEvent(noise_multiplier / REPLACE_ONE_SENSITIVITY)
     sampled = dp_accounting.SampledWithoutReplacementDpEvent(num_clients, per_step, gaussian)
     return dp_accounting.SelfComposedDpEvent(sampled, steps)
@@ -168,37 +225,39 @@ def _accountant(mechanism: str):
     from dp_accounting import NeighboringRelation, rdp
 
     # The adjacency each event is defined under in dp-accounting: fixed-size cohorts drawn without
-    # replacement, replace-one (one client's data swapped); single-epoch tree aggregation, the
-    # "replace special" relation of Kairouz et al. (one client's contribution replaced by zeros).
+    # replacement, replace-one (one client's data swapped); tree aggregation, the "replace special"
+    # relation of Kairouz et al. (one client's contributions replaced by zeros, its schedule unchanged).
     relation = NeighboringRelation.REPLACE_ONE if mechanism == "dpsgd" else NeighboringRelation.REPLACE_SPECIAL
     return rdp.RdpAccountant(neighboring_relation=relation)
 
 
-def epsilon(mechanism: str, noise_multiplier: float, steps: int, delta: float, restart_every: int | None = None,
-            num_clients: int = 1, per_step: int = 1) -> float:
-    """epsilon at ``delta`` after ``steps`` server steps (inf without noise)."""
+def epsilon(mechanism: str, noise_multiplier: float, steps: int, delta: float, num_clients: int = 1,
+            per_step: int = 1, sensitivity: float | None = None) -> float:
+    """epsilon at ``delta`` after ``steps`` server steps (inf without noise). DP-FTRL: of a tree release
+    whose sensitivity is ``sensitivity`` L/K (:func:`tree_sensitivity`, :func:`participation_sensitivity`;
+    None: one upload per client in one tree of ``steps`` leaves, dp-accounting's single-epoch tree)."""
     if noise_multiplier == 0:
         return math.inf
-    if steps == 0:
+    if steps == 0 or sensitivity == 0:
         return 0.0
     accountant = _accountant(mechanism)
-    accountant.compose(_event(mechanism, noise_multiplier, steps, restart_every, num_clients, per_step))
+    accountant.compose(_event(mechanism, noise_multiplier, steps, num_clients, per_step, sensitivity))
     return float(accountant.get_epsilon(delta))
 
 
 @functools.lru_cache(maxsize=64)
-def calibrate(mechanism: str, target_epsilon: float, steps: int, delta: float, restart_every: int | None = None,
-              num_clients: int = 1, per_step: int = 1) -> float:
+def calibrate(mechanism: str, target_epsilon: float, steps: int, delta: float, num_clients: int = 1,
+              per_step: int = 1, sensitivity: float | None = None) -> float:
     """The smallest noise multiplier whose epsilon after ``steps`` is at most ``target_epsilon`` (a
-    bisection over the accountant: dp_accounting.calibrate_dp_mechanism). Kept per arguments: the
-    seeds of a multirun share it, and DP-SGD's accountant (sampling without replacement) takes seconds
-    a calibration."""
+    bisection over the accountant: dp_accounting.calibrate_dp_mechanism); DP-FTRL at the bound
+    ``sensitivity`` (:func:`participation_sensitivity`; None: :func:`epsilon`'s). Kept per arguments: the seeds of a multirun
+    share it, and DP-SGD's accountant (sampling without replacement) takes seconds a calibration."""
     import dp_accounting
 
     try:
         return float(dp_accounting.calibrate_dp_mechanism(
             lambda: _accountant(mechanism),
-            lambda sigma: _event(mechanism, sigma, steps, restart_every, num_clients, per_step),
+            lambda sigma: _event(mechanism, sigma, steps, num_clients, per_step, sensitivity),
             target_epsilon, delta, dp_accounting.mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-4))
     except (ValueError, RuntimeError) as error:
         raise ConfigError(f"dp.target_epsilon={target_epsilon} is unreachable for {steps} steps at dp.delta={delta}: "
@@ -246,13 +305,25 @@ class FTRLConfig(PrivateDPConfig):
     """DP-FTRL (Kairouz et al. 2021) as FedBuff Alg. 1 lines 14-15: the noise of each step's mean comes
     from a binary tree over server steps (std sigma L / K per node), so the noise in the model after t
     steps is that of the noisy prefix sum (log t nodes), not of t independent draws. ``restart_every``:
-    a fresh tree every that many steps (null: one tree for the run)."""
+    a fresh tree every that many steps (null: one tree for the run).
+
+    ``max_participations`` k: the aggregator lets each client's uploads enter at most k steps of the
+    run (later ones add nothing and are counted), and ``target_epsilon`` calibrates sigma for that bound
+    (sensitivity k sqrt(depth): :func:`participation_sensitivity`). 1 is FedBuff's setting (Fig. 4:
+    600k trips, one pass over the clients). null: no cap, only with a fixed ``noise_multiplier``. The
+    run's ``dp_epsilon`` is always that of the participation that happened (:func:`tree_sensitivity`)."""
 
     restart_every: Optional[int] = None
+    max_participations: Optional[int] = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.restart_every is None or self.restart_every >= 1, "dp.restart_every", self.restart_every, "must be >= 1 or null")
+        require(self.max_participations is None or self.max_participations >= 1, "dp.max_participations",
+                self.max_participations, "must be >= 1 or null")
+        require(self.max_participations is not None or self.target_epsilon is None, "dp.max_participations",
+                self.max_participations, "must be set with dp.target_epsilon: sigma is calibrated for a bound on "
+                "each client's uploads")
 
 
 @schema("dp", "dpsgd")

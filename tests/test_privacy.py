@@ -9,7 +9,8 @@ import torch
 
 from fl_bench.engine.messages import Upload
 from fl_bench.errors import ConfigError
-from fl_bench.privacy import PrivateAggregation, TreeAggregator, _Noise, calibrate, clip_, epsilon
+from fl_bench.privacy import (PrivateAggregation, TreeAggregator, _Noise, calibrate, clip_, epsilon,
+                              participation_sensitivity, tree_depth, tree_sensitivity)
 
 
 def test_clipping_bounds_every_norm_and_leaves_short_updates_alone():
@@ -106,7 +107,7 @@ def test_dpsgd_counts_the_replace_one_sensitivity_of_a_clipped_sum_as_two_clips(
     assert epsilon("dpsgd", 4.0, 50, 1e-7, **everyone) > 1.5 * gaussian(4.0)
 
 
-@pytest.mark.parametrize("mechanism, extra", [("ftrl", {}), ("ftrl", {"restart_every": 100}),
+@pytest.mark.parametrize("mechanism, extra", [("ftrl", {}), ("ftrl", {"sensitivity": participation_sensitivity(3, 600, 100)}),
                                               ("dpsgd", {"num_clients": 10_000, "per_step": 100})])
 def test_calibration_finds_the_noise_for_the_target_epsilon(mechanism, extra):
     sigma = calibrate(mechanism, 6.0, 600, 1e-7, **extra)
@@ -139,11 +140,11 @@ def test_a_private_step_keeps_fedbuffs_staleness_weights_by_hand():
 
 def test_staleness_weighting_changes_a_private_run(run_config):
     # issue 30: under dp=ftrl the staleness exponent was inert (identical metrics for 0 and 3)
-    common = ("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=0.0", "dp.clip=100", "max_trips=300", "eval_every=100",
-              "concurrency=20")
+    common = ("algorithm=fedbuff", "max_trips=300", "eval_every=100", "concurrency=20", "dp=ftrl", "dp.noise_multiplier=0.0",
+              "dp.clip=100", "dp.max_participations=null")
     _, flat, _ = run_config(*common, "algorithm.staleness_exponent=0.0", name="flat")
     _, steep, _ = run_config(*common, "algorithm.staleness_exponent=3.0", name="steep")
-    _, plain, _ = run_config(*common[:1], *common[4:], "dp=none", "algorithm.staleness_exponent=3.0", name="plain")
+    _, plain, _ = run_config(*common[:4], "dp=none", "algorithm.staleness_exponent=3.0", name="plain")
     assert not flat.val_loss.equals(steep.val_loss)
     # clip 100 never binds and sigma = 0: the private step is FedBuff's own (sum reduction, uniform weights)
     np.testing.assert_allclose(steep.val_loss, plain.val_loss, rtol=1e-4)
@@ -205,15 +206,104 @@ def test_the_privacy_table_finds_the_best_method_per_epsilon_and_compares_with_t
     from fl_bench.analysis.report import privacy_markdown, privacy_table
 
     runs = pd.DataFrame({
-        "algorithm": ["fedbuff", "fedbuff", "fedavgm", "fedavgm", "fedbuff"],
-        "dp_mechanism": ["ftrl", "ftrl", "dpsgd", "dpsgd", np.nan],
-        "dp_epsilon": [6.0, 12.0, 6.0, 12.0, np.nan],
-        "dp_noise_multiplier": [2.0, 1.0, 1.0, 0.5, np.nan],
-        "final_val_accuracy": [0.2, 0.5, 0.3, 0.4, 0.6],
+        "algorithm": ["fedbuff", "fedbuff", "fedbuff", "fedavgm", "fedavgm", "fedbuff"],
+        "dp_mechanism": ["ftrl", "ftrl", "ftrl", "dpsgd", "dpsgd", np.nan],
+        "dp_epsilon": [6.0, 12.0, 10.4, 6.0, 12.0, np.nan],  # the third seed stopped early: it spent less
+        "dp_target_epsilon": [6.0, 12.0, 12.0, 6.0, 12.0, np.nan],
+        "dp_noise_multiplier": [2.0, 1.0, 1.0, 1.0, 0.5, np.nan],
+        "final_val_accuracy": [0.2, 0.5, 0.5, 0.3, 0.4, 0.6],
     })
     table = privacy_table(runs)
     assert set(table["method"]) == {"fedbuff + ftrl", "fedavgm + dpsgd", "fedbuff + none"}
+    at_12 = table[(table["method"] == "fedbuff + ftrl") & (table["level"] == 12.0)].iloc[0]
+    assert (at_12["seeds"], at_12["epsilon"]) == (2, 12.0)  # grouped by the target, the most any seed spent
     text = privacy_markdown(table, "fedbuff + ftrl")
     rows = [line for line in text.splitlines() if line.startswith("| 6") or line.startswith("| 12")]
     assert "fedavgm + dpsgd" in rows[0] and rows[0].endswith("differs     |")  # at 6 FedAvgM is better
     assert "matches" in rows[1] and "Without DP: fedbuff + none: 60.00" in text
+
+
+# ----------------------------------------------------------------- participation (issue 53)
+def test_tree_sensitivity_sums_the_squared_uploads_under_every_released_node_by_hand():
+    # a tree of 4 steps: client 0 in steps 0 and 1, client 1 in step 3. Client 0's leaves share the
+    # level-1 node [0, 1] and the root [0, 3]: 1 + 1 + 2^2 + 2^2 = 10; client 1: 1 + 1 + 1 = 3.
+    assert tree_sensitivity([(0, 0, 0), (0, 0, 1), (1, 0, 3)], [4]) == pytest.approx(math.sqrt(10))
+    # after 3 steps the root is not complete (never released): 1 + 1 + 4 = 6
+    assert tree_sensitivity([(0, 0, 0), (0, 0, 1)], [3]) == pytest.approx(math.sqrt(6))
+    # two uploads in one step count as 2 in every node above it: 4 + 4 (level 1 [0, 1])
+    assert tree_sensitivity([(0, 0, 0), (0, 0, 0)], [2]) == pytest.approx(math.sqrt(8))
+    # one upload in each of two restarted trees of 2 steps: 2 + 2 (the trees' noise is independent)
+    assert tree_sensitivity([(0, 0, 1), (0, 1, 0)], [2, 2]) == pytest.approx(2.0)
+    # one upload per client: the depth of the tree, dp-accounting's single-epoch max_depth
+    assert tree_sensitivity([(c, 0, c) for c in range(600)], [600]) == pytest.approx(math.sqrt(tree_depth(600)))
+    assert tree_depth(600) == math.ceil(math.log2(601)) == 10
+
+
+def test_the_participation_bound_holds_for_any_pattern_of_at_most_k_uploads():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        k, steps = int(rng.integers(1, 5)), int(rng.integers(1, 70))
+        restart = int(rng.integers(1, steps + 1)) if rng.random() < 0.5 else None
+        trees = [restart] * (steps // restart) + ([steps % restart] if steps % restart else []) if restart else [steps]
+        leaves = [(t, s) for t, length in enumerate(trees) for s in range(length)]
+        picks = rng.integers(0, len(leaves), size=k)  # with repeats: several uploads in one step
+        pattern = [(0, *leaves[i]) for i in picks]
+        assert tree_sensitivity(pattern, trees) <= participation_sensitivity(k, steps, restart) + 1e-12
+
+
+def test_epsilon_of_repeated_participation_is_the_gaussian_of_its_sensitivity():
+    """Independent of fl_bench's accounting: the tree release is one Gaussian mechanism, RDP
+    alpha S / (2 sigma^2) (Mironov 2017, Prop. 7), converted by dp-accounting's RDP -> (eps, delta)."""
+    from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS, compute_epsilon
+
+    squared, sigma = 10.0, 3.0
+    rdp = [alpha * squared / (2 * sigma ** 2) for alpha in DEFAULT_RDP_ORDERS]
+    reference, _ = compute_epsilon(DEFAULT_RDP_ORDERS, rdp, 1e-7)
+    assert epsilon("ftrl", sigma, 4, 1e-7, sensitivity=math.sqrt(squared)) == pytest.approx(reference)
+    assert epsilon("ftrl", sigma, 4, 1e-7, sensitivity=math.sqrt(squared)) > epsilon("ftrl", sigma, 4, 1e-7)
+
+
+def test_the_aggregator_refuses_uploads_beyond_the_cap_and_records_the_rest():
+    cfg = FTRL()
+    cfg.max_participations = 2
+    agg = PrivateAggregation(cfg, 1, per_step=2, noise_multiplier=0.0, seed=0, device=torch.device("cpu"))
+    one = torch.tensor([1.0])
+    agg.aggregate([Upload(0, 0, 0, 1, one), Upload(0, 0, 0, 1, one)], 0)
+    out = agg.aggregate([Upload(0, 1, 0, 1, one), Upload(1, 1, 0, 1, one)], 1)  # client 0 has spent its 2
+    torch.testing.assert_close(out.vector, torch.tensor([0.5]))  # client 1's alone, over K = 2
+    assert agg.discarded == 1 and agg.participations == {0: 2, 1: 1}
+    assert agg.contributions == [(0, 0, 0), (0, 0, 0), (1, 0, 1)]
+
+
+def test_a_run_where_clients_upload_again_reports_the_epsilon_of_what_happened(run_config):
+    """No cap: 40 clients, 400 trips, so clients upload about 10 times each. The reported epsilon is
+    recomputed here from trips.csv alone: each used trip entered step download_version + staleness."""
+    from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS, compute_epsilon
+
+    summary, _, trips = run_config("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=2.0", "dp.max_participations=null",
+                                   "dataset.num_clients=40", "concurrency=10", "max_trips=400", "eval_every=200")
+    used = trips[trips.used == 1]
+    steps = int(summary["server_steps"])
+    squares = {}
+    for client, group in used.groupby("client"):
+        entered = (group.download_version + group.staleness).tolist()
+        total, level = 0, 0
+        while 2 ** level <= steps:
+            for node in range(steps // 2 ** level):  # the complete nodes of this level
+                total += sum(node * 2 ** level <= s < (node + 1) * 2 ** level for s in entered) ** 2
+            level += 1
+        squares[client] = total
+    worst = max(squares.values())
+    reference, _ = compute_epsilon(DEFAULT_RDP_ORDERS, [a * worst / (2 * 2.0 ** 2) for a in DEFAULT_RDP_ORDERS], 1e-7)
+    assert summary["dp_max_participations"] == used.client.value_counts().max() > 5
+    assert summary["dp_epsilon"] == pytest.approx(reference)
+    assert summary["dp_epsilon"] > 2 * epsilon("ftrl", 2.0, steps, 1e-7)  # what one pass would have claimed
+
+
+def test_a_capped_run_whose_budget_cannot_be_spent_is_refused(compose_config):
+    from fl_bench.runs.experiment import build_experiment
+
+    cfg = compose_config("algorithm=fedbuff", "dp=ftrl", "dp.target_epsilon=12", "max_trips=2000")
+    with pytest.raises(ConfigError, match=r"dp.max_participations=1 lets 1000 clients upload 1000 times, and this run's "
+                                          r"budget is 2000 uploads \(max_trips=2000\): raise dp.max_participations to 2"):
+        build_experiment(cfg, lambda p: False)

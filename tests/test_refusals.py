@@ -171,6 +171,11 @@ REFUSALS = [
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier", "dp=ftrl"],
      {}, "task.buffers=federated is not allowed with dp=ftrl: the clients' buffers"),
     (FL_BENCH, ["concurrency=5000"], {}, "concurrency=5000 is impossible"),
+    (FL_BENCH, ["dp=ftrl", "dp.max_participations=0"], {}, "dp.max_participations=0 is not allowed: must be >= 1 or null"),
+    (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=12", "dp.max_participations=null"], {},
+     "dp.max_participations=None is not allowed: must be set with dp.target_epsilon"),
+    (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=12", "max_trips=2000"], {},
+     "dp.max_participations=1 lets 1000 clients upload 1000 times, and this run's budget is 2000 uploads"),
     (FL_BENCH, ["dataset=sent140", "data_root={tmp}/data"], {}, "dataset 'sent140' is not prepared"),
     (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
     # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")

@@ -71,6 +71,9 @@ class Placement:
         graphs = ", CUDA graphs" if self.graphs else ""
         processes = f" x {self.processes} processes" if self.processes > 1 else ""
         precision = "" if self.precision == "32-true" else f", {self.precision} precision"
+        threads = torch.get_num_threads()  # the run's setting (threads=...), applied before this line
+        if self.device.type == "cpu":
+            precision += f", {threads} intra-op thread{'s' if threads > 1 else ''}"
         return (f"training on {self.device}{processes} with {how}{graphs}{precision}"
                 + (f" ({self.why})" if self.why else ""))
 

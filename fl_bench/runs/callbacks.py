@@ -214,28 +214,33 @@ class WeightShares(Callback):
 
 
 class PrivacyAccounting(Callback):
-    """(epsilon, delta) spent by the private steps taken (dp-accounting), and whether each client
-    contributed at most once per tree, which tree aggregation's single-epoch accounting assumes."""
+    """(epsilon, delta) of the private steps taken, for the participation that happened (dp-accounting;
+    DP-FTRL: each client's uploads placed in the trees, fl_bench.privacy.tree_sensitivity), and how
+    many uploads the aggregator refused at dp.max_participations."""
 
-    def __init__(self, delta: float, restart_every: int | None, per_step: int):
-        self.delta, self.restart_every, self.per_step = delta, restart_every, per_step
+    def __init__(self, delta: float, target_epsilon: float | None, per_step: int):
+        self.delta, self.target_epsilon, self.per_step = delta, target_epsilon, per_step
 
     def summary(self, run):
-        from fl_bench.privacy import epsilon
+        from fl_bench.privacy import epsilon, tree_sensitivity
 
         sim = run.exp.simulator
         privacy = sim.privacy
-        spent = epsilon(privacy.mechanism, privacy.noise_multiplier, privacy.steps, self.delta, self.restart_every,
-                        len(sim.population), self.per_step)
-        trips = sim.log.columns()
-        used = trips["client"][trips["used"] == 1]
-        most = int(np.bincount(used).max()) if len(used) else 0
-        if privacy.mechanism == "ftrl" and most > 1:
-            logger.warning("dp: a client uploaded %d times; the epsilon of single-epoch tree aggregation assumes at "
-                           "most once per tree (FedBuff: one pass over the clients): this run's dp_epsilon understates",
-                           most)
-        return {"dp_mechanism": privacy.mechanism, "dp_epsilon": spent, "dp_delta": self.delta,
-                "dp_noise_multiplier": privacy.noise_multiplier, "dp_clip": privacy.clip, "dp_max_participations": most}
+        sensitivity = tree_sensitivity(privacy.contributions, privacy.tree_steps) if privacy.mechanism == "ftrl" else None
+        spent = epsilon(privacy.mechanism, privacy.noise_multiplier, privacy.steps, self.delta, len(sim.population),
+                        self.per_step, sensitivity)
+        if privacy.discarded:
+            logger.warning("dp: %d uploads added nothing: their clients had already entered dp.max_participations=%d "
+                           "steps (selection=longest_absent lets every client go once before any goes twice)",
+                           privacy.discarded, privacy.max_participations)
+        most = max(privacy.participations.values(), default=0)
+        summary = {"dp_mechanism": privacy.mechanism, "dp_epsilon": spent, "dp_delta": self.delta,
+                   "dp_target_epsilon": self.target_epsilon, "dp_noise_multiplier": privacy.noise_multiplier,
+                   "dp_clip": privacy.clip, "dp_max_participations": most}
+        if privacy.mechanism == "ftrl":
+            summary.update(dp_participation_cap=privacy.max_participations, dp_discarded_uploads=privacy.discarded,
+                           dp_tree_sensitivity=sensitivity)
+        return summary
 
 
 class StragglerAccuracy(Callback):

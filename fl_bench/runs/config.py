@@ -147,7 +147,11 @@ class Config:
     # (parameters, updates and evaluation stay fp32; 16-mixed scales the loss, for task=lightning).
     precision: str = "32-true"
     vmap_chunk: int = 256  # at most this many trips per vmap pass: bounds activation memory
-    threads: Optional[int] = None  # torch intra-op threads; null leaves torch's default
+    # torch intra-op threads on the CPU. 1: as fast as 2 on an idle 2-core machine for these small
+    # models (12.7 s against 11.2 s, the default run) and not stalled beside another job (17.5 s against
+    # more than 11 min: OpenMP's threads spin at every barrier; benchmarks/threads.py), and the same
+    # bytes on machines with any number of cores. null: torch's default (one per core), for large models.
+    threads: Optional[int] = 1
     # Floating-point kernels (fl_bench.numerics): "native", the fastest this machine has, or "portable",
     # byte-identical results on any x86-64 CPU (baseline kernels, one thread, on the CPU).
     numerics: str = "native"
@@ -206,8 +210,10 @@ class Config:
                 self.pruning.study, "a tuning run reports from one process: use devices=1 num_nodes=1")
 
 
-# Run keys that change where a run writes, how visibly, or on which hardware, not what it computes:
-# a resumed run may change them (a checkpoint of any other difference is refused), and a run
+# Run keys that change where a run writes, how visibly, or on which hardware, not the experiment: the
+# hardware keys and threads change the kernels' float rounding (a metric's last digits; the same bytes
+# only for equal values: tests/runs/test_determinism.py), not what is computed. A resumed run may change
+# them (a checkpoint of any other difference is refused), and a run
 # directory's finished run counts as this config's whatever they are (fl_bench.runs.experiment).
 NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
                    "accelerator", "devices", "num_nodes", "strategy", "cuda_graphs", "data_root")

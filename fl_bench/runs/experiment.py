@@ -191,7 +191,7 @@ def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device
     """The trusted aggregator of a DP run (fl_bench.privacy), its sigma calibrated for dp.target_epsilon."""
     if cfg.dp.name == "none":
         return None
-    from fl_bench.privacy import PrivateAggregation, calibrate
+    from fl_bench.privacy import PrivateAggregation, calibrate, participation_sensitivity
 
     server.dp_check(cfg.dp.name)
     if cfg.dp.name == "dpsgd" and not issubclass(server.step_policy, Rounds):
@@ -203,12 +203,23 @@ def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device
                           f"{cfg.availability.name}: its epsilon assumes cohorts drawn uniformly from every client; "
                           f"use selection=uniform availability=always")
     plan = dp_plan(cfg, num_clients)
+    cap = getattr(cfg.dp, "max_participations", None)
+    uploads = plan["steps"] * plan["per_step"]
+    if cap is not None and uploads > cap * num_clients:  # the budget could not be spent: refuse, not waste it
+        budget = f"max_rounds={cfg.max_rounds}" if cfg.max_rounds is not None else f"max_trips={cfg.max_trips}"
+        raise ConfigError(f"dp.max_participations={cap} lets {num_clients} clients upload {cap * num_clients} times, and "
+                          f"this run's budget is {uploads} uploads ({budget}): raise dp.max_participations to "
+                          f"{-(-uploads // num_clients)} (sigma grows with it) or lower {budget.split('=')[0]}")
     sigma = cfg.dp.noise_multiplier
     if cfg.dp.target_epsilon is not None:
-        sigma = calibrate(cfg.dp.name, cfg.dp.target_epsilon, plan["steps"], cfg.dp.delta, plan["restart_every"],
-                          num_clients, plan["per_step"])
-        logger.info("dp: noise multiplier %.4f for epsilon %.3g at delta %.3g over %d steps", sigma,
-                    cfg.dp.target_epsilon, cfg.dp.delta, plan["steps"])
+        sensitivity = None
+        if cfg.dp.name == "ftrl":
+            sensitivity = participation_sensitivity(cap, plan["steps"], plan["restart_every"])
+        sigma = calibrate(cfg.dp.name, cfg.dp.target_epsilon, plan["steps"], cfg.dp.delta, num_clients,
+                          plan["per_step"], sensitivity)
+        logger.info("dp: noise multiplier %.4f for epsilon %.3g at delta %.3g over %d steps%s", sigma,
+                    cfg.dp.target_epsilon, cfg.dp.delta, plan["steps"],
+                    f", each client in at most {cap} of them" if cfg.dp.name == "ftrl" else "")
     return PrivateAggregation(cfg.dp, server.params.numel(), plan["per_step"], sigma, cfg.seed, device)
 
 
@@ -231,8 +242,7 @@ def default_callbacks(cfg: Config, num_clients: int, progress: bool = True, task
     callbacks += [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), ProgressBar(cfg.max_trips, cfg.progress and progress),
                   Checkpointing(cfg.checkpoint_every, cfg.checkpoint_minutes), StragglerAccuracy()]
     if cfg.dp.name != "none":
-        plan = dp_plan(cfg, num_clients)
-        callbacks.append(PrivacyAccounting(cfg.dp.delta, plan["restart_every"], plan["per_step"]))
+        callbacks.append(PrivacyAccounting(cfg.dp.delta, cfg.dp.target_epsilon, dp_plan(cfg, num_clients)["per_step"]))
     if task_metrics is not None:  # task=lightning: what the module logs
         callbacks.append(TaskMetricsLog(task_metrics))
     return callbacks

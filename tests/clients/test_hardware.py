@@ -32,6 +32,20 @@ def test_auto_on_a_cpu_batches_linear_models_only():
     assert "training on cpu with batched client trips" in mlp.describe()
 
 
+def test_a_run_computes_with_one_thread_by_default_and_its_first_line_says_so(compose_config):
+    """issue 53: torch's default (a thread per core) stalled beside another job (benchmarks/threads.py);
+    the default is one intra-op thread, the run's first line names the count it computes with."""
+    from fl_bench.numerics import kernels
+
+    cfg = compose_config()
+    assert cfg.threads == 1
+    mlp = cpu_place("auto", None, None, MLP, 10e3)
+    with kernels(cfg.numerics, cfg.threads):
+        assert ", 1 intra-op thread" in mlp.describe()
+    with kernels("native", 2):
+        assert ", 2 intra-op threads" in mlp.describe()
+
+
 def cpu_place(accelerator, vmap_clients, cuda_graphs, model, flops, **kwargs):
     return place(accelerator, 1, 1, "auto", "32-true", vmap_clients, cuda_graphs, model, flops, **kwargs)
 
