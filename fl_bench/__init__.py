@@ -10,6 +10,14 @@ Packages by role, each depending only on those listed before it:
 - ``algorithms``: the server algorithms.  ``privacy``: DP clipping, noise and accounting.
 - ``runs``: one run (``python -m fl_bench``): its config, build, simulation, logs and checkpoints.
 - ``analysis``: the papers' protocols, tables and plots (``python -m fl_bench.analysis.reproduce``).
+- ``commands``: the modules ``python -m`` runs; any other ``python -m fl_bench.<module>`` stops in one line.
 """
 
 __version__ = "0.1.0"
+
+import sys as _sys
+
+if getattr(_sys, "argv", None) and _sys.argv[0] == "-m":  # python -m is locating its module: is it a command?
+    from fl_bench.commands import refuse_non_command
+
+    refuse_non_command()  # one line, exit 2, for a module that would silently do nothing (fl_bench/commands.py)

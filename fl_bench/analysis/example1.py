@@ -85,12 +85,18 @@ def simulate(algorithm: str, rounds: int, overrides: tuple[str, ...] = ()) -> np
     return np.array(models[1:])  # after rounds 1..rounds (the first evaluation is x_0)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
+    parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.example1", description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--out", type=Path, default=Path("results"))
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run both algorithms on the engine, print each one's largest gap to its closed form and write
     ``<out>/fedlaavg_example1.png``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser = build_parser()
     args = parser.parse_args(argv)
     import matplotlib
 

@@ -89,15 +89,21 @@ def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[i
     return table
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line (module docstring): the finished runs under the paths, one method per
-    algorithm, into :func:`write_fairness`."""
+def build_parser() -> argparse.ArgumentParser:
+    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.fairness", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
     parser.add_argument("--name", default="fairness")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--at", nargs="+", type=int, default=[500, 1000, 2000, 4000], help="aggregation counts")
     parser.add_argument("--notes", default="", help="the paper's claim beside ours, printed under the table")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring): the finished runs under the paths, one method per
+    algorithm, into :func:`write_fairness`."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     found = sorted({s.parent for p in args.paths for s in p.rglob("summary.json")})
     for run in found:

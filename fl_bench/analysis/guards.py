@@ -400,20 +400,35 @@ TYPED_INTERVAL = re.compile(r"\[\s*[+-]?\d[\d.,]*\s*,\s*[+-]?\d[\d.,]*\s*\]")
 def fill_notes(notes: str, found: pd.DataFrame) -> str:
     """A table's findings with each placeholder ``{effect:ARM}``, ``{median:ARM}``, ``{verdict:ARM}`` or
     ``{seeds:ARM}`` replaced by that arm's evidence, so that prose quoting a number cannot go stale
-    when the table is rerun ("not run" for an arm this table did not run, as at a smoke point)."""
+    when the table is rerun. An arm this table did not run (as at a smoke point) is said once,
+    "(ARM: not run)", where it first appears: a placeholder of it in its own parentheses or right after
+    another of it adds nothing ("FedAvgM {effect:fedavgm} ({verdict:fedavgm})" reads "FedAvgM (fedavgm:
+    not run)"), and a later one elsewhere reads "(not run)"."""
     rows = found.set_index("method") if len(found) else pd.DataFrame()
 
     def value(match: re.Match) -> str:
         kind, arm = match.group(1), match.group(2)
         if arm not in rows.index:
-            return f"({arm}: not run)"
+            return f"\x00{arm}\x00"  # said below, once
         row = rows.loc[arm].copy()
         row["method"] = arm
         text = {"effect": shown_effect, "median": shown_median,
                 "verdict": lambda r: r["verdict"] or "no verdict", "seeds": lambda r: str(r["seeds"])}[kind](row)
         return text or "(no comparison)"
 
-    return PLACEHOLDER.sub(value, notes)
+    filled = PLACEHOLDER.sub(value, notes)
+    filled = re.sub(r"\(\s*(\x00[^\x00]*\x00)\s*\)", r"\1", filled)  # its own parentheses
+    filled = re.sub(r"(\x00([^\x00]*)\x00)(?:[\s,;]*\x00\2\x00)+", r"\1", filled)  # right after itself
+    said: set[str] = set()
+
+    def not_run(match: re.Match) -> str:
+        arm = match.group(1)
+        if arm in said:
+            return "(not run)"
+        said.add(arm)
+        return f"({arm}: not run)"
+
+    return re.sub(r"\x00([^\x00]*)\x00", not_run, filled)
 
 
 def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
@@ -444,12 +459,18 @@ def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str,
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line: print every edge of the given tuned settings; ``--markdown`` also writes them as
-    a table."""
+def build_parser() -> argparse.ArgumentParser:
+    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.guards", description=__doc__.splitlines()[0])
     parser.add_argument("tuned", nargs="+", type=Path, help="tuned settings, e.g. results/tuned/fedbuff_smoke/*.yaml")
     parser.add_argument("--markdown", type=Path, help="also write the edges as a table to this file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: print every edge of the given tuned settings; ``--markdown`` also writes them as
+    a table."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     rows = []
     for path in args.tuned:

@@ -24,6 +24,7 @@ import os
 import platform
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,11 @@ from fl_bench.runs.run_log import METRIC_COLUMNS  # noqa: E402
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 
-# Config keys that cannot change what a run measures, so runs that differ only in them are averaged
-# together: the seed (what the table averages over), NOT_RESULT_KEYS (where data and outputs go,
-# logging, checkpoints, device, threads), the cache path, and vmap batching (the same computation
-# batched: float rounding or augmentation draws differ at most). experiment_name only names a preset;
+# Config keys that do not change the experiment a run measures, so runs that differ only in them are
+# averaged together: the seed (what the table averages over), NOT_RESULT_KEYS (where data and outputs
+# go, logging, checkpoints; device and threads, which change the float rounding of the kernels and so
+# the metrics' last digits), the cache path, and vmap batching (the same computation batched: float
+# rounding or augmentation draws differ at most). experiment_name only names a preset;
 # the settings it makes are in the other keys.
 NOT_WORKLOAD = {*NOT_RESULT_KEYS, "seed", "experiment_name", "dataset.root", "vmap_clients", "vmap_chunk"}
 
@@ -309,16 +311,20 @@ def costs_markdown(table: pd.DataFrame) -> str:
 
 
 def privacy_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """FedBuff Fig. 4: final accuracy per method (algorithm + DP mechanism) and epsilon spent (the
-    summary's dp_epsilon, at dp_delta), mean and std over seeds; non-private runs have epsilon inf."""
+    """FedBuff Fig. 4: final accuracy per method (algorithm + DP mechanism) at each privacy level (the
+    summary's dp_target_epsilon where sigma was calibrated, else dp_epsilon), with the largest epsilon a
+    seed spent (dp_epsilon, at dp_delta, never above the target), mean and std over seeds; non-private
+    runs have epsilon inf."""
+    missing = pd.Series(np.nan, index=runs.index, dtype=float)
+    spent = runs.get("dp_epsilon", missing).astype(float).fillna(np.inf)
     runs = runs.assign(
         mechanism=runs.get("dp_mechanism", pd.Series(index=runs.index, dtype=object)).fillna("none"),
-        epsilon=runs.get("dp_epsilon", pd.Series(index=runs.index, dtype=float)).fillna(np.inf),
+        epsilon=spent, level=runs.get("dp_target_epsilon", missing).astype(float).fillna(spent).round(1),
     )
-    runs = runs.assign(method=runs["algorithm"] + " + " + runs["mechanism"], level=runs["epsilon"].round(1))
+    runs = runs.assign(method=runs["algorithm"] + " + " + runs["mechanism"])
     rows = []
     for (method, level), group in runs.groupby(["method", "level"], sort=True):
-        rows.append({"method": method, "epsilon": group["epsilon"].mean(), "seeds": len(group),
+        rows.append({"method": method, "level": level, "epsilon": group["epsilon"].max(), "seeds": len(group),
                      "final_accuracy": 100 * group["final_val_accuracy"].mean(),
                      "final_std": 100 * group["final_val_accuracy"].std(ddof=0),
                      "noise_multiplier": group.get("dp_noise_multiplier", pd.Series(np.nan, index=group.index)).mean()})
@@ -329,7 +335,7 @@ def privacy_markdown(table: pd.DataFrame, best: str | None) -> str:
     """Per epsilon: each method's final accuracy, which is best, and whether that is ``best`` (the paper's;
     None: no such columns, the evidence section judges)."""
     private = table[np.isfinite(table["epsilon"])]
-    wide = private.assign(level=private["epsilon"].round(0), cell=[f"{a:.2f} ± {s:.2f}" for a, s in
+    wide = private.assign(level=private["level"].round(0), cell=[f"{a:.2f} ± {s:.2f}" for a, s in
                                                                     zip(private["final_accuracy"], private["final_std"])])
     out = wide.pivot(index="level", columns="method", values="cell")
     winners = wide.loc[wide.groupby("level")["final_accuracy"].idxmax()].set_index("level")["method"]
@@ -569,8 +575,10 @@ MEASURES = ("trips", "rounds", "best_accuracy", "costs", "privacy")
 
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
                  title: str | None = None, extra_seconds: float = 0.0, notes: str = "",
-                 measure: str = "trips", found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """``name``.md/.csv and its plots. ``measure``: client ``trips`` to the target (FedBuff),
+                 measure: str = "trips", found: pd.DataFrame | None = None,
+                 written: list[Path] | None = None) -> pd.DataFrame:
+    """``name``.md/.csv and its plots (each file's path appended to ``written`` as it is written: the
+    command prints them). ``measure``: client ``trips`` to the target (FedBuff),
     ``rounds`` to the target (round-based papers: FedLaAvg Table 3) or ``best_accuracy`` within the
     budget (FedLaAvg Table 2). With ``arms`` (label -> {vs, paper}) the table gains the paper's
     numbers beside ours and whether the direction matches; ``extra_seconds`` (tuning) is added to the
@@ -629,8 +637,10 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"(0 where every model was evaluated).\n\n{markdown(table)}")
     body += "\n\n" + evidence_markdown(rounds_view(runs) if measure == "rounds" else runs, reference, arms or {}, measure,
                                        found)
+    written = [] if written is None else written
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
+    written.append(out / f"{name}.csv")
     # Fig. 3's trips against concurrency when the table spans several concurrencies
     plots = ["curves", "staleness", "examples"] + (["privacy"] if measure == "privacy" else [])
     if "concurrency" in table and table["concurrency"].nunique() > 1:
@@ -641,23 +651,22 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         f"({extra_seconds:,.0f} s of it tuning; largest run {runs['wall_seconds'].max():,.0f} s); report written on {machine()}.\n\n"
         + "".join(f"![{plot}]({name}_{plot}.png)\n\n" for plot in plots)
     )
+    written.append(out / f"{name}.md")
     target = float(runs["target_accuracy"].iloc[0])
     axes = {"trips": ("trips", "sim_time"), "costs": ("upload_gb", "tflops")}.get(measure, ("server_step", "trips"))
     if measure == "costs":  # FedGBO's curves: accuracy against what was uploaded and computed
         metrics = metrics.assign(upload_gb=metrics["bytes_up"] / 1e9, tflops=metrics["flops"] / 1e12)
-    plot_curves(metrics, target, out / f"{name}_curves.png", axes)
-    plot_staleness(trips, out / f"{name}_staleness.png")
-    if measure == "privacy":
-        plot_privacy(table, out / f"{name}_privacy.png")
-    plot_examples(trips, out / f"{name}_examples.png")
-    if "concurrency" in plots:
-        plot_concurrency(table, out / f"{name}_concurrency.png")
+    draw = {"curves": lambda path: plot_curves(metrics, target, path, axes), "staleness": partial(plot_staleness, trips),
+            "privacy": partial(plot_privacy, table), "examples": partial(plot_examples, trips),
+            "concurrency": partial(plot_concurrency, table)}
+    for plot in plots:  # the plots the page shows, and only those
+        draw[plot](out / f"{name}_{plot}.png")
+        written.append(out / f"{name}_{plot}.png")
     return table
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line (module docstring): the report of run directories or a W&B project,
-    optionally published as a W&B Report."""
+def build_parser() -> argparse.ArgumentParser:
+    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.report", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="run or multirun directories")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B instead")
@@ -674,6 +683,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="also publish the table as a W&B Report there, beside its runs (logger=wandb runs)")
     parser.add_argument("--dry-run", action="store_true",
                         help="with --publish: write the Report's specification (NAME_wandb_report.json) instead")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring): the report of run directories or a W&B project,
+    optionally published as a W&B Report."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.dry_run and not args.publish:
         parser.exit(2, "fl_bench.analysis.report: error: --dry-run goes with --publish ENTITY/PROJECT\n")
@@ -681,15 +697,16 @@ def main(argv: list[str] | None = None) -> None:
         if bool(args.paths) == bool(args.wandb):
             raise ValueError("give run directories or --wandb ENTITY/PROJECT (one of the two)")
         frames = load_wandb_runs(args.wandb, args.by) if args.wandb else load_runs(args.paths, args.by)
+        written: list[Path] = []
         table = write_report(frames, args.name, args.out, args.reference, title=args.title, notes=args.notes,
-                             measure=args.measure)
+                             measure=args.measure, written=written)
     except (FileNotFoundError, ValueError) as error:
         parser.exit(2, f"fl_bench.analysis.report: error: {error}\n")
     if args.measure == "privacy":
         print(privacy_markdown(table, args.reference or "fedbuff + ftrl"))
     else:
         print({"best_accuracy": accuracy_markdown, "costs": costs_markdown}.get(args.measure, markdown)(table))
-    print(f"written to {args.out}/{args.name}.md, .csv, _curves.png, _staleness.png")
+    print(f"written to {args.out}: {', '.join(path.name for path in written)}")
     if args.publish:
         from fl_bench.analysis.wandb_report import publish
         from fl_bench.errors import ConfigError

@@ -666,8 +666,8 @@ def run_in_process(arguments: list[str], log: TextIO) -> int:
         logging.root.handlers[:], logging.root.level = handlers, level  # Hydra configured logging for the run
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line (module docstring); errors are one line (exit 1; a malformed command line, argparse's 2)."""
+def build_parser() -> argparse.ArgumentParser:
+    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")
@@ -684,6 +684,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--publish", metavar="ENTITY/PROJECT", help="also publish each table as a W&B Report "
                         "(needs --override logger=wandb; see python -m fl_bench.analysis.report --publish)")
     parser.add_argument("--dry-run", action="store_true", help="with --publish: write each Report's specification instead")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring); errors are one line (exit 1; a malformed command line, argparse's 2)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process).run(

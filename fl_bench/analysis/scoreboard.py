@@ -196,11 +196,17 @@ def write(out: Path, sweep_files: list[Path] | None = None) -> pd.DataFrame:
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line (module docstring)."""
+def build_parser() -> argparse.ArgumentParser:
+    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.scoreboard", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results"), help="where the tables' evidence files are")
     parser.add_argument("--sweeps", type=Path, default=SWEEPS, help="the sweep files whose tables to gather")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line (module docstring)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if not args.sweeps.is_dir():

@@ -21,24 +21,36 @@ from fl_bench.runs.cli import CONFIG_DIR, exit_with_error
 from fl_bench.runs.config import register_configs
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m fl_bench.data prepare``: compose the config as a run would, then download and
-    cache the dataset; errors are one line (``FL_BENCH_TRACEBACK`` keeps the traceback)."""
+def dataset_config(dataset: str, overrides: list[str]) -> RealDatasetConfig:
+    """The dataset's config as a run with these overrides composes it; ConfigError for a dataset that
+    is generated at run time (nothing to prepare)."""
+    register_configs()  # a plugin dataset's schema; a plugin that cannot be imported is one line
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        cfg = OmegaConf.to_object(compose("config", overrides=[f"dataset={dataset}", *overrides]))
+    if not isinstance(cfg.dataset, RealDatasetConfig):
+        raise ConfigError(f"dataset={dataset!r} is generated at run time: nothing to prepare")
+    return cfg.dataset
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.data", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     prep = commands.add_parser("prepare", help="download (where the network allows), split and cache a dataset")
     prep.add_argument("dataset", help="a conf/dataset option, e.g. sent140, cifar10, femnist")
     prep.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. data_root=/data dataset.fraction=0.05")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m fl_bench.data prepare``: compose the config as a run would, then download and
+    cache the dataset; errors are one line (``FL_BENCH_TRACEBACK`` keeps the traceback)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         from fl_bench.data.sources import prepare
 
-        register_configs()  # a plugin dataset's schema; a plugin that cannot be imported is one line
-        with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-            cfg = OmegaConf.to_object(compose("config", overrides=[f"dataset={args.dataset}", *args.overrides]))
-        if not isinstance(cfg.dataset, RealDatasetConfig):
-            raise ConfigError(f"dataset={args.dataset!r} is generated at run time: nothing to prepare")
-        prepare(cfg.dataset)
+        prepare(dataset_config(args.dataset, args.overrides))
     except (FLBenchError, HydraException, OmegaConfBaseException) as error:
         if os.environ.get("FL_BENCH_TRACEBACK"):
             raise

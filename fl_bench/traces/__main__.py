@@ -74,7 +74,8 @@ AVAILABILITY_OPTIONS = {"summarise": ("hour", "repeat_until"), "generate": ("onl
 
 
 def check_options(args: argparse.Namespace) -> None:
-    """Refuse in one line an option the chosen format does not read, and fill in the defaults."""
+    """Refuse in one line an option the chosen format does not read (or a count of clients below 1), and fill in
+    the defaults."""
     defaults = {"hour": 3600.0, "online": 0.3, "session": 3600.0, "span": 7 * 86400.0, "computation": 100.0,
                 "computation_sigma": 0.5, "communication": 2000.0, "communication_sigma": 1.0}
     table = SUMMARY_OPTIONS if args.command == "summarise" else GENERATE_OPTIONS
@@ -88,6 +89,8 @@ def check_options(args: argparse.Namespace) -> None:
                               f"{', '.join('--' + u.replace('_', '-') for u in used) or 'no option of this kind'}")
         if value is None and name in defaults and hasattr(args, name):
             setattr(args, name, defaults[name])
+    if args.command == "generate" and args.clients < 1:
+        raise ConfigError(f"--clients {args.clients} is not allowed: must be >= 1")
 
 
 def summarise(args: argparse.Namespace) -> str:
@@ -157,8 +160,8 @@ def generate(args: argparse.Namespace) -> str:
     return f"wrote {out}: {args.clients} clients, {len(windows.starts)} windows"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the command line and run it; errors are one line (``FL_BENCH_TRACEBACK`` keeps the traceback)."""
+def build_parser() -> argparse.ArgumentParser:
+    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.traces", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("summarise", help="clients, online fraction by hour, speed quantiles")
@@ -178,11 +181,15 @@ def main(argv: list[str] | None = None) -> None:
     make.add_argument("--computation-sigma", type=float, help="log-normal spread of computation (default 0.5)")
     make.add_argument("--communication", type=float, help="median kbps (default 2000)")
     make.add_argument("--communication-sigma", type=float, help="log-normal spread of communication (default 1)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line and run it; errors are one line (``FL_BENCH_TRACEBACK`` keeps the traceback)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         check_options(args)
-        if args.command == "generate" and args.clients < 1:
-            raise ConfigError(f"--clients {args.clients} is not allowed: must be >= 1")
         print(summarise(args) if args.command == "summarise" else generate(args))
     except FLBenchError as error:
         if os.environ.get("FL_BENCH_TRACEBACK"):

@@ -236,6 +236,10 @@ def test_findings_quote_the_evidence_through_placeholders_so_a_rerun_cannot_leav
     assert fill_notes(notes, found) == (
         f"FedAvgM needs {shown.loc['fedavgm', 'effect [95% CI]']} (reproduces, 5 seeds); FedBuff 101 [98, 105], "
         "(no comparison); (fedasync: not run)")
+    # an arm a smoke point did not run is said once, not once per placeholder ("... ((fedprox: not run))")
+    assert fill_notes("FedProx {effect:fedprox} ({verdict:fedprox}), then 1.1x ({verdict:fedprox}); "
+                      "FedAsync {median:fedasync}, {effect:fedasync}", found) == (
+        "FedProx (fedprox: not run), then 1.1x (not run); FedAsync (fedasync: not run)")
     assert shown.loc["fedavgm", "effect [95% CI]"].startswith("3.07× [")
     assert found.set_index("method").loc["fedavgm", "effect"] == pytest.approx(310 / 101)
 

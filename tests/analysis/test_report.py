@@ -24,8 +24,13 @@ def multirun(tmp_path_factory):
     return root
 
 
-def test_trips_to_target_table_matches_the_metrics_csvs(multirun, tmp_path):
+def test_trips_to_target_table_matches_the_metrics_csvs(multirun, tmp_path, capsys):
     report_main([str(multirun), "--name", "tiny", "--out", str(tmp_path), "--reference", "fedavgm"])
+    # it names every file it wrote, and only those
+    (said,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("written to ")]
+    assert said.startswith(f"written to {tmp_path}: ")
+    assert sorted(said.split(": ", 1)[1].split(", ")) == sorted(p.name for p in tmp_path.iterdir())
+    assert {"tiny.md", "tiny.csv", "tiny_curves.png", "tiny_staleness.png", "tiny_examples.png"} <= set(said.split(": ", 1)[1].split(", "))
     table = pd.read_csv(tmp_path / "tiny.csv").set_index("method")
     expected = {}
     for algorithm in ["fedbuff", "fedavgm"]:
