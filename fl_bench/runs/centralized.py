@@ -58,22 +58,32 @@ EVAL_BATCH = 8192
 
 
 def check_centralized(cfg: Config) -> None:
-    """What has nothing to act on with one model on the pooled data is refused in one line."""
+    """What has nothing to act on with one model on the pooled data is refused in one line, every such
+    setting at once (an experiment preset sets several for its federated arms: the line names them all and
+    what to add). Keys that only time a clock (delay, concurrency, a round's deadline) are left alone: the
+    run has no clock, records no simulated time, and the presets set them for every arm."""
+    refused: list[tuple[str, str, str]] = []  # (the setting, why it cannot act, what to use)
     for group, allowed in (("availability", "always"), ("selection", "uniform"), ("speed", "none"), ("dp", "none"),
                            ("behaviour", "reliable")):
         name = getattr(cfg, group).name
         if name != allowed:
-            raise ConfigError(f"{group}={name} is not allowed with algorithm=centralized: it trains one model on the "
-                              f"pooled data (one client, always available); use {group}={allowed}")
+            refused.append((f"{group}={name}", "it trains one model on the pooled data (one client, always "
+                            "available)", f"{group}={allowed}"))
     if process_count(cfg.devices, cfg.num_nodes) > 1:
-        raise ConfigError(f"devices={cfg.devices} num_nodes={cfg.num_nodes} is not allowed with algorithm=centralized: "
-                          f"its reference steps one model on the rounds' minibatches, one process; use devices=1")
+        refused.append((f"devices={cfg.devices} num_nodes={cfg.num_nodes}", "its reference steps one model on the "
+                        "rounds' minibatches, one process", "devices=1"))
     if cfg.cuda_graphs:
-        raise ConfigError("cuda_graphs=true is not allowed with algorithm=centralized: the Trainer steps one model "
-                          "without batched trips to capture; use cuda_graphs=null or false")
+        refused.append(("cuda_graphs=true", "the Trainer steps one model without batched trips to capture",
+                        "cuda_graphs=null"))
     if cfg.vmap_clients:
-        raise ConfigError("vmap_clients=true is not allowed with algorithm=centralized: there is one trip per round "
-                          "to batch; use vmap_clients=null or false")
+        refused.append(("vmap_clients=true", "there is one trip per round to batch", "vmap_clients=null"))
+    if len(refused) == 1:
+        setting, why, use = refused[0]
+        raise ConfigError(f"{setting} is not allowed with algorithm=centralized: {why}; use {use}")
+    if refused:
+        raise ConfigError(f"{', '.join(r[0] for r in refused)} are not allowed with algorithm=centralized, which "
+                          f"trains one model on the pooled data in one process, one trip a round (an experiment "
+                          f"preset sets them for its federated arms); add {' '.join(r[2] for r in refused)}")
 
 
 class _Examples(Dataset):
@@ -408,7 +418,7 @@ class CentralizedRun:
             "eval_every": cfg.eval_every,
             "max_rounds": cfg.max_rounds,
             "trip_budget": "whole rounds",
-            "sim_time": float("nan"),  # no clients, no clock
+            "sim_time": None,  # no clients, no clock: null here, empty in metrics.csv, not printed
             "trainer": "lightning.Trainer",
             "device": self.accelerator,
             "processes": 1,
@@ -422,4 +432,5 @@ class CentralizedRun:
         }
         for callback in self.callbacks:
             summary.update(callback.summary(self))
+        summary["sim_time_to_target"] = None  # (the target's evaluation has no clock either)
         return summary

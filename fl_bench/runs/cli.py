@@ -94,17 +94,21 @@ def _main(dict_cfg: DictConfig) -> float | None:
         exit_with_error(error)
     if launched_rank() != 0:  # a multi-process run's other processes: rank 0 prints the result
         return None
-    console = Console(stderr=False)
+    Console(stderr=False).print(result_line(summary), highlight=False)
     target = summary["trips_to_target"]
-    console.print(
-        f"[bold]{summary['algorithm']}[/] on {summary['dataset']}: "
-        f"val acc {summary['final_val_accuracy']:.4f} | trips {summary['client_trips']} | "
-        f"server steps {summary['server_steps']} | trips to {summary['target_accuracy']:.0%}: "
-        f"{target if target is not None else 'not reached'} | sim time {summary['sim_time']:.1f} | "
-        f"{summary['wall_seconds']:.1f}s\nrun dir: {summary['run_dir']}",
-        highlight=False,
-    )
     return float(target) if target is not None else None
+
+
+def result_line(summary: dict) -> str:
+    """The run's result as the command prints it (rich markup). A run without a clock (``algorithm=centralized``:
+    its summary's ``sim_time`` is null) prints no simulated time."""
+    target, sim_time = summary["trips_to_target"], summary.get("sim_time")
+    return (f"[bold]{summary['algorithm']}[/] on {summary['dataset']}: "
+            f"val acc {summary['final_val_accuracy']:.4f} | trips {summary['client_trips']} | "
+            f"server steps {summary['server_steps']} | trips to {summary['target_accuracy']:.0%}: "
+            f"{target if target is not None else 'not reached'} | "
+            + (f"sim time {sim_time:.1f} | " if sim_time is not None else "")
+            + f"{summary['wall_seconds']:.1f}s\nrun dir: {summary['run_dir']}")
 
 
 OPTIONAL_GROUPS = ("experiment", "hparams_search")

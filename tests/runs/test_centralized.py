@@ -2,6 +2,7 @@
 the rounds' trips (pinned against a hand loop), on the federated axes, Lightning's logs and
 checkpoints, an exact resume, a user's LightningModule, and one-line refusals."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,48 @@ def test_what_has_nothing_to_act_on_is_refused_in_one_line(tmp_path, monkeypatch
     assert not (tmp_path / "run").exists()
 
 
+def _strict_json(text: str) -> dict:
+    def refuse(constant):
+        raise AssertionError(f"summary.json holds {constant}, which is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("dataset", [(), ("dataset=digits",)])
+def test_the_readme_command_at_its_defaults_writes_its_files_and_shows_no_nan(tmp_path, dataset):
+    # README (the centralized reference): python -m fl_bench algorithm=centralized [dataset=digits], here at
+    # a budget of 3 rounds. It writes metrics.csv, summary.json, model.pt and Lightning's CSV log, and has no
+    # clock: no simulated time is printed, summary.json's sim_time is null and metrics.csv's column empty.
+    from fl_bench.runs.cli import result_line
+
+    run = tmp_path / "run"
+    summary = run_experiment(compose_run_config("algorithm=centralized", *dataset, "max_trips=3", "eval_every=2"), run)
+    for name in ("metrics.csv", "summary.json", "model.pt", "lightning_logs/version_0/metrics.csv"):
+        assert (run / name).is_file(), name
+    written = _strict_json((run / "summary.json").read_text())
+    assert written["status"] == "completed" and written["client_trips"] == written["server_steps"] == 3
+    assert written["sim_time"] is None and written["sim_time_to_target"] is None
+    assert "nan" not in (run / "metrics.csv").read_text().lower()
+    assert pd.read_csv(run / "metrics.csv")["trips"].tolist() == [0, 2, 3]
+    line = result_line(summary)
+    assert line.startswith(f"[bold]centralized[/] on {'digits' if dataset else 'synthetic'}")
+    assert "trips 3 | server steps 3" in line
+    assert "nan" not in line.lower() and "sim time" not in line
+    federated = {**summary, "algorithm": "fedbuff", "sim_time": 12.25}
+    assert "sim time 12.2 |" in result_line(federated)  # a run with a clock still prints its time
+
+
+def test_a_presets_federated_settings_are_refused_together_in_one_line(tmp_path):
+    with pytest.raises(ConfigError) as refused:
+        run_experiment(compose_run_config("experiment=fedlaavg_table2_smoke", "algorithm=centralized"), tmp_path / "a")
+    assert str(refused.value).count("\n") == 0 and str(refused.value).startswith(
+        "availability=diurnal, vmap_clients=true are not allowed with algorithm=centralized")
+    assert str(refused.value).endswith("add availability=always vmap_clients=null")
+    assert not (tmp_path / "a").exists()
+    summary = run_experiment(compose_run_config("experiment=fedlaavg_table2_smoke", "algorithm=centralized",
+                                                "availability=always", "vmap_clients=null", "max_trips=2"), tmp_path / "b")
+    assert summary["status"] == "completed" and summary["client_trips"] == 2
+
+
 @pytest.mark.slow
 def test_the_command_line_runs_it_and_prints_its_result_line(tmp_path):
     import subprocess
@@ -138,3 +181,4 @@ def test_the_command_line_runs_it_and_prints_its_result_line(tmp_path):
                            "progress=false", f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "centralized on synthetic" in done.stdout and "trips 4 | server steps 4" in done.stdout
+    assert "nan" not in done.stdout.lower() and "sim time" not in done.stdout  # no clock: no simulated time
