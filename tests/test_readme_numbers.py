@@ -195,3 +195,11 @@ def test_fedbuffs_protocol_paragraph_counts_are_its_sweep_file_and_pages():
     assert words[tuning] == len(protocol["tuner"]["seeds"]) and words[confirmed] == len(protocol["tuner"]["confirm"]["seeds"])
     assert int(pilot) == len(protocol["power"]["pilot_seeds"]) and int(report) == protocol["power"]["cap"]
     assert int(fig7) == _page("fedbuff_fig7_smoke")["seeds"]
+
+
+def test_the_default_runs_times_are_results_benchmarks_threads_rows():
+    text = (RESULTS / "benchmarks.md").read_text()
+    section = text[text.index("## Threads"):]
+    rows = {(row[0], row[1]): row for row in _markdown_rows(section, "| busy processes | threads |")}
+    quoted = re.findall(r"about\s+(\d+) s", _readme_paragraph("Install and run the main job"))
+    assert [int(q) for q in quoted] == [round(float(rows["0", "default"][2])), round(float(rows["2", "default"][2]))]

@@ -148,9 +148,9 @@ class Config:
     precision: str = "32-true"
     vmap_chunk: int = 256  # at most this many trips per vmap pass: bounds activation memory
     # torch intra-op threads on the CPU. 1: as fast as 2 on an idle 2-core machine for these small
-    # models (12.7 s against 11.2 s, the default run) and not stalled beside another job (17.5 s against
-    # more than 11 min: OpenMP's threads spin at every barrier; benchmarks/threads.py), and the same
-    # bytes on machines with any number of cores. null: torch's default (one per core), for large models.
+    # models, not stalled beside other jobs (OpenMP's threads spin at every barrier: 2.9x slower with 2;
+    # results/benchmarks.md, benchmarks/threads.py), and the same bytes on machines with any number of
+    # cores. null: torch's default (one per core), for large models.
     threads: Optional[int] = 1
     # Floating-point kernels (fl_bench.numerics): "native", the fastest this machine has, or "portable",
     # byte-identical results on any x86-64 CPU (baseline kernels, one thread, on the CPU).
