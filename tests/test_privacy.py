@@ -298,6 +298,9 @@ def test_a_run_where_clients_upload_again_reports_the_epsilon_of_what_happened(r
     assert summary["dp_max_participations"] == used.client.value_counts().max() > 5
     assert summary["dp_epsilon"] == pytest.approx(reference)
     assert summary["dp_epsilon"] > 2 * epsilon("ftrl", 2.0, steps, 1e-7)  # what one pass would have claimed
+    from fl_bench.runs.cli import result_line
+
+    assert f"epsilon {summary['dp_epsilon']:.4g} at delta 1e-07 |" in result_line(summary)  # the printed result says it
 
 
 def test_a_capped_run_whose_budget_cannot_be_spent_is_refused(compose_config):

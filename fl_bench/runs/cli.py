@@ -101,13 +101,14 @@ def _main(dict_cfg: DictConfig) -> float | None:
 
 def result_line(summary: dict) -> str:
     """The run's result as the command prints it (rich markup). A run without a clock (``algorithm=centralized``:
-    its summary's ``sim_time`` is null) prints no simulated time."""
+    its summary's ``sim_time`` is null) prints no simulated time; a private one the epsilon it spent."""
     target, sim_time = summary["trips_to_target"], summary.get("sim_time")
     return (f"[bold]{summary['algorithm']}[/] on {summary['dataset']}: "
             f"val acc {summary['final_val_accuracy']:.4f} | trips {summary['client_trips']} | "
             f"server steps {summary['server_steps']} | trips to {summary['target_accuracy']:.0%}: "
             f"{target if target is not None else 'not reached'} | "
             + (f"sim time {sim_time:.1f} | " if sim_time is not None else "")
+            + (f"epsilon {summary['dp_epsilon']:.4g} at delta {summary['dp_delta']:.0e} | " if "dp_epsilon" in summary else "")
             + f"{summary['wall_seconds']:.1f}s\nrun dir: {summary['run_dir']}")
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from fl_bench.numerics import kernels
 from fl_bench.engine.messages import Broadcast
 from fl_bench.runs.experiment import Run, build_experiment, result_config, run_experiment
 from tests.conftest import compose_run_config
@@ -151,7 +152,7 @@ def test_a_resumed_lightning_run_ends_identical_to_an_uninterrupted_one(tmp_path
             stop_after_checkpoint(run)
 
     run.checkpoint = checkpoint_then_die
-    with pytest.raises(Stop):
+    with pytest.raises(Stop), kernels(cfg.numerics, cfg.threads):  # as run_experiment computes
         run.execute(None)
     run_experiment(compose_run_config(*overrides), cut)  # resumes from the checkpoint
     for name in ("metrics.csv", "task_metrics.csv", "trips.csv"):
