@@ -223,6 +223,7 @@ RUNS = [c for c in COMMANDS_IN_README if c.module == "fl_bench" and c.kind == "c
 OTHERS = [c for c in COMMANDS_IN_README if c not in RUNS]
 
 
+@pytest.mark.slow  # 44 Hydra compositions, about 12 s
 def test_each_readme_run_composes_into_a_config_that_passes_its_checks(monkeypatch):
     problems = check_runs(RUNS, monkeypatch)
     assert not problems, "README commands that would not run:\n" + "\n".join(problems)
