@@ -23,6 +23,7 @@ AVX2_MACHINE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"
                 "OMP_NUM_THREADS": "2"}
 
 
+@pytest.mark.slow
 @pytest.mark.golden
 def test_a_portable_run_on_an_emulated_avx2_machine_gives_the_golden_bytes(tmp_path):
     # The first 2,000 trips of tests/runs/golden/fedbuff_*.csv (a shorter run is a prefix of a longer one).

@@ -108,7 +108,8 @@ def test_dpsgd_counts_the_replace_one_sensitivity_of_a_clipped_sum_as_two_clips(
 
 
 @pytest.mark.parametrize("mechanism, extra", [("ftrl", {}), ("ftrl", {"sensitivity": participation_sensitivity(3, 600, 100)}),
-                                              ("dpsgd", {"num_clients": 10_000, "per_step": 100})])
+                                              pytest.param("dpsgd", {"num_clients": 10_000, "per_step": 100},
+                                                           marks=pytest.mark.slow)])  # its accountant: 3.5 s
 def test_calibration_finds_the_noise_for_the_target_epsilon(mechanism, extra):
     sigma = calibrate(mechanism, 6.0, 600, 1e-7, **extra)
     assert epsilon(mechanism, sigma, 600, 1e-7, **extra) == pytest.approx(6.0, rel=1e-2)

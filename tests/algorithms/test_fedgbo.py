@@ -267,6 +267,7 @@ def test_fedgbo_with_beta_zero_is_fedavg_exactly(run_config, tmp_path):
     assert (gbo_trips.bytes_up == avg_trips.bytes_up).all() and (gbo_trips.bytes_down == 2 * avg_trips.bytes_down).all()
 
 
+@pytest.mark.slow
 def test_costs_per_trip_and_cumulative_follow_table_i_and_eq_22(run_config):
     summaries = {}
     for algorithm in ("fedavg", "fedgbo", "mimelite", "mfl"):

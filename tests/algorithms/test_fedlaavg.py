@@ -101,6 +101,7 @@ def test_the_client_lr_decays_per_round_on_both_training_paths():
     assert runs["true"] == pytest.approx(expected, abs=1e-7)
 
 
+@pytest.mark.slow
 def test_centralized_trains_one_model_on_the_pooled_data(tmp_path):
     summary = run_experiment(compose_run_config(
         "algorithm=centralized", "dataset=digits", "partition=one_class", "partition.num_clients=100",

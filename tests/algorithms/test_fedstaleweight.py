@@ -86,6 +86,7 @@ def test_the_slow_group_gets_more_than_its_upload_share_end_to_end(tmp_path):
         assert json.loads((tmp_path / algorithm / "summary.json").read_text())["final_val_accuracy_by_class"]
 
 
+@pytest.mark.slow
 def test_the_weight_share_per_group_goes_to_wandb_at_every_evaluation(tmp_path, monkeypatch):
     from fl_bench.runs.experiment import run_experiment
     from fl_bench.runs.run_log import RunLog

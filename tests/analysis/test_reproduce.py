@@ -157,6 +157,7 @@ def test_a_protocol_that_cannot_give_equal_budgets_or_unseen_report_seeds_is_ref
         Reproduction(_spec(tmp_path, protocol, **studies), smoke=False, runs_dir=None, jobs=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", sorted((SPEC.parent).glob("*_smoke.yaml")), ids=lambda p: p.stem)
 def test_every_paper_s_sweep_file_states_a_protocol_that_passes_its_checks(spec):
     repro = Reproduction(spec, smoke=False, runs_dir=None, jobs=1)
@@ -267,6 +268,7 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
     assert "seed=100,101,102,103" in commands[-1] and f"{lr}=0.1" in commands[-1]
 
 
+@pytest.mark.slow
 def test_a_bad_protocol_stops_the_command_with_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "fl_bench.analysis.reproduce", str(_spec(tmp_path, {"trials": 8}))],
                           capture_output=True, text=True)

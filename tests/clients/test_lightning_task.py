@@ -123,6 +123,7 @@ def test_dict_batches_adam_an_epoch_scheduler_and_fl_benchs_own_evaluation(tmp_p
     assert set(logged.name) == {"loss", "batch_size"} and set(logged.stage) == {"train"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("buffers", ["federated", "local"])
 def test_a_resumed_lightning_run_ends_identical_to_an_uninterrupted_one(tmp_path, buffers):
     """Killed after its checkpoint (server step 2) and resumed: metrics.csv, task_metrics.csv (with the

@@ -68,6 +68,7 @@ def test_a_prepared_cache_has_a_manifest_and_opens_without_hashing(pristine, mon
     assert "manifest" not in load(directory, pristine)[2]  # the run sees the dataset's meta only
 
 
+@pytest.mark.slow
 def test_out_of_range_labels_fail_the_run_with_one_line(pristine, tmp_path):
     root = tmp_path / "data"
     directory = root / cache_dir(pristine.dataset).relative_to(pristine.dataset.root)

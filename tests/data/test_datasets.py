@@ -138,6 +138,7 @@ def test_fedbuff_learns_digits_out_of_the_box(tmp_path):
     assert summary["dataset"] == "digits" and summary["trips_to_target"] is not None
 
 
+@pytest.mark.slow
 def test_groupnorm_cnn_trains_on_uint8_images_through_the_transform(tmp_path):
     summary = run(tmp_path, "dataset=digits", "model=cnn4", "partition=iid", "max_trips=500", "concurrency=10",
                   "algorithm.client_lr=0.05", "target_accuracy=0.3")
@@ -168,6 +169,7 @@ def write_sent140_csv(raw, copies=6):
                 writer.writerow([row[0], f"{copy}{row[1]}", row[2], row[3], f"{row[4]}{copy}", row[5]])
 
 
+@pytest.mark.slow
 def test_sent140_prepare_from_the_raw_csv_then_fedbuff_with_the_paper_lstm(tmp_path):
     write_sent140_csv(tmp_path / "raw" / "sent140")
     from fl_bench.data.__main__ import main
@@ -210,6 +212,7 @@ def test_femnist_from_leaf_json_to_the_fedgbo_cnn(tmp_path):
     assert run(tmp_path, "dataset=femnist", *args, "max_trips=12", "concurrency=3")["client_trips"] == 12
 
 
+@pytest.mark.slow
 def test_shakespeare_from_leaf_json_sequential_split_to_the_char_gru(tmp_path):
     from fl_bench.data.leaf import SHAKESPEARE_ALPHABET
 

@@ -54,6 +54,7 @@ def test_multirun_over_algorithms_and_seeds(tmp_path):
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, env, expected", [
     ("algorithm.bufer_size=3", {}, "bufer_size"),
     ("progress=false", {"FL_BENCH_PLUGINS": "no_such_module"}, "plugin module 'no_such_module'"),
@@ -82,6 +83,7 @@ def test_wandb_logger_works_offline(tmp_path):
 EXPERIMENTS = sorted(path.stem for path in (REPO / "conf" / "experiment").glob("*.yaml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_takes_another_partition_and_dataset_from_the_command_line(compose_config, experiment):
     """An experiment's own split and dataset settings are presets of their groups (conf/partition,

@@ -61,6 +61,7 @@ def test_a_study_without_the_sweepers_pruner_is_refused_in_one_line(tmp_path):
         run_experiment(cfg, tmp_path / "run")
 
 
+@pytest.mark.slow
 def test_a_tuning_run_killed_and_resumed_reports_to_its_trial_as_an_uninterrupted_one(tmp_path, monkeypatch):
     """Killed after 5 checkpoints (before its first rung) and resumed: the same trial of the run study goes
     on (no second trial), with the values and the pruning an uninterrupted run gets."""

@@ -132,6 +132,7 @@ def test_a_run_replays_fedscale_traces_for_availability_speed_and_bandwidth(tmp_
     assert (trips["failed"] == 3).any()  # and some are cut at a session's end (drop)
 
 
+@pytest.mark.slow
 def test_the_traces_command_summarises_and_generates_traces(tmp_path, capsys):
     path = tmp_path / "w.csv"
     path.write_text("client,start,end\n0,0,3600\n1,1800,5400\n")  # 2 clients over 2 hours
