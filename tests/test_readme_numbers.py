@@ -99,13 +99,16 @@ def test_the_set_up_section_quotes_the_suites_times_as_results_times_records_the
     assert whole and (whole.group(1), whole.group(2)) == (latest["tests"], latest["elapsed"])
     assert latest["when, and what the machine was doing"].startswith(f"{whole.group(3)}, from a clean clone")
     assert (whole.group(4) == "over") == (_seconds(latest["elapsed"]) > 600)
-    every_arm = re.search(rf"`tests/analysis/test_sweep_files.py`, are ({TIME}) of it", paragraph)
+    every_arm = re.search(rf"`tests/analysis/test_sweep_files.py`, are ({TIME}) of one process.s time", paragraph)
     row = next(row for row in rows if "`tests/analysis/test_sweep_files.py`" in row["command"])
     assert every_arm and every_arm.group(1) == row["elapsed"]
-    quick = re.search(rf"\(`-m \"not slow\"`, (\d+) tests\) took ({TIME}) in a slower hour that day", paragraph)
+    quick = re.search(rf"\(`-m \"not slow\"`, (\d+) tests\) took ({TIME}) that day", paragraph)
     row = next(row for row in rows if row["command"] == '`python -m pytest -m "not slow"`')
     assert quick and (quick.group(1), quick.group(2)) == (row["tests"], row["elapsed"])
-    assert row["when, and what the machine was doing"] == f"{whole.group(3)}, in the slower hour"
+    assert row["when, and what the machine was doing"].startswith(f"{whole.group(3)}, ")
+    alone = re.search(rf"`-n 0` runs in one process, where it took ({TIME})", paragraph)
+    row = next(row for row in rows if row["command"] == "`python -m pytest -n 0`")
+    assert alone and alone.group(1) == row["elapsed"] and row["tests"] == whole.group(1)
     golden = re.search(rf"the golden and numerics tests ({TIME}) under each forced kernel", paragraph)
     row = next(row for row in rows if row["command"].startswith('`python -m pytest -m "golden or numerics"`'))
     assert golden and golden.group(1) == row["elapsed"]

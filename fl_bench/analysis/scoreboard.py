@@ -33,7 +33,9 @@ TEXT = ("arm", "vs", "paper_effect", "verdict", "guard", "cause", "paper", "tabl
 NUMBERS = ("median", "median_low", "median_high", "effect", "effect_low", "effect_high")
 VERDICTS = ("reproduces", "differs", "inconclusive", "underpowered", "not reached", "paper split", "tuning failed")
 COLUMNS = ["paper", "table", "arm", "vs", "measure", "median", "median_low", "median_high", "effect", "effect_low",
-           "effect_high", "paper_effect", "verdict", "guard", "seeds", "cause"]
+           "effect_high", "censored", "paper_effect", "verdict", "guard", "seeds", "cause"]
+# censored: ">" where the effect is a lower bound (some of the arm's seeds never reached the target and
+# count as the budget: guards.evidence's effect_bound), as the page prints it; "" for a measured effect
 
 
 def write_table_evidence(found: pd.DataFrame, table: str, paper: str, arms: dict[str, dict], path: Path) -> None:
@@ -101,10 +103,11 @@ def _read_evidence(path: Path) -> pd.DataFrame:
         raise ConfigError(f"{path} is not a table's evidence file ({why}): {fix}") from None
     except OSError as error:
         raise ConfigError(f"{path} cannot be read ({error.strerror}): {fix}") from None
-    missing = [column for column in COLUMNS if column not in frame.columns]
+    missing = [column for column in [*COLUMNS, "effect_bound"] if column not in frame.columns and column != "censored"]
     if missing:
         raise ConfigError(f"{path} is not a table's evidence file (missing columns: {', '.join(missing)}): {fix}")
     frame[list(TEXT)] = frame[list(TEXT)].fillna("")
+    frame["censored"] = [">" if str(bound) == "True" else "" for bound in frame["effect_bound"]]
     return frame
 
 
@@ -133,9 +136,10 @@ def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
 
 
 def _effect(row: pd.Series) -> str:
+    """An effect [95% interval] as its page prints it, its censored bound (">") kept."""
     if row["measure"] in ("trips", "rounds"):
-        return f"{row['effect']:.2f}× [{row['effect_low']:.2f}, {row['effect_high']:.2f}]"
-    return f"{row['effect']:+.2f} [{row['effect_low']:+.2f}, {row['effect_high']:+.2f}]"
+        return f"{row['censored']}{row['effect']:.2f}× [{row['effect_low']:.2f}, {row['effect_high']:.2f}]"
+    return f"{row['censored']}{row['effect']:+.2f} [{row['effect_low']:+.2f}, {row['effect_high']:+.2f}]"
 
 
 def counts(rows: pd.DataFrame) -> str:
@@ -155,7 +159,8 @@ def markdown(rows: pd.DataFrame, tables: list[tuple[str, str, bool]], unstable: 
              "(`<table>_evidence.csv`, written by `fl_bench.analysis.reproduce`); one row per verdict, the same rows as "
              "`evidence.csv`. Effect: the arm against `vs` (a ratio of client trips or rounds, lower is better; or a "
              "difference in accuracy points, higher is better), median over the report seeds with its 95% bootstrap "
-             "interval; the verdict rule is each table's protocol (on its page).", "", f"All papers: {counts(rows)}.", "",
+             "interval; '>' marks a lower bound (seeds that never reached the target count as the budget; "
+             "`evidence.csv`'s `censored` column); the verdict rule is each table's protocol (on its page).", "", f"All papers: {counts(rows)}.", "",
              f"Guard, unstable (a tuned setting that collapsed on some report seeds), on {len(unstable)} "
              f"arm{'' if len(unstable) == 1 else 's'}{': ' + '; '.join(unstable) if unstable else ''}.", ""]
     for paper in dict.fromkeys(p for p, _, _ in tables):

@@ -89,3 +89,22 @@ def test_a_write_that_fails_midway_leaves_the_earlier_scoreboard_whole(tmp_path,
                                       "there (No space left on device): give a directory you can write to\n"
     assert {name: (tmp_path / name).read_bytes() for name in before} == before
     assert not list(tmp_path.glob(".*.partial"))  # nor is the half-written file left behind
+
+
+def test_a_censored_effect_keeps_its_bound_in_evidence_csv_and_on_the_scoreboard(tmp_path):
+    """issue 54: an arm whose seeds missed the target (counted as the budget, 1000) has a lower bound for
+    its effect: '>' on its page, and so in evidence.csv's censored column and on the scoreboard."""
+    runs = _runs({"base": [100, 101, 99, 100, 102], "slow": [300, 1000, 1000, 1000, 290]})
+    runs.loc[runs["trips_to_target"] == 1000, "trips_to_target"] = float("nan")  # never reached
+    arms = {"base": {}, "slow": {"vs": "base", "paper": {"trips": [2.0]}}}
+    spec = tmp_path / "mine.yaml"
+    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
+                    + "paper: Toy (2026)\n")
+    found = evidence(runs, "base", arms, "trips")
+    assert found.set_index("method").loc["slow", "effect_bound"]
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    scoreboard.write(tmp_path, [spec])
+    written = pd.read_csv(tmp_path / "evidence.csv", keep_default_na=False)
+    assert written.set_index("arm").loc["slow", "censored"] == ">"
+    effect = found.set_index("method").loc["slow", "effect"]
+    assert f"| >{effect:.2f}× [" in (tmp_path / "README.md").read_text()
