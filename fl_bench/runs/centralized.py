@@ -26,6 +26,9 @@ import math
 import os
 import sys
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +55,22 @@ from fl_bench.runs.run_dir import error_line, write_summary, writing
 from fl_bench.runs.run_log import RunLog, has_wandb_credentials, run_labels
 
 logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def _lightning_quiet() -> Iterator[None]:
+    """Lightning's start-up lines (no GPU, no TPU, a cloud-logging tip, "max_epochs reached") and a
+    deprecation inside it (its pytree LeafSpec under this torch) say nothing about the run, whose own
+    first line names its device: Lightning's warnings still show."""
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    level = rank_zero.level
+    rank_zero.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated", category=FutureWarning)
+            yield
+    finally:
+        rank_zero.setLevel(level)
 
 CHECKPOINTS = "checkpoints"  # Lightning's checkpoints in the run directory (last.ckpt resumes)
 EVAL_BATCH = 8192
@@ -354,6 +373,10 @@ class CentralizedRun:
     def execute(self, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
         """Fit to the end (from ``checkpoint``'s last.ckpt if given) and write metrics.csv, summary.json
         and model.pt, as the simulator's runs do."""
+        with _lightning_quiet():
+            return self._execute(checkpoint)
+
+    def _execute(self, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
         cfg = self.cfg
         started = time.perf_counter()
         self.log = RunLog(self.run_dir, self.config, "csv", cfg.wandb, checkpoint["rows"] if checkpoint else ())

@@ -182,3 +182,5 @@ def test_the_command_line_runs_it_and_prints_its_result_line(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "centralized on synthetic" in done.stdout and "trips 4 | server steps 4" in done.stdout
     assert "nan" not in done.stdout.lower() and "sim time" not in done.stdout  # no clock: no simulated time
+    said = done.stdout + done.stderr  # and none of Lightning's start-up lines or its internal deprecation
+    assert not any(noise in said for noise in ("TPU available", "litlogger", "LeafSpec", "max_epochs=4` reached"))
