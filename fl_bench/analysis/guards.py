@@ -363,6 +363,10 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
             if worse:
                 row["guard"] = "; ".join(filter(None, [f"tuning failed: worse than its special case {special}", row["guard"]]))
                 row["verdict"] = "tuning failed" if row["verdict"] else ""
+        if arm.get("degenerate"):  # its tuned setting is its special case's: the special case's method, run again
+            row["guard"] = "; ".join(filter(None, [f"degenerate: tuned to its special case {special} ({arm['degenerate']}), "
+                                                   "so it runs that method; no verdict of its own", row["guard"]]))
+            row["verdict"] = ""
         rows.append(row)
     return pd.DataFrame(rows, columns=list(EVIDENCE_COLUMNS)).assign(measure=measure)
 

@@ -477,6 +477,19 @@ class Reproduction:
         return ("Readings (where this implementation reads the paper one way and another reading is possible):\n\n"
                 + "\n".join(f"- {reading}" for reading in readings))
 
+    def degenerate(self, table: dict) -> dict[str, str]:
+        """The table's arms whose tuned setting is their study's special case (FedProx tuned to mu = 0,
+        MimeXlite to beta = 0): label -> the settings that make it so ('algorithm.beta = 0.0')."""
+        found = {}
+        for label, arm in table["arms"].items():
+            setting = (self.spec["studies"].get(arm.get("study"), {}).get("special_case") or {}).get("set")
+            if not arm.get("special_case") or not setting:
+                continue
+            best = self.tuned(arm["study"])["best_params"]
+            if all(key in best and float(best[key]) == float(value) for key, value in setting.items()):
+                found[label] = ", ".join(f"{key} = {best[key]}" for key in setting)
+        return found
+
     def write_table(self, name: str, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None,
                     ledger: SeedLedger | None, out: Path) -> pd.DataFrame:
         """The table's page, evidence and plots into ``out``, from its arms' finished runs; returns its runs."""
@@ -485,8 +498,10 @@ class Reproduction:
         tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
         measure = table.get("measure", "trips")
         view, verdict_measure = self._evidence_view(table, runs)
-        found = evidence(view, table["reference"], table["arms"], verdict_measure, needs,
-                         (self.protocol.power or {}).get("cap"))
+        degenerate = self.degenerate(table)
+        arms = {label: {**arm, "degenerate": degenerate[label]} if label in degenerate else arm
+                for label, arm in table["arms"].items()}
+        found = evidence(view, table["reference"], arms, verdict_measure, needs, (self.protocol.power or {}).get("cap"))
         write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
         notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.power_note(needs, runs),
                                             ledger.note(name, self.spec_path) if ledger else "",

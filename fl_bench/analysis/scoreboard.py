@@ -72,10 +72,11 @@ def _is_reproduction(path: Path) -> bool:
     return not isinstance(raw, dict) or "protocol" in raw
 
 
-def gather(out: Path, sweep_files: list[Path]) -> tuple[pd.DataFrame, list[tuple[str, str, bool]], list[str]]:
+def gather(out: Path, sweep_files: list[Path]) -> tuple[pd.DataFrame, list[tuple[str, str, bool]], list[str], list[str]]:
     """Every verdict row of every table of ``sweep_files`` found under ``out``, every (paper, table,
-    whether it has an evidence file there), and every arm, verdict or not, that the unstable guard names
-    ('table: arm')."""
+    whether it has an evidence file there), every arm, verdict or not, that the unstable guard names
+    ('table: arm'), and every arm tuned to its special case ('table: arm (what it equals)'), which has
+    no verdict of its own."""
     frames, tables = [], []
     for spec_path in dict.fromkeys(path.resolve() for path in sweep_files):
         spec = load_sweep_file(spec_path)
@@ -89,8 +90,10 @@ def gather(out: Path, sweep_files: list[Path]) -> tuple[pd.DataFrame, list[tuple
     every = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     rows = every[every["verdict"] != ""].reset_index(drop=True)
     rows["cause"] = [_cause_verdict(row, every) for _, row in rows.iterrows()]
-    unstable = [f"{row['table']}: {row['arm']}" for _, row in every.iterrows() if row["guard"].startswith("unstable")]
-    return rows[COLUMNS], tables, unstable
+    unstable = [f"{row['table']}: {row['arm']}" for _, row in every.iterrows() if "unstable: " in row["guard"]]
+    degenerate = [f"{row['table']}: {row['arm']} ({row['guard'].split('degenerate: ', 1)[1].split('; ')[0]})"
+                  for _, row in every.iterrows() if "degenerate: " in row["guard"]]
+    return rows[COLUMNS], tables, unstable, degenerate
 
 
 def _read_evidence(path: Path) -> pd.DataFrame:
@@ -151,7 +154,8 @@ def counts(rows: pd.DataFrame) -> str:
     return f"{len(rows)} verdicts: {', '.join(parts)} ({share:.0%} inconclusive)"
 
 
-def markdown(rows: pd.DataFrame, tables: list[tuple[str, str, bool]], unstable: list[str] = ()) -> str:
+def markdown(rows: pd.DataFrame, tables: list[tuple[str, str, bool]], unstable: list[str] = (),
+             degenerate: list[str] = ()) -> str:
     """The scoreboard page: counts overall and the arms whose tuned setting collapsed, then per paper a
     row per claim."""
     lines = ["# What holds: every paper's claims under this suite's protocol", "",
@@ -162,7 +166,10 @@ def markdown(rows: pd.DataFrame, tables: list[tuple[str, str, bool]], unstable: 
              "interval; '>' marks a lower bound (seeds that never reached the target count as the budget; "
              "`evidence.csv`'s `censored` column); the verdict rule is each table's protocol (on its page).", "", f"All papers: {counts(rows)}.", "",
              f"Guard, unstable (a tuned setting that collapsed on some report seeds), on {len(unstable)} "
-             f"arm{'' if len(unstable) == 1 else 's'}{': ' + '; '.join(unstable) if unstable else ''}.", ""]
+             f"arm{'' if len(unstable) == 1 else 's'}{': ' + '; '.join(unstable) if unstable else ''}.", "",
+             f"Degenerate (a tuned setting equal to its special case: that method run again, not counted), on "
+             f"{len(degenerate)} arm{'' if len(degenerate) == 1 else 's'}{': ' + '; '.join(degenerate) if degenerate else ''}.",
+             ""]
     for paper in dict.fromkeys(p for p, _, _ in tables):
         mine = rows[rows["paper"] == paper]
         lines += [f"## {paper}", ""]
@@ -187,11 +194,11 @@ def markdown(rows: pd.DataFrame, tables: list[tuple[str, str, bool]], unstable: 
 def write(out: Path, sweep_files: list[Path] | None = None) -> pd.DataFrame:
     """``out``/evidence.csv and ``out``/README.md from the evidence files under ``out`` of the tables of
     ``sweep_files`` (default: :func:`reproductions`)."""
-    rows, tables, unstable = gather(out, reproductions() if sweep_files is None else sweep_files)
+    rows, tables, unstable, degenerate = gather(out, reproductions() if sweep_files is None else sweep_files)
     if not any(found for _, _, found in tables):  # a misspelt --out would otherwise give an empty board
         raise ConfigError(f"{out} holds no evidence file (<table>_evidence.csv) of any table of the sweep files: "
                           "give as --out the directory the tables were reproduced into")
-    table, page = rows.to_csv(index=False), markdown(rows, tables, unstable)  # both whole before either is written
+    table, page = rows.to_csv(index=False), markdown(rows, tables, unstable, degenerate)  # both whole before either is written
     try:
         replace_text(out / "evidence.csv", table)
         replace_text(out / "README.md", page)

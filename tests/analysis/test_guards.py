@@ -141,6 +141,20 @@ def test_a_nested_method_worse_than_its_special_case_is_a_tuning_failure_not_a_f
         evidence_table(runs, "fedbuff", misspelt, "trips")
 
 
+
+def test_an_arm_tuned_to_its_special_case_has_no_verdict_of_its_own():
+    """issue 54: FedProx tuned to mu = 0 is FedAvg run again; its row says so and is no second verdict."""
+    runs = _runs({"fedbuff": [100, 102, 98], "fedavg": [150, 160, 155], "fedprox": [150, 160, 155]})
+    arms = {"fedavg": {"vs": "fedbuff", "paper": {"trips": [1.5]}},
+            "fedprox": {"vs": "fedbuff", "special_case": "fedavg", "paper": {"trips": [1.5]},
+                        "degenerate": "algorithm.prox_mu = 0.0"}}
+    table = evidence_table(runs, "fedbuff", arms, "trips").set_index("method")
+    assert table.loc["fedprox", "verdict"] == "" and table.loc["fedavg", "verdict"] == "reproduces"
+    assert table.loc["fedprox", "guard"] == ("degenerate: tuned to its special case fedavg (algorithm.prox_mu = 0.0), "
+                                             "so it runs that method; no verdict of its own")
+    del arms["fedprox"]["degenerate"]
+    assert evidence_table(runs, "fedbuff", arms, "trips").set_index("method").loc["fedprox", "verdict"] == "reproduces"
+
 def test_a_missed_target_counts_as_the_budget_and_a_workload_at_its_floor_or_ceiling_is_saturated():
     runs = _runs({"fedbuff": [100, 110, 105], "fedasync": [float("nan"), 900, float("nan")]})
     table = evidence_table(runs, "fedbuff", {"fedasync": {"vs": "fedbuff"}}, "trips").set_index("method")

@@ -387,3 +387,14 @@ def test_the_ledger_is_written_before_the_first_report_run(tmp_path, monkeypatch
     monkeypatch.setattr(repro, "run_arm", run_arm)
     with pytest.raises(RuntimeError, match="stop here"):
         repro.run(["t"], tmp_path / "out")
+
+
+def test_an_arm_whose_kept_setting_is_its_special_case_is_found_from_the_tuned_files(tmp_path):
+    """issue 54: Table 1's FedProx (paper client) was tuned to mu = 0 (FedAvg's runs again, seed for seed)
+    and FedGBO's MimeXlite to beta = 0; the tuned files say so, no run needed."""
+    fedbuff = Reproduction(SPEC, smoke=False, runs_dir=tmp_path, jobs=1)
+    assert fedbuff.degenerate(fedbuff.spec["tables"]["fedbuff_table1_smoke"]) == \
+        {"fedprox (paper client)": "algorithm.prox_mu = 0.0"}
+    fedgbo = Reproduction(SPEC.parent / "fedgbo_smoke.yaml", smoke=False, runs_dir=tmp_path, jobs=1)
+    assert fedgbo.degenerate(fedgbo.spec["tables"]["fedgbo_table4_smoke"]) == {"mimexlite": "algorithm.beta = 0.0"}
+    assert not any(tmp_path.iterdir())  # read from results/tuned alone

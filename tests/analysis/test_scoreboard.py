@@ -108,3 +108,20 @@ def test_a_censored_effect_keeps_its_bound_in_evidence_csv_and_on_the_scoreboard
     assert written.set_index("arm").loc["slow", "censored"] == ">"
     effect = found.set_index("method").loc["slow", "effect"]
     assert f"| >{effect:.2f}× [" in (tmp_path / "README.md").read_text()
+
+
+
+def test_a_degenerate_arm_is_named_on_the_scoreboard_and_not_counted(tmp_path):
+    runs = _runs({"base": [100, 101, 99, 100, 102], "plain": [300, 310, 305, 290, 300], "nested": [300, 310, 305, 290, 300]})
+    arms = {"base": {}, "plain": {"vs": "base", "paper": {"trips": [2.0]}},
+            "nested": {"vs": "base", "special_case": "plain", "paper": {"trips": [2.0]}, "degenerate": "algorithm.beta = 0.0"}}
+    spec = tmp_path / "mine.yaml"
+    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
+                    + "paper: Toy (2026)\n")
+    scoreboard.write_table_evidence(evidence(runs, "base", arms, "trips"), "toy_table", "Toy (2026)", arms,
+                                    tmp_path / "toy_table_evidence.csv")
+    rows = scoreboard.write(tmp_path, [spec])
+    assert list(rows["arm"]) == ["plain"]  # one verdict, not two
+    page = (tmp_path / "README.md").read_text()
+    assert "on 1 arm: toy_table: nested (tuned to its special case plain (algorithm.beta = 0.0), so it runs that " \
+           "method)." in page and "All papers: 1 verdicts" in page
