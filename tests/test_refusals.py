@@ -99,6 +99,10 @@ def write_files(tmp: Path) -> None:
     (tmp / "brace.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {gap:(0,1) FedAvg}\n"))
     (tmp / "cause.yaml").write_text(_replace(hfl, "(0,1) HFL: {study: hfl,",
                                              "(0,1) HFL: {study: hfl, cause: {arm: '(0,1) FedAvgg', changes: waits},"))
+    ssgd = '(0,0) S-SGD: {study: ssgd,'
+    for name, extra in (("kind", "claim: gap,"), ("loose", "claim: closeness, tolerance: 5, tolerance_why: wide,"),
+                        ("why", "claim: closeness, tolerance: 1,"), ("side", "tolerance: 1, tolerance_why: tight,")):
+        (tmp / f"claim_{name}.yaml").write_text(_replace(hfl, ssgd, f"{ssgd} {extra}"))
     (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
     (tmp / "amended_before.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - '2026-11-01: more seeds'\n"))
     for name, entry in (("future", "'2099-01-01: more seeds'"), ("no_day", "'2026-13-45: more seeds'"),
@@ -402,6 +406,14 @@ REFUSALS = [
     *[(REPRODUCE, [f"{{tmp}}/table_{name}.yaml"], {}, f"{{tmp}}/table_{name}.yaml: table name={table!r} is not allowed: a "
        "table's name is its page's file name under --out") for name, table in (("path", "../../escaped_table"), ("dot", ".hidden"),
                                                                               ("nul", "a\0b"))],
+    (REPRODUCE, ["{tmp}/claim_kind.yaml"], {}, "{tmp}/claim_kind.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.claim='gap' "
+     "is not allowed"),
+    (REPRODUCE, ["{tmp}/claim_loose.yaml"], {}, "{tmp}/claim_loose.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance=5.0 "
+     "is not allowed: a table may only tighten the default rule: points in (0, 2]"),
+    (REPRODUCE, ["{tmp}/claim_why.yaml"], {}, "{tmp}/claim_why.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance_why=None "
+     "is not allowed: a tighter tolerance needs its reason"),
+    (REPRODUCE, ["{tmp}/claim_side.yaml"], {}, "{tmp}/claim_side.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance=1.0 "
+     "is not allowed: a side claim has no tolerance"),
     (REPRODUCE, ["{tmp}/cause.yaml"], {}, "{tmp}/cause.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.cause.arm='(0,1) "
                                           "FedAvgg' is not defined"),
     (SCOREBOARD, ["--sweeps", "{tmp}/no_such_dir"], {}, "--sweeps {tmp}/no_such_dir is not a directory"),

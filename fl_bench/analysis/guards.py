@@ -164,6 +164,19 @@ def tuned_edges(tuned: dict[str, Any], spaces: Path | Sequence[Path] = SPACES) -
 
 
 NO_DIFFERENCE = {"ratio": (0.95, 1.05), "difference": (-0.5, 0.5)}  # the band of "the same"
+
+# Claims of a kind (issue 54). A paper number is registered as the claim its sentence makes: "side" (only
+# an order: A beats B), "size" (the effect is what is claimed: 3.3x fewer trips) or "closeness" (A comes
+# within the paper's gap of B). Size and closeness are judged against one tolerance band around the
+# paper's numbers, set here for every paper, as an equivalence test judges a replication (Lakens 2017,
+# "Equivalence tests", TOST: the claim holds where the estimate's interval reaches into the band the
+# original result allows; the ML Reproducibility Challenge reports likewise accept a number "within
+# the original's range"): ratios within a factor of 1.5 of the paper's range, differences within
+# max(2 points, 25% of the paper's largest |number|). A table may only tighten it (``tolerance``, with
+# its reason); a looser one is refused when the sweep file loads.
+CLAIMS = ("side", "size", "closeness")
+RATIO_FACTOR = 1.5
+DIFFERENCE_POINTS, DIFFERENCE_SHARE = 2.0, 0.25
 RESAMPLES = 2000
 COLLAPSE_POINTS = 10.0  # accuracy this far below its arm's median is a collapsed seed, not noise
 
@@ -218,6 +231,44 @@ def _paper_side(values: list[Any], kind: str) -> str | None:
     """The side all the paper's numbers take; None when they disagree."""
     sides = {paper_side(value, kind) for value in values}
     return sides.pop() if len(sides) == 1 else None
+
+
+def default_tolerance(values: list[Any], kind: str) -> float:
+    """The default rule's tolerance for the paper's ``values``: a factor (ratios) or points (differences)."""
+    if kind == "ratio":
+        return RATIO_FACTOR
+    return max(DIFFERENCE_POINTS, DIFFERENCE_SHARE * max(abs(float(str(v).lstrip("<>"))) for v in values))
+
+
+def claim_band(values: list[Any], kind: str, claim: str, tolerance: float | None = None) -> tuple[float, float]:
+    """Where an effect must reach for a size or closeness claim to hold: the paper's range widened by the
+    tolerance (the default rule's, or a tighter ``tolerance``). Closeness: anything up to the paper's
+    largest gap plus the tolerance (coming closer than the paper did still holds). A bound ('>4.8') opens
+    its side of the band."""
+    tolerance = default_tolerance(values, kind) if tolerance is None else tolerance
+    numbers = [float(str(v).lstrip("<>")) for v in values]
+    low, high = min(numbers), max(numbers)
+    if any(str(v).startswith(">") for v in values):
+        high = math.inf
+    if any(str(v).startswith("<") for v in values):
+        low = -math.inf
+    if kind == "ratio":
+        low, high = low / tolerance, high * tolerance
+    else:
+        low, high = low - tolerance, high + tolerance
+    return (-math.inf if claim == "closeness" else low), high
+
+
+def _claim_verdict(value: float, v_low: float, v_high: float, band: tuple[float, float], values: list[Any],
+                   bound: bool) -> str | None:
+    """A size or closeness claim whose side holds: "reproduces" where the interval reaches into the band,
+    else the side with the size ("same side, 34x the paper's"); None where the band decides nothing."""
+    if v_low <= band[1] and v_high >= band[0]:
+        return "reproduces"
+    numbers = [float(str(v).lstrip("<>")) for v in values]
+    paper = float(np.median(numbers))
+    multiple = value / paper if paper else math.inf
+    return f"same side, {'more than ' if bound else ''}{multiple:.2g}x the paper's"
 
 
 def censored_at(runs: pd.DataFrame, method: str, measure: str) -> float:
@@ -294,7 +345,7 @@ def collapsed(runs: pd.DataFrame, method: str, measure: str) -> list[int]:
 
 
 EVIDENCE_COLUMNS = ("method", "seeds", "median", "median_low", "median_high", "missed", "vs", "effect", "effect_low",
-                    "effect_high", "effect_bound", "paper", "verdict", "guard")
+                    "effect_high", "effect_bound", "paper", "claim", "band_low", "band_high", "verdict", "guard")
 
 
 def paper_effect(arm: dict, vs_arm: dict, measure: str) -> list | None:
@@ -328,7 +379,8 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
         arm = arms.get(method, {})
         row = {"method": method, "seeds": len(ours), "median": float(np.median(ours)), "median_low": low,
                "median_high": high, "missed": bound, "vs": "", "effect": np.nan, "effect_low": np.nan,
-               "effect_high": np.nan, "effect_bound": False, "paper": "", "verdict": "", "guard": ""}
+               "effect_high": np.nan, "effect_bound": False, "paper": "", "claim": "side", "band_low": np.nan,
+               "band_high": np.nan, "verdict": "", "guard": ""}
         vs = arm.get("vs", reference)
         if vs in methods and vs != method and ("vs" in arm or "paper" in arm):
             base, base_bound = samples(runs, vs, measure)
@@ -343,12 +395,18 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
                 expected, found = _paper_side(list(paper), kind), side(v_low, v_high, kind)
                 need = (needs or {}).get(method)
                 decided = expected is not None and (found == expected or excludes(v_low, v_high, expected, kind))
+                claim = arm.get("claim", "side")
                 row["verdict"] = ("paper split" if expected is None
                                   else "not reached" if np.median(ours) >= budget and np.median(base) >= base_budget
                                   else "reproduces" if found == expected else "differs" if decided
                                   else f"underpowered at {len(ours)} seeds" if need is not None
                                   and need.seeds is not None and cap is not None and need.seeds > cap
                                   else "inconclusive")
+                if claim != "side":
+                    band = claim_band(list(paper), kind, claim, arm.get("tolerance"))
+                    row.update(claim=claim, band_low=band[0], band_high=band[1])
+                    if row["verdict"] == "reproduces":  # its side holds: does its size?
+                        row["verdict"] = _claim_verdict(value, v_low, v_high, band, list(paper), row["effect_bound"])
         fallen = collapsed(runs, method, measure) if "seed" in runs else []
         if fallen:
             row["guard"] = f"unstable: collapsed on seed{'s' if len(fallen) > 1 else ''} {', '.join(map(str, fallen))} of {len(ours)}"
@@ -386,6 +444,20 @@ def shown_effect(row: pd.Series) -> str:
     return _shown(row["effect"], row["effect_low"], row["effect_high"], kind, bool(row["effect_bound"]))
 
 
+def shown_paper(row: pd.Series, paper: str = "paper") -> str:
+    """The paper's numbers as the page prints them, with the claim and its band where the claim is of
+    size or closeness ('3.3× (size: 2.20× to 4.95×)')."""
+    claim = row.get("claim", "side")
+    if not isinstance(claim, str) or claim in ("", "side"):
+        return row[paper]
+    ratio = row["measure"] in ("trips", "rounds")
+    low, high = row["band_low"], row["band_high"]
+    shown = (lambda v: f"{v:.2f}×") if ratio else (lambda v: f"{v:+.2f}")
+    band = (f"up to {shown(high)}" if low == -math.inf else f"from {shown(low)}" if high == math.inf
+            else f"{shown(low)} to {shown(high)}")
+    return f"{row[paper]} ({claim}: {band})"
+
+
 def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
                    found: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`evidence` (``found``, when already computed) as the page shows it."""
@@ -393,7 +465,8 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
     return pd.DataFrame({"method": found["method"], "seeds": found["seeds"],
                          "median [95% CI]": found.apply(shown_median, axis=1) if len(found) else [],
                          "vs": found["vs"], "effect [95% CI]": found.apply(shown_effect, axis=1) if len(found) else [],
-                         "paper": found["paper"], "verdict": found["verdict"], "guard": found["guard"]})
+                         "paper": found.apply(shown_paper, axis=1) if len(found) else [], "verdict": found["verdict"],
+                         "guard": found["guard"]})
 
 
 PLACEHOLDER = re.compile(r"\{(effect|median|verdict|seeds):([^{}]+)\}")

@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from fl_bench.analysis.guards import shown_paper
 from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text
@@ -31,9 +32,14 @@ from fl_bench.runs.atomic import replace_text
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 TEXT = ("arm", "vs", "paper_effect", "verdict", "guard", "cause", "paper", "table")  # empty cells stay ""
 NUMBERS = ("median", "median_low", "median_high", "effect", "effect_low", "effect_high")
-VERDICTS = ("reproduces", "differs", "inconclusive", "underpowered", "not reached", "paper split", "tuning failed")
+VERDICTS = ("reproduces", "differs", "inconclusive", "same side", "underpowered", "not reached", "paper split",
+            "tuning failed")
 COLUMNS = ["paper", "table", "arm", "vs", "measure", "median", "median_low", "median_high", "effect", "effect_low",
-           "effect_high", "censored", "paper_effect", "verdict", "guard", "seeds", "cause"]
+           "effect_high", "censored", "paper_effect", "claim", "band_low", "band_high", "verdict", "guard", "seeds",
+           "cause"]
+# written by the reproduction since a later issue than the file's other columns: an older evidence file
+# reads as the side claims its verdicts were
+LATER_COLUMNS = {"claim": "side", "band_low": float("nan"), "band_high": float("nan")}
 # censored: ">" where the effect is a lower bound (some of the arm's seeds never reached the target and
 # count as the budget: guards.evidence's effect_bound), as the page prints it; "" for a measured effect
 
@@ -106,6 +112,7 @@ def _read_evidence(path: Path) -> pd.DataFrame:
         raise ConfigError(f"{path} is not a table's evidence file ({why}): {fix}") from None
     except OSError as error:
         raise ConfigError(f"{path} cannot be read ({error.strerror}): {fix}") from None
+    frame = frame.assign(**{column: value for column, value in LATER_COLUMNS.items() if column not in frame.columns})
     missing = [column for column in [*COLUMNS, "effect_bound"] if column not in frame.columns and column != "censored"]
     if missing:
         raise ConfigError(f"{path} is not a table's evidence file (missing columns: {', '.join(missing)}): {fix}")
@@ -148,7 +155,8 @@ def _effect(row: pd.Series) -> str:
 def counts(rows: pd.DataFrame) -> str:
     """'N verdicts: a reproduces, b differs, c inconclusive (x%)' for ``rows`` (with the underpowered,
     not-reached, paper-split and tuning-failed rows where there are any)."""
-    found = rows["verdict"].str.replace(r"^underpowered at \d+ seeds$", "underpowered", regex=True).value_counts()
+    found = (rows["verdict"].str.replace(r"^underpowered at \d+ seeds$", "underpowered", regex=True)
+             .str.replace(r"^same side, .*$", "same side", regex=True).value_counts())
     parts = [f"{found.get(v, 0)} {v}" for v in VERDICTS if found.get(v, 0) or v in VERDICTS[:3]]
     share = found.get("inconclusive", 0) / len(rows) if len(rows) else 0.0
     return f"{len(rows)} verdicts: {', '.join(parts)} ({share:.0%} inconclusive)"
@@ -181,7 +189,7 @@ def markdown(rows: pd.DataFrame, tables: list[tuple[str, str, bool]], unstable: 
             lines += [f"{counts(mine)}.", ""]
             shown = pd.DataFrame({
                 "table": [f"[{t}]({t}.md)" for t in mine["table"]], "arm": mine["arm"], "vs": mine["vs"],
-                "effect [95% CI]": mine.apply(_effect, axis=1), "paper": mine["paper_effect"],
+                "effect [95% CI]": mine.apply(_effect, axis=1), "paper": mine.apply(shown_paper, axis=1, paper="paper_effect"),
                 "verdict": mine["verdict"], "seeds": mine["seeds"], "guard": mine["guard"], "cause": mine["cause"]})
             lines += [shown.to_markdown(index=False), ""]
         gone = [t for p, t, found in tables if p == paper and not found]

@@ -31,7 +31,7 @@ import yaml
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from fl_bench.analysis.guards import PLACEHOLDER_KINDS, TYPED_INTERVAL
+from fl_bench.analysis.guards import CLAIMS, PLACEHOLDER_KINDS, TYPED_INTERVAL, default_tolerance, paper_effect
 from fl_bench.analysis.report import MEASURES as REPORT_MEASURES
 from fl_bench.errors import ConfigError
 from fl_bench.runs.config import OBJECTIVES
@@ -138,6 +138,12 @@ class ArmSpec:
     special_case: Optional[str] = None
     cause: Optional[Cause] = None
     tried: list[Cause] = field(default_factory=list)  # arms that each changed one thing and did not explain it
+    # What the paper's number claims (fl_bench.analysis.guards.CLAIMS): side (an order), size (the number),
+    # closeness (within the paper's gap); size and closeness are judged against the default tolerance,
+    # or a tighter ``tolerance`` (a factor for ratios, points for differences) with its reason
+    claim: str = "side"
+    tolerance: Optional[float] = None
+    tolerance_why: Optional[str] = None
 
 
 @dataclass
@@ -496,6 +502,8 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
                     _refuse(path, f"{where}.arms.{label}.{key}", other, "it names the arm itself: name the other arm "
                             "of the table that changes one thing")
             _check_paper(arm, label, table.get("measure", "trips"), f"{where}.arms.{label}", path)
+            vs = arms.get(arm.get("vs") or table["reference"], {})
+            _check_claim(arm, vs, table.get("measure", "trips"), f"{where}.arms.{label}", path)
         _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known)
 
 
@@ -520,6 +528,30 @@ def _check_paper(arm: dict[str, Any], label: str, measure: str, where: str, path
     if arm.get("vs") == label and compared:
         _refuse(path, f"{where}.vs", label, f"it names the arm itself, which compares it with none and leaves its "
                 f"paper.{compared[0]} unread: name another arm of the table")
+
+
+def _check_claim(arm: dict[str, Any], vs: dict[str, Any], measure: str, where: str, path: Path) -> None:
+    """The arm's ``claim`` is a kind of CLAIMS, a size or closeness claim has the paper's numbers (against
+    ``vs``, the compared arm) to size, and a ``tolerance`` only tightens the default rule's
+    (fl_bench.analysis.guards), with its reason."""
+    claim = arm.get("claim", "side")
+    _choose(path, f"{where}.claim", claim, CLAIMS)
+    kind = "ratio" if measure in ("trips", "rounds") else "difference"
+    values = paper_effect(arm, vs, measure)
+    if claim != "side" and (not values or all(str(v)[:1] in "<>" for v in values)):
+        _refuse(path, f"{where}.claim", claim, "a size or closeness claim needs the paper's numbers in its paper "
+                "(not only bounds such as '>0'): use claim: side")
+    tolerance = arm.get("tolerance")
+    if tolerance is None:
+        return
+    if claim == "side":
+        _refuse(path, f"{where}.tolerance", tolerance, "a side claim has no tolerance: set claim: size or closeness")
+    widest = default_tolerance(values, kind)
+    if not (1 if kind == "ratio" else 0) < tolerance <= widest:
+        _refuse(path, f"{where}.tolerance", tolerance, f"a table may only tighten the default rule: "
+                f"{'a factor in (1, ' if kind == 'ratio' else 'points in (0, '}{widest:g}]")
+    if not arm.get("tolerance_why"):
+        _refuse(path, f"{where}.tolerance_why", arm.get("tolerance_why"), "a tighter tolerance needs its reason")
 
 
 def _paper_value_ok(key: str, value: Any) -> bool:

@@ -269,3 +269,43 @@ def test_a_paper_split_across_the_band_has_no_side_to_test_and_a_verdict_the_cap
     needs = {"k100": Need(seeds=40, effect=0.36, distance=0.31, spread=0.9)}  # the pilot said 40 > the cap of 30
     capped = evidence(runs, "fedbuff", arms, "trips", needs, cap=30).set_index("method")
     assert capped.loc["k100", "verdict"] == "underpowered at 5 seeds"
+
+
+# ----------------------------------------------------------------- claims of a kind (issue 54)
+def test_a_size_claim_30x_the_papers_with_the_right_sign_is_not_reproduces():
+    # effect 30x (3,000 trips against 100) where the paper claims 1.1x fewer: the side holds, the size does not
+    runs = _runs({"base": [100, 101, 99, 100, 102], "far": [3000, 3010, 2990, 3005, 2995],
+                  "near": [120, 121, 119, 120, 122]})
+    arms = {"far": {"vs": "base", "paper": {"trips": [1.1]}, "claim": "size"},
+            "near": {"vs": "base", "paper": {"trips": [1.1]}, "claim": "size"}}
+    table = evidence_table(runs, "base", arms, "trips").set_index("method")
+    assert table.loc["far", "verdict"] == "same side, 27x the paper's"  # 30.0x / 1.1x
+    assert table.loc["near", "verdict"] == "reproduces"  # 1.2x, inside 1.1x / 1.5 .. 1.1x * 1.5
+    assert table.loc["near", "paper"] == "1.1× (size: 0.73× to 1.65×)"
+    side = {label: {**arm, "claim": "side"} for label, arm in arms.items()}
+    assert evidence_table(runs, "base", side, "trips").set_index("method").loc["far", "verdict"] == "reproduces"
+
+
+def test_a_closeness_claim_is_decided_both_ways():
+    """HFL's headline: S-SGD 84.58 against HFL 83.41, a gap of 1.17 points; band: up to 1.17 + 2 points."""
+    acc = lambda values: values  # noqa: E731
+    runs = pd.DataFrame([{"method": m, "seed": s, "best_val_accuracy": v / 100}
+                         for m, values in {"hfl": acc([50, 51, 49, 50, 50]), "far": acc([90, 91, 89, 90, 90]),
+                                           "close": acc([52, 53, 51, 52, 52])}.items() for s, v in enumerate(values)])
+    arms = {"hfl": {"paper": {"accuracy": 83.41}},
+            "far": {"vs": "hfl", "paper": {"accuracy": 84.58}, "claim": "closeness"},
+            "close": {"vs": "hfl", "paper": {"accuracy": 84.58}, "claim": "closeness"}}
+    table = evidence_table(runs, "hfl", arms, "best_accuracy").set_index("method")
+    assert table.loc["far", "verdict"] == "same side, 34x the paper's"  # 40 points against 1.17
+    assert table.loc["close", "verdict"] == "reproduces"  # 2 points: within 1.17 + 2
+    assert table.loc["close", "paper"] == "+1.17 (closeness: up to +3.17)"
+
+
+def test_a_censored_effect_is_a_bound_against_the_band():
+    # "slow" misses the target on 3 of 5 seeds (counted as the budget, 1000): its effect is a lower bound
+    runs = _runs({"base": [100, 101, 99, 100, 102], "slow": [900, float("nan"), float("nan"), float("nan"), 950]})
+    passing = {"slow": {"vs": "base", "paper": {"trips": [2.0]}, "claim": "size"}}
+    found = evidence_table(runs, "base", passing, "trips").set_index("method")
+    assert found.loc["slow", "verdict"] == "same side, more than 5x the paper's"  # its bound, >9.8x, is past 3x
+    within = {"slow": {"vs": "base", "paper": {"trips": [8.0]}, "claim": "size"}}  # band 5.3x to 12x: a bound inside
+    assert evidence_table(runs, "base", within, "trips").set_index("method").loc["slow", "verdict"] == "reproduces"
