@@ -250,8 +250,9 @@ def calibrate(mechanism: str, target_epsilon: float, steps: int, delta: float, n
               per_step: int = 1, sensitivity: float | None = None) -> float:
     """The smallest noise multiplier whose epsilon after ``steps`` is at most ``target_epsilon`` (a
     bisection over the accountant: dp_accounting.calibrate_dp_mechanism); DP-FTRL at the bound
-    ``sensitivity`` (:func:`participation_sensitivity`; None: :func:`epsilon`'s). Kept per arguments: the seeds of a multirun
-    share it, and DP-SGD's accountant (sampling without replacement) takes seconds a calibration."""
+    ``sensitivity`` (:func:`participation_sensitivity`; None: :func:`epsilon`'s). Kept per arguments:
+    the seeds of a multirun share it, and DP-SGD's accountant (sampling without replacement) takes
+    seconds a calibration."""
     import dp_accounting
 
     try:

@@ -101,7 +101,8 @@ def write_files(tmp: Path) -> None:
                                              "(0,1) HFL: {study: hfl, cause: {arm: '(0,1) FedAvgg', changes: waits},"))
     ssgd = '(0,0) S-SGD: {study: ssgd,'
     for name, extra in (("kind", "claim: gap,"), ("loose", "claim: closeness, tolerance: 5, tolerance_why: wide,"),
-                        ("why", "claim: closeness, tolerance: 1,"), ("side", "tolerance: 1, tolerance_why: tight,")):
+                        ("why", "claim: closeness, tolerance: 1,"), ("side", "tolerance: 1, tolerance_why: tight,"),
+                        ("type", "claim: closeness, tolerance: wide, tolerance_why: x,")):
         (tmp / f"claim_{name}.yaml").write_text(_replace(hfl, ssgd, f"{ssgd} {extra}"))
     (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
     (tmp / "amended_before.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - '2026-11-01: more seeds'\n"))
@@ -176,6 +177,8 @@ REFUSALS = [
      {}, "task.buffers=federated is not allowed with dp=ftrl: the clients' buffers"),
     (FL_BENCH, ["concurrency=5000"], {}, "concurrency=5000 is impossible"),
     (FL_BENCH, ["dp=ftrl", "dp.max_participations=0"], {}, "dp.max_participations=0 is not allowed: must be >= 1 or null"),
+    (FL_BENCH, ["dp=ftrl", "dp.max_participations=abc"], {}, "Error merging override dp.max_participations=abc"),
+    (FL_BENCH, ["dp=dpsgd", "dp.max_participations=2"], {}, "Could not override 'dp.max_participations'"),
     (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=12", "dp.max_participations=null"], {},
      "dp.max_participations=None is not allowed: must be set with dp.target_epsilon"),
     (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=12", "max_trips=2000"], {},
@@ -412,6 +415,7 @@ REFUSALS = [
      "is not allowed: a table may only tighten the default rule: points in (0, 2]"),
     (REPRODUCE, ["{tmp}/claim_why.yaml"], {}, "{tmp}/claim_why.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance_why=None "
      "is not allowed: a tighter tolerance needs its reason"),
+    (REPRODUCE, ["{tmp}/claim_type.yaml"], {}, "{tmp}/claim_type.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance"),
     (REPRODUCE, ["{tmp}/claim_side.yaml"], {}, "{tmp}/claim_side.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance=1.0 "
      "is not allowed: a side claim has no tolerance"),
     (REPRODUCE, ["{tmp}/cause.yaml"], {}, "{tmp}/cause.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.cause.arm='(0,1) "
