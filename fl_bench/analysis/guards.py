@@ -306,7 +306,8 @@ def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float
     return (statistic(ours, base), *bootstrap_interval(statistic, ours, base))
 
 
-def _shown(value: float, low: float, high: float, kind: str, bound: bool = False) -> str:
+def shown_interval(value: float, low: float, high: float, kind: str, bound: bool = False) -> str:
+    """An effect [95% interval] as pages print it ('>' before a lower bound)."""
     mark = ">" if bound else ""
     if kind == "ratio":
         return f"{mark}{value:.2f}× [{low:.2f}, {high:.2f}]"
@@ -441,7 +442,7 @@ def shown_effect(row: pd.Series) -> str:
     if pd.isna(row["effect"]):
         return ""
     kind = "ratio" if row["measure"] in ("trips", "rounds") else "difference"
-    return _shown(row["effect"], row["effect_low"], row["effect_high"], kind, bool(row["effect_bound"]))
+    return shown_interval(row["effect"], row["effect_low"], row["effect_high"], kind, bool(row["effect_bound"]))
 
 
 def shown_paper(row: pd.Series, paper: str = "paper") -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from fl_bench.analysis.guards import shown_paper
+from fl_bench.analysis.guards import shown_interval, shown_paper
 from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text
@@ -147,9 +147,8 @@ def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
 
 def _effect(row: pd.Series) -> str:
     """An effect [95% interval] as its page prints it, its censored bound (">") kept."""
-    if row["measure"] in ("trips", "rounds"):
-        return f"{row['censored']}{row['effect']:.2f}× [{row['effect_low']:.2f}, {row['effect_high']:.2f}]"
-    return f"{row['censored']}{row['effect']:+.2f} [{row['effect_low']:+.2f}, {row['effect_high']:+.2f}]"
+    kind = "ratio" if row["measure"] in ("trips", "rounds") else "difference"
+    return shown_interval(row["effect"], row["effect_low"], row["effect_high"], kind, row["censored"] == ">")
 
 
 def counts(rows: pd.DataFrame) -> str:
