@@ -99,11 +99,20 @@ def write_files(tmp: Path) -> None:
     (tmp / "brace.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {gap:(0,1) FedAvg}\n"))
     (tmp / "cause.yaml").write_text(_replace(hfl, "(0,1) HFL: {study: hfl,",
                                              "(0,1) HFL: {study: hfl, cause: {arm: '(0,1) FedAvgg', changes: waits},"))
-    ssgd = '(0,0) S-SGD: {study: ssgd,'
-    for name, extra in (("kind", "claim: gap,"), ("loose", "claim: closeness, tolerance: 5, tolerance_why: wide,"),
-                        ("why", "claim: closeness, tolerance: 1,"), ("side", "tolerance: 1, tolerance_why: tight,"),
+    ssgd = 'paper: {accuracy: 84.58}, claim: closeness,'  # (0,0) S-SGD's claim, the first in the file
+    for name, claim in (("kind", "claim: gap,"), ("loose", "claim: closeness, tolerance: 5, tolerance_why: wide,"),
+                        ("why", "claim: closeness, tolerance: 1,"), ("side", "claim: side, tolerance: 1, tolerance_why: tight,"),
                         ("type", "claim: closeness, tolerance: wide, tolerance_why: x,")):
-        (tmp / f"claim_{name}.yaml").write_text(_replace(hfl, ssgd, f"{ssgd} {extra}"))
+        (tmp / f"claim_{name}.yaml").write_text(_replace(hfl, ssgd, f"paper: {{accuracy: 84.58}}, {claim}"))
+    headline = '    rows: ["hfl_convex_smoke: (0,0) S-SGD", '
+    for name, rows in (("arm", '    rows: ["hfl_convex_smoke: (0,0) S-SGDD", '),
+                       ("table", '    rows: ["hfl_convex: (0,0) S-SGD", '),
+                       ("colon", '    rows: ["hfl_convex_smoke (0,0) S-SGD", '),
+                       ("no_paper", '    rows: ["hfl_convex_smoke: (0,1) S-SGD matched work", '),
+                       ("twice", '    rows: ["hfl_convex_smoke: (0,1) S-SGD", ')):
+        (tmp / f"headline_{name}.yaml").write_text(_replace(hfl, headline, rows))
+    (tmp / "headline_empty.yaml").write_text(_replace(hfl, '    rows: ["hfl_convex_smoke: (0,0) S-SGD", "hfl_convex_smoke: (0,1) '
+                                                      'S-SGD", "hfl_convex_smoke: digits S-SGD"]', "    rows: []"))
     (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
     (tmp / "amended_before.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - '2026-11-01: more seeds'\n"))
     for name, entry in (("future", "'2099-01-01: more seeds'"), ("no_day", "'2026-13-45: more seeds'"),
@@ -409,6 +418,18 @@ REFUSALS = [
     *[(REPRODUCE, [f"{{tmp}}/table_{name}.yaml"], {}, f"{{tmp}}/table_{name}.yaml: table name={table!r} is not allowed: a "
        "table's name is its page's file name under --out") for name, table in (("path", "../../escaped_table"), ("dot", ".hidden"),
                                                                               ("nul", "a\0b"))],
+    (REPRODUCE, ["{tmp}/headline_arm.yaml"], {}, "{tmp}/headline_arm.yaml: headlines[0].rows[0] arm='(0,0) S-SGDD' is not "
+     "defined: did you mean (0,0) S-SGD?"),
+    (REPRODUCE, ["{tmp}/headline_table.yaml"], {}, "{tmp}/headline_table.yaml: headlines[0].rows[0] table='hfl_convex' is not "
+     "defined: did you mean hfl_convex_smoke?"),
+    (REPRODUCE, ["{tmp}/headline_colon.yaml"], {}, "{tmp}/headline_colon.yaml: headlines[0].rows[0]='hfl_convex_smoke (0,0) "
+     "S-SGD' is not allowed: write 'TABLE: ARM'"),
+    (REPRODUCE, ["{tmp}/headline_no_paper.yaml"], {}, "{tmp}/headline_no_paper.yaml: headlines[0].rows[0]='hfl_convex_smoke: "
+     "(0,1) S-SGD matched work' is not allowed: that arm tests no paper number"),
+    (REPRODUCE, ["{tmp}/headline_twice.yaml"], {}, "{tmp}/headline_twice.yaml: headlines[0].rows=['hfl_convex_smoke: (0,1) "
+     "S-SGD', 'hfl_convex_smoke: (0,1) S-SGD', 'hfl_convex_smoke: digits S-SGD'] is not allowed: each row once"),
+    (REPRODUCE, ["{tmp}/headline_empty.yaml"], {}, "{tmp}/headline_empty.yaml: headlines[0].rows=[] is not allowed: a "
+     "headline quotes the paper and names the rows that test it"),
     (REPRODUCE, ["{tmp}/claim_kind.yaml"], {}, "{tmp}/claim_kind.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.claim='gap' "
      "is not allowed"),
     (REPRODUCE, ["{tmp}/claim_loose.yaml"], {}, "{tmp}/claim_loose.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance=5.0 "

@@ -168,12 +168,28 @@ NO_DIFFERENCE = {"ratio": (0.95, 1.05), "difference": (-0.5, 0.5)}  # the band o
 # Claims of a kind (issue 54). A paper number is registered as the claim its sentence makes: "side" (only
 # an order: A beats B), "size" (the effect is what is claimed: 3.3x fewer trips) or "closeness" (A comes
 # within the paper's gap of B). Size and closeness are judged against one tolerance band around the
-# paper's numbers, set here for every paper, as an equivalence test judges a replication (Lakens 2017,
-# "Equivalence tests", TOST: the claim holds where the estimate's interval reaches into the band the
-# original result allows; the ML Reproducibility Challenge reports likewise accept a number "within
-# the original's range"): ratios within a factor of 1.5 of the paper's range, differences within
-# max(2 points, 25% of the paper's largest |number|). A table may only tighten it (``tolerance``, with
-# its reason); a looser one is refused when the sweep file loads.
+# paper's numbers, set here for every paper: ratios within a factor of 1.5 of the paper's range,
+# differences within max(2 points, 25% of the paper's largest |number|). A table may only tighten it
+# (``tolerance``, with its reason); a looser one is refused when the sweep file loads. Why this rule:
+# equivalence testing (Lakens 2017, "Equivalence tests: a practical primer for t tests, correlations,
+# and meta-analyses"; Lakens, Scheel and Isager 2018) judges a replication against a smallest effect of
+# interest set before looking, and the ML Reproducibility Challenge's reports accept a number that lands
+# "within the original's range" across datasets, not one that only shares its sign. A factor of 1.5 on
+# a ratio of trips is the spread of the papers' own numbers for one method across datasets (FedBuff
+# Table 1: FedAvgM 1.7x to 3.3x); 2 points of accuracy is the spread of a method across seeds and data
+# splits on these workloads (the seeds' std, 0.5-2 points on every page), and 25% keeps a large gap
+# (HFL's 11.49 points) from being held to 2.
+#   side: the interval on the paper's side of the no-difference band (the rule of every table since 2026-11-25).
+#   size: the side as above, and the interval reaching into the band (it is not ruled out that the effect
+#     is the paper's); where the side holds and the interval lies wholly outside the band, "same side, Nx
+#     the paper's"; wholly outside the band with the side undecided, the size is ruled out: "differs". A
+#     paper whose datasets lie on both sides of the no-difference band claims its range, not a side:
+#     the band alone decides.
+#   closeness: the paper's gap is an upper bound (HFL "reaches 83.41" against S-SGD's 84.58: within 1.17
+#     points); TOST's one-sided test against the margin (the paper's gap plus the tolerance): the claim
+#     holds where the whole interval lies within it, fails where the whole interval lies beyond it ("same
+#     side, Nx the paper's gap"), and is undecided where the interval straddles the margin (inconclusive,
+#     or underpowered where the pilot said the cap could not resolve it: fl_bench.analysis.power).
 CLAIMS = ("side", "size", "closeness")
 RATIO_FACTOR = 1.5
 DIFFERENCE_POINTS, DIFFERENCE_SHARE = 2.0, 0.25
@@ -259,16 +275,35 @@ def claim_band(values: list[Any], kind: str, claim: str, tolerance: float | None
     return (-math.inf if claim == "closeness" else low), high
 
 
-def _claim_verdict(value: float, v_low: float, v_high: float, band: tuple[float, float], values: list[Any],
-                   bound: bool) -> str | None:
-    """A size or closeness claim whose side holds: "reproduces" where the interval reaches into the band,
-    else the side with the size ("same side, 34x the paper's"); None where the band decides nothing."""
-    if v_low <= band[1] and v_high >= band[0]:
-        return "reproduces"
-    numbers = [float(str(v).lstrip("<>")) for v in values]
-    paper = float(np.median(numbers))
-    multiple = value / paper if paper else math.inf
-    return f"same side, {'more than ' if bound else ''}{multiple:.2g}x the paper's"
+def verdict(value: float, low: float, high: float, paper: list[Any], kind: str, claim: str = "side",
+            tolerance: float | None = None, bound: bool = False, undecided: str = "inconclusive") -> str:
+    """The verdict of an effect (``value``, its interval [low, high] as the verdict reads it, open ends
+    already open: :func:`open_ends`) on a paper's claim of kind ``claim`` (the rules above the constants
+    CLAIMS). ``bound``: the effect is a lower bound (censored), so a multiple of the paper's reads "more
+    than"; ``undecided``: the word for an interval that decides nothing ("inconclusive", or "underpowered
+    at N seeds" where the power rule said so before the runs)."""
+    expected, found = _paper_side(list(paper), kind), side(low, high, kind)
+    decided = expected is not None and (found == expected or excludes(low, high, expected, kind))
+    on_side = ("paper split" if expected is None else "reproduces" if found == expected
+               else "differs" if decided else undecided)
+    if claim == "side":
+        return on_side
+    band_low, band_high = claim_band(list(paper), kind, claim, tolerance)
+    numbers = [float(str(v).lstrip("<>")) for v in paper]
+    paper_value = float(np.median(numbers))
+    multiple = f"{'more than ' if bound else ''}{value / paper_value if paper_value else math.inf:.2g}x the paper's"
+    if claim == "closeness":
+        if high <= band_high:
+            return "reproduces"
+        if low > band_high:
+            return f"same side, {multiple} gap" if found == expected else "differs"
+        return undecided
+    reaches = low <= band_high and high >= band_low
+    if expected is None:  # a split paper claims its range
+        return "reproduces" if reaches else "differs"
+    if on_side == "reproduces":
+        return "reproduces" if reaches else f"same side, {multiple}"
+    return on_side if reaches else "differs"
 
 
 def censored_at(runs: pd.DataFrame, method: str, measure: str) -> float:
@@ -393,21 +428,19 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
                                           else f"{float(v):+.2f}" for v in paper)
                 budget, base_budget = censored_at(runs, method, measure), censored_at(runs, vs, measure)
                 v_low, v_high = open_ends(e_low, e_high, high >= budget, median_intervals[vs][1] >= base_budget)
-                expected, found = _paper_side(list(paper), kind), side(v_low, v_high, kind)
                 need = (needs or {}).get(method)
-                decided = expected is not None and (found == expected or excludes(v_low, v_high, expected, kind))
+                underpowered = (need is not None and need.seeds is not None and cap is not None and need.seeds > cap)
                 claim = arm.get("claim", "side")
-                row["verdict"] = ("paper split" if expected is None
-                                  else "not reached" if np.median(ours) >= budget and np.median(base) >= base_budget
-                                  else "reproduces" if found == expected else "differs" if decided
-                                  else f"underpowered at {len(ours)} seeds" if need is not None
-                                  and need.seeds is not None and cap is not None and need.seeds > cap
-                                  else "inconclusive")
+                split = claim == "side" and _paper_side(list(paper), kind) is None  # no side to test: said first
+                if not split and np.median(ours) >= budget and np.median(base) >= base_budget:
+                    row["verdict"] = "not reached"  # the budget cannot order them
+                else:
+                    row["verdict"] = verdict(value, v_low, v_high, list(paper), kind, claim, arm.get("tolerance"),
+                                             row["effect_bound"], f"underpowered at {len(ours)} seeds" if underpowered
+                                             else "inconclusive")
                 if claim != "side":
                     band = claim_band(list(paper), kind, claim, arm.get("tolerance"))
                     row.update(claim=claim, band_low=band[0], band_high=band[1])
-                    if row["verdict"] == "reproduces":  # its side holds: does its size?
-                        row["verdict"] = _claim_verdict(value, v_low, v_high, band, list(paper), row["effect_bound"])
         fallen = collapsed(runs, method, measure) if "seed" in runs else []
         if fallen:
             row["guard"] = f"unstable: collapsed on seed{'s' if len(fallen) > 1 else ''} {', '.join(map(str, fallen))} of {len(ours)}"

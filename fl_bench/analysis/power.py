@@ -21,6 +21,14 @@ a verdict whose n exceeds the cap is "underpowered at <cap> seeds" if its interv
 decide it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
 side to resolve: its rows are not counted (their verdict is "paper split").
 
+Claims of a kind (fl_bench.analysis.guards, above CLAIMS): a size claim is decided by its side first, so
+the side's need above is its need (whether the interval then reaches the paper's band decides "reproduces"
+against "same side, Nx the paper's", and an interval always does or does not). A closeness claim is a
+one-sided test against its margin (the paper's gap plus the tolerance), so its need is its own: the
+distance is the margin's from the paper's gap (the tolerance: if the paper's gap is real) and from the
+pilot's effect; a closeness verdict whose n exceeds the cap is "underpowered at <cap> seeds" where its
+interval at the cap straddles the margin.
+
 This follows the practice of sizing a benchmark's seeds from measured variance rather than fixing
 them (Bouthillier et al. 2021, "Accounting for variance in machine learning benchmarks"); the seeds
 are set once, before the report runs, and never added after looking.
@@ -33,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fl_bench.analysis.guards import NO_DIFFERENCE, paper_side
+from fl_bench.analysis.guards import NO_DIFFERENCE, claim_band, paper_side
 
 Z95 = 1.959963984540054
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # the median's standard error over the mean's, normal noise
@@ -54,6 +62,7 @@ class Need:
     pilot_effect: float = float("nan")
     pilot_seeds: int | None = None
     kind: str = "difference"  # or "ratio": effects are log ratios
+    claim: str = "side"  # the claim's kind: a closeness claim's distances are to its margin
 
 
 def expected_effect(paper: list, kind: str) -> float | None:
@@ -103,19 +112,29 @@ def _seeds(spread: float, distance: float) -> int | float:
     return math.ceil((Z95 * MEDIAN_EFFICIENCY * spread / distance) ** 2)
 
 
-def seeds_needed(pilot_a: np.ndarray, pilot_b: np.ndarray, paper: list, kind: str) -> Need:
+def seeds_needed(pilot_a: np.ndarray, pilot_b: np.ndarray, paper: list, kind: str, claim: str = "side",
+                 tolerance: float | None = None) -> Need:
     """Report seeds per arm for the effect of arm a against arm b to decide its verdict (module docstring),
-    from their pilot values (trips or rounds for ``kind`` ratio, accuracy points for difference)."""
+    from their pilot values (trips or rounds for ``kind`` ratio, accuracy points for difference), for a
+    claim of kind ``claim`` (a closeness claim against its margin, with the tolerance ``tolerance``)."""
     a, b = (np.log(np.asarray(x, float)) if kind == "ratio" else np.asarray(x, float) for x in (pilot_a, pilot_b))
     spread = float(math.sqrt(np.var(a, ddof=1) + np.var(b, ddof=1))) if min(len(a), len(b)) > 1 else float("inf")
+    pilot_effect = float(np.median(a) - np.median(b))
+    if claim == "closeness":
+        scale = math.log if kind == "ratio" else float
+        margin = scale(claim_band(list(paper), kind, claim, tolerance)[1])
+        effect = float(np.median([scale(float(str(v).lstrip("<>"))) for v in paper]))
+        paper_seeds, pilot_seeds = _seeds(spread, margin - effect), _seeds(spread, abs(pilot_effect - margin))
+        return Need(max(paper_seeds, pilot_seeds), effect, margin - effect, spread, paper_seeds, pilot_effect,
+                    pilot_seeds, kind, claim)
     effect = expected_effect(list(paper), kind)
     if effect is None:
-        return Need(None, float("nan"), float("nan"), spread, kind=kind)
+        return Need(None, float("nan"), float("nan"), spread, kind=kind, claim=claim)
     distance = _distance(effect, kind)
-    pilot_effect = float(np.median(a) - np.median(b))
     paper_seeds = _seeds(spread, distance)
     pilot_seeds = _seeds(spread, _side_distance(pilot_effect, _paper_side_of(paper, kind), kind))
-    return Need(max(paper_seeds, pilot_seeds), effect, distance, spread, paper_seeds, pilot_effect, pilot_seeds, kind)
+    return Need(max(paper_seeds, pilot_seeds), effect, distance, spread, paper_seeds, pilot_effect, pilot_seeds, kind,
+                claim)
 
 
 def _paper_side_of(paper: list, kind: str) -> str:

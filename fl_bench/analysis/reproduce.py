@@ -400,7 +400,8 @@ class Reproduction:
                 if not paper or vs == arm.label:
                     continue
                 needs[name][arm.label] = seeds_needed(samples(view, arm.label, measure)[0],
-                                                      samples(view, vs, measure)[0], paper, kind)
+                                                      samples(view, vs, measure)[0], paper, kind,
+                                                      spec.get("claim", "side"), spec.get("tolerance"))
         return needs
 
     def record_seeds(self, tables: dict[str, list[int]], seeds: dict[str, list[int]], arms: dict[str, Arm]
@@ -426,7 +427,12 @@ class Reproduction:
         power = self.protocol.power
         shown = "; ".join(f"{label} {'no side (the paper is split)' if need.seeds is None else need.seeds}"
                           + ("" if need.seeds is None else f" ({need.paper_seeds} at the paper's effect, {need.pilot_seeds} "
-                                                            f"at the pilot's {_scaled(need.pilot_effect, need)})")
+                                                            f"at the pilot's {_scaled(need.pilot_effect, need)}"
+                                                            + (f", against its closeness margin "
+                                                               f"{_scaled(need.effect + need.distance, need)}"
+                                                               if need.claim == "closeness" else "")
+                                                            + (f": more than the cap, {power['cap']}"
+                                                               if need.seeds > power["cap"] else "") + ")")
                           for label, need in needs.items())
         return (f"Seeds by power (fl_bench/analysis/power.py, registered before the report runs): on pilot seeds "
                 f"{', '.join(map(str, power['pilot_seeds']))}, the report seeds each verdict needs for its 95% interval "

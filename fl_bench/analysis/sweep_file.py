@@ -159,6 +159,16 @@ class Table:
 
 
 @dataclass
+class Headline:
+    """``headlines[i]``: a sentence of the paper (its abstract's, or its main table's text) that the
+    scoreboard answers in one line, computed from the verdicts of the rows that test it."""
+
+    quote: str = MISSING  # the paper's own words
+    where: str = MISSING  # where the paper says it: "abstract", "Sec. 5, after Table 1"
+    rows: list[str] = MISSING  # "TABLE: ARM", each an arm of this file's tables that tests a paper number
+
+
+@dataclass
 class SweepFile:
     """A reproduction's sweep file (module docstring)."""
 
@@ -171,6 +181,7 @@ class SweepFile:
     tables: dict[str, Table] = MISSING
     smoke: list[str] = field(default_factory=list)
     readings: list[str] = field(default_factory=list)
+    headlines: list[Headline] = field(default_factory=list)  # the paper's claims the scoreboard answers
 
 
 WANDB_SWEEP_KEYS = {"program", "method", "parameters"}
@@ -215,7 +226,7 @@ def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
         raise ConfigError(f"{path}: {_explain(error, raw)}") from None
     _check_items(typed, SweepFile, "", path)
     spec = _as_given(typed, raw)
-    for key in ("smoke", "readings"):
+    for key in ("smoke", "readings", "headlines"):
         spec.setdefault(key, [])
     _check_protocol(spec["protocol"], path)
     _check_names(spec, path)
@@ -321,7 +332,8 @@ def _misshapen(value: Any, tp: Any, key: str) -> tuple[str, Any, str] | None:
 def _what(cls: type) -> str:
     return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
             "PrunerConfig": "protocol.tuner.pruner", "Confirm": "protocol.tuner.confirm", "Power": "protocol.power",
-            "SpecialCase": "a special_case", "Cause": "an arm's cause", "ArmSpec": "an arm", "Table": "a table"}.get(cls.__name__, cls.__name__)
+            "SpecialCase": "a special_case", "Cause": "an arm's cause", "ArmSpec": "an arm", "Table": "a table",
+            "Headline": "a headline"}.get(cls.__name__, cls.__name__)
 
 
 def _path(key: str) -> list[str | int]:
@@ -398,7 +410,7 @@ def _describe(tp: Any) -> str:
 def _plural(tp: Any) -> str:
     tp = _unwrap(tp)
     if is_dataclass(tp):
-        return {"ArmSpec": "arms", "Study": "studies", "Table": "tables"}.get(tp.__name__, tp.__name__)
+        return {"ArmSpec": "arms", "Study": "studies", "Table": "tables", "Headline": "headlines"}.get(tp.__name__, tp.__name__)
     return {int: "integers", str: "strings", float: "numbers"}.get(tp, "values")
 
 
@@ -505,6 +517,32 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
             vs = arms.get(arm.get("vs") or table["reference"], {})
             _check_claim(arm, vs, table.get("measure", "trips"), f"{where}.arms.{label}", path)
         _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known)
+    _check_headlines(spec, path, known)
+
+
+def _check_headlines(spec: dict[str, Any], path: Path, known: Any) -> None:
+    """Each headline's rows name an arm of one of this file's tables ('TABLE: ARM') that tests a paper
+    number, and none twice; a headline without a row would be answered by nothing."""
+    for i, headline in enumerate(spec.get("headlines", [])):
+        where = f"headlines[{i}].rows"
+        if not headline["rows"] or not headline["quote"].strip():
+            _refuse(path, where if not headline["rows"] else f"headlines[{i}].quote",
+                    headline["rows"] if not headline["rows"] else headline["quote"],
+                    "a headline quotes the paper and names the rows that test it ('TABLE: ARM')")
+        for j, row in enumerate(headline["rows"]):
+            table, colon, label = row.partition(": ")
+            if not colon:
+                _refuse(path, f"{where}[{j}]", row, "write 'TABLE: ARM' (a table of this file, one of its arms)")
+            known(table, f"{where}[{j}] table", spec["tables"])
+            found = spec["tables"][table]
+            known(label, f"{where}[{j}] arm", found["arms"])
+            arm = found["arms"][label]
+            vs = found["arms"].get(arm.get("vs") or found["reference"], {})
+            if not paper_effect(arm, vs, found.get("measure", "trips")):
+                _refuse(path, f"{where}[{j}]", row, "that arm tests no paper number (no paper: in it), so it has no "
+                        "verdict to answer the headline with: name an arm that has one")
+        if len(set(headline["rows"])) < len(headline["rows"]):
+            _refuse(path, where, headline["rows"], "each row once: a row named twice would count twice")
 
 
 def _check_paper(arm: dict[str, Any], label: str, measure: str, where: str, path: Path) -> None:

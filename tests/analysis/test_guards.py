@@ -1,10 +1,13 @@
 """Guards and evidence: edges of search spaces, verdicts by interval, tuning failures, saturated workloads."""
 
+import math
+
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
 from fl_bench.analysis.guards import (
+    claim_band,
     edge_side,
     evidence,
     evidence_markdown,
@@ -14,6 +17,7 @@ from fl_bench.analysis.guards import (
     search_space,
     search_space_text,
     tuned_edges,
+    verdict,
 )
 from fl_bench.analysis.reproduce import Arm, Reproduction
 
@@ -296,9 +300,38 @@ def test_a_closeness_claim_is_decided_both_ways():
             "far": {"vs": "hfl", "paper": {"accuracy": 84.58}, "claim": "closeness"},
             "close": {"vs": "hfl", "paper": {"accuracy": 84.58}, "claim": "closeness"}}
     table = evidence_table(runs, "hfl", arms, "best_accuracy").set_index("method")
-    assert table.loc["far", "verdict"] == "same side, 34x the paper's"  # 40 points against 1.17
-    assert table.loc["close", "verdict"] == "reproduces"  # 2 points: within 1.17 + 2
+    assert table.loc["far", "verdict"] == "same side, 34x the paper's gap"  # 40 points against 1.17
+    assert table.loc["close", "verdict"] == "reproduces"  # 2 points, the whole interval within 1.17 + 2
     assert table.loc["close", "paper"] == "+1.17 (closeness: up to +3.17)"
+
+
+def test_a_closeness_claim_is_the_one_sided_test_against_its_margin():
+    # the margin: the paper's gap 1.17 plus the tolerance (max(2, 25% of 1.17) = 2 points) = 3.17
+    assert verdict(2.0, 1.5, 2.5, [1.17], "difference", "closeness") == "reproduces"
+    assert verdict(-1.0, -1.5, -0.5, [1.17], "difference", "closeness") == "reproduces"  # closer than the paper: holds
+    assert verdict(3.0, 2.6, 3.5, [1.17], "difference", "closeness") == "inconclusive"  # straddles the margin
+    assert verdict(3.0, 2.6, 3.5, [1.17], "difference", "closeness",
+                   undecided="underpowered at 30 seeds") == "underpowered at 30 seeds"
+    assert verdict(15.3, 14.9, 15.8, [1.17], "difference", "closeness") == "same side, 13x the paper's gap"
+    assert verdict(5.0, 4.0, 6.0, [0.3], "difference", "closeness") == "differs"  # the paper: the same; ours: apart
+
+
+def test_a_size_claim_needs_its_side_and_its_band():
+    band = claim_band([7.5], "difference", "size")  # +7.50 within max(2, 25% of 7.5 = 1.875) = 2 points
+    assert band == (5.5, 9.5)
+    assert verdict(6.0, 5.0, 7.0, [7.5], "difference", "size") == "reproduces"
+    assert verdict(1.38, 0.86, 1.89, [7.5], "difference", "size") == "same side, 0.18x the paper's"
+    # the side undecided (the interval straddles +0.5) and the band ruled out: the size does not hold
+    assert verdict(0.67, 0.11, 1.03, [9.0], "difference", "size") == "differs"
+    # the side undecided and the band within reach: nothing decided
+    assert verdict(0.48, -0.04, 0.86, [1.5], "difference", "size") == "inconclusive"
+    assert verdict(-2.0, -2.5, -1.5, [7.5], "difference", "size") == "differs"  # the other side
+    # a paper split across the no-difference band (0.94x and 1.3x) claims its range: 0.63x to 1.95x
+    assert verdict(1.16, 1.06, 1.26, [0.94, 1.3], "ratio", "size") == "reproduces"
+    assert verdict(1.16, 1.06, 1.26, [0.94, 1.3], "ratio", "side") == "paper split"
+    assert verdict(4.6, 4.3, 5.0, [0.94, 1.3], "ratio", "size") == "differs"
+    assert claim_band([8.5, ">4.8", 5.7], "ratio", "size") == (4.8 / 1.5, math.inf)  # a bound opens its side
+    assert verdict(4.0, 3.7, math.inf, [8.5, ">4.8", 5.7], "ratio", "size", bound=True) == "reproduces"
 
 
 def test_a_censored_effect_is_a_bound_against_the_band():

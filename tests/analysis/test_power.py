@@ -54,3 +54,16 @@ def test_a_verdict_also_needs_the_seeds_to_decide_at_the_effect_its_pilot_measur
     # paper 'smaller': the edge to clear is the lower one, -0.5; a pilot at +0.5 lies 1.0 from it
     smaller = seeds_needed(np.array([4.5, 5.5, 6.5]), np.array([5.0, 5.0, 5.0]), ["<0"], "difference")
     assert smaller.pilot_seeds == math.ceil((1.959964 * math.sqrt(math.pi / 2) * 1.0 / 1.0) ** 2) == 7
+
+
+def test_a_closeness_claim_is_sized_against_its_margin_not_the_no_difference_band():
+    # S-SGD 84.58 against HFL 83.41: the gap 1.17, the margin 1.17 + 2 points = 3.17; pilot sd sqrt(1 + 0) = 1
+    ssgd, hfl = np.array([3.0, 4.0, 5.0]), np.array([0.0, 0.0, 0.0])
+    need = seeds_needed(ssgd, hfl, [1.17], "difference", "closeness")
+    z = 1.959964 * math.sqrt(math.pi / 2)
+    assert need.claim == "closeness" and need.distance == pytest.approx(2.0)  # the tolerance, if the gap is real
+    assert need.paper_seeds == math.ceil((z / 2.0) ** 2) == 2
+    assert need.pilot_seeds == math.ceil((z / (4.0 - 3.17)) ** 2) == 9  # the pilot's 4 points, 0.83 past the margin
+    assert need.seeds == 9
+    # the same pilot under a side claim: 4 points, 3.5 from the band's edge +0.5
+    assert seeds_needed(ssgd, hfl, [1.17], "difference").pilot_seeds == math.ceil((z / 3.5) ** 2) == 1
