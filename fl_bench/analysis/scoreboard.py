@@ -105,29 +105,34 @@ class Board:
     degenerate: list[str] = field(default_factory=list)
     every: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COLUMNS))
     headlines: list[dict] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # tables whose evidence holds other claims than their sweep file
 
 
 def gather(out: Path, sweep_files: list[Path]) -> Board:
     """Every verdict row of every table of ``sweep_files`` found under ``out``, and what else the page
     shows (:class:`Board`)."""
-    frames, tables, headlines = [], [], []
+    frames, tables, headlines, stale = [], [], [], []
     for spec_path in dict.fromkeys(path.resolve() for path in sweep_files):
         spec = load_sweep_file(spec_path)
         paper = spec.get("paper", spec_path.stem)
         headlines += [{**headline, "paper": paper} for headline in spec["headlines"]]
-        for table in spec["tables"]:
+        for table, arms in ((name, t["arms"]) for name, t in spec["tables"].items()):
             path = out / f"{table}_evidence.csv"
             tables.append((paper, table, path.is_file()))
             if not path.is_file():
                 continue
-            frames.append(_read_evidence(path))
+            frame = _read_evidence(path)
+            registered = [arms.get(arm, {}).get("claim", "side") for arm in frame["arm"]]
+            if any(claim != now for claim, now, verdict in zip(frame["claim"], registered, frame["verdict"]) if verdict):
+                stale.append(table)  # its verdicts read claims the sweep file no longer registers
+            frames.append(frame)
     every = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     rows = every[every["verdict"] != ""].reset_index(drop=True)
     rows["cause"] = [_cause_verdict(row, every) for _, row in rows.iterrows()]
     unstable = [f"{row['table']}: {row['arm']}" for _, row in every.iterrows() if "unstable: " in row["guard"]]
     degenerate = [f"{row['table']}: {row['arm']} ({row['guard'].split('degenerate: ', 1)[1].split('; ')[0]})"
                   for _, row in every.iterrows() if "degenerate: " in row["guard"]]
-    return Board(rows[COLUMNS], tables, unstable, degenerate, every, headlines)
+    return Board(rows[COLUMNS], tables, unstable, degenerate, every, headlines, stale)
 
 
 def answer(verdicts: list[str]) -> str:
@@ -285,6 +290,10 @@ def markdown(board: Board) -> str:
                 "effect [95% CI]": mine.apply(_effect, axis=1), "paper": mine.apply(shown_paper, axis=1, paper="paper_effect"),
                 "verdict": mine["verdict"], "seeds": mine["seeds"], "guard": mine["guard"], "cause": mine["cause"]})
             lines += [shown.to_markdown(index=False), ""]
+        stale = [t for p, t, _ in tables if p == paper and t in board.stale]
+        if stale:
+            lines += [f"Evidence older than its sweep file's claims (its verdicts read other claims than the file registers "
+                      f"now: reproduce the table again): {', '.join(f'[{t}]({t}.md)' for t in stale)}.", ""]
         gone = [t for p, t, found in tables if p == paper and not found]
         if gone:
             lines += [f"No evidence file (not reproduced since evidence files were introduced): "

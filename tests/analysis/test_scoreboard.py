@@ -9,6 +9,7 @@ import pytest
 
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.guards import evidence
+from fl_bench.errors import ConfigError
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 
@@ -125,3 +126,62 @@ def test_a_degenerate_arm_is_named_on_the_scoreboard_and_not_counted(tmp_path):
     page = (tmp_path / "README.md").read_text()
     assert "on 1 arm: toy_table: nested (tuned to its special case plain (algorithm.beta = 0.0), so it runs that " \
            "method)." in page and "All papers: 1 verdicts" in page
+
+
+def test_a_headline_is_answered_from_the_verdicts_of_its_rows():
+    assert scoreboard.answer(["reproduces", "reproduces"]) == "holds"
+    assert scoreboard.answer(["reproduces", "same side, 0.18x the paper's"]) == "holds in direction only"
+    assert scoreboard.answer(["reproduces", "differs", "same side, 2x the paper's"]) == "does not hold"
+    assert scoreboard.answer(["reproduces", "underpowered at 30 seeds"]) == "undecided"
+    assert scoreboard.answer(["", "paper split"]) == "undecided"  # a degenerate row and a split paper: nothing tested
+    assert scoreboard.answer(["reproduces", ""]) == "holds"  # a degenerate row is not counted
+
+
+def _toy_spec(tmp_path: Path, headlines: str) -> Path:
+    spec = tmp_path / "mine.yaml"
+    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().split("\nheadlines:\n")[0]
+                    .replace("fedstaleweight_fig2_smoke:", "toy_table:").replace("paper: FedStaleWeight (Ma et al.)",
+                                                                                  "paper: Toy (2026)") + "\n" + headlines)
+    return spec
+
+
+def test_the_scoreboard_and_the_readme_answer_each_headline_and_name_stale_evidence(tmp_path):
+    runs = _runs({"base": [100, 101, 99, 100, 102], "far": [3000, 3010, 2990, 3005, 2995],
+                  "near": [120, 121, 119, 120, 122]})
+    arms = {"base": {}, "far": {"vs": "base", "paper": {"trips": [1.1]}, "claim": "size"},
+            "near": {"vs": "base", "paper": {"trips": [1.1]}, "claim": "size"}}
+    # the toy file's arms are FedStaleWeight's; its headline names them, the evidence file names ours
+    spec = _toy_spec(tmp_path, 'headlines:\n  - {quote: "it is 1.1x faster", where: abstract, '
+                               'rows: ["toy_table: fedstaleweight", "toy_table: fedstaleweight alg1"]}\n')
+    found = evidence(runs, "base", arms, "trips").replace({"method": {"far": "fedstaleweight", "near": "fedstaleweight alg1"},
+                                                          "vs": {"base": "buffered_fedavg"}})
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    readme = tmp_path / "README.md.project"
+    readme.write_text(f"# Project\n\nbefore\n\n{scoreboard.README_BEGIN}\nold text\n{scoreboard.README_END}\n\nafter\n")
+    scoreboard.write(tmp_path, [spec], readme=readme)
+
+    page = (tmp_path / "README.md").read_text()
+    line = ('- "it is 1.1x faster" (abstract): **holds in direction only** (2 rows: 1 same side, 1 reproduces). '
+            "[toy_table](toy_table.md) fedstaleweight: same side, 27x the paper's; "
+            "[toy_table](toy_table.md) fedstaleweight alg1: reproduces.")
+    assert line in page
+    summary = readme.read_text()
+    assert summary.startswith("# Project\n\nbefore\n\n" + scoreboard.README_BEGIN) and summary.endswith("after\n")
+    assert ('- Toy (2026): "it is 1.1x faster" (abstract): **holds in direction only** (2 rows: 1 same side, '
+            "1 reproduces)") in summary and "old text" not in summary
+    # the file registers the toy arms as side claims: the evidence, made under size claims, is stale
+    assert "Evidence older than its sweep file's claims" in page and "[toy_table](toy_table.md)." in page
+
+    readme.write_text("# Project without the markers\n")
+    with pytest.raises(ConfigError, match="has no headlines block"):
+        scoreboard.write(tmp_path, [spec], readme=readme)
+    assert readme.read_text() == "# Project without the markers\n"  # nothing written when the block is missing
+
+
+def test_the_readme_summary_is_the_one_the_scoreboard_generates_from_the_shipped_evidence():
+    """The README's block of headline answers is generated (python -m fl_bench.analysis.scoreboard), not typed."""
+    board = scoreboard.gather(scoreboard.RESULTS, scoreboard.reproductions())
+    text = scoreboard.README.read_text()
+    begin, end = text.index(scoreboard.README_BEGIN), text.index(scoreboard.README_END)
+    assert text[begin:end + len(scoreboard.README_END)] == scoreboard.readme_block(board)
+    assert "Evidence older" not in scoreboard.markdown(board)  # every shipped table's evidence reads today's claims
