@@ -92,3 +92,26 @@ def test_publish_without_credentials_or_wandb_runs_stops_in_one_line(smoke_runs,
     with pytest.raises(SystemExit):
         report_main([some_run, "--name", "t", "--out", str(tmp_path), "--publish", "no-project", "--dry-run"])
     assert "give ENTITY/PROJECT" in capsys.readouterr().err
+
+
+def test_a_censored_effect_keeps_its_bound_in_the_report():
+    """issue 54: the Report's table is the page's, so an effect that is a lower bound keeps its '>' there."""
+    import pandas as pd
+
+    from fl_bench.analysis.guards import evidence, evidence_markdown
+    from fl_bench.analysis.wandb_report import build_report, specification
+
+    runs = pd.DataFrame([{"method": m, "seed": s, "trips_to_target": t, "max_trips": 1000, "eval_every": 10,
+                          "best_val_accuracy": 0.5} for m, values in
+                         {"base": [100, 101, 99], "slow": [900, float("nan"), float("nan")]}.items()
+                         for s, t in enumerate(values)])
+    arms = {"slow": {"vs": "base", "paper": {"trips": [2.0]}, "claim": "size"}}
+    found = evidence(runs, "base", arms, "trips")
+    page = "# toy\n\n" + evidence_markdown(runs, "base", arms, "trips", found)
+    frame = pd.DataFrame({"method": ["base", "slow"], "source": ["r1", "r2"], "wandb_run_id": ["a", "b"],
+                          "wandb_group": ["g", "g"]})
+    spec = specification(build_report("me/fl_bench", "toy", page, frame, ["algorithm.name"], offline=True))
+    text = next(b["content"] for b in spec["spec"]["blocks"] if b["type"] == "markdown-block")
+    effect = found.set_index("method").loc["slow"]
+    assert f"| >{effect['effect']:.2f}× [{effect['effect_low']:.2f}, {effect['effect_high']:.2f}] |" in text
+    assert "same side, more than" in text  # the bound, not a point, is compared with the band
