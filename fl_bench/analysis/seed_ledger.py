@@ -115,24 +115,29 @@ class SeedLedger:
 
     def record(self, tables: dict[str, list[int]], arms: dict[str, list[int]], amended: tuple[str, ...],
                sweep_file: Path) -> None:
-        """Write the seeds wanted now (after :meth:`check`), before the first report run."""
+        """Write the seeds wanted now (after :meth:`check`), before the first report run. An entry whose seeds
+        are unchanged keeps its recording (its day, the amendments then, the sweep file's digest then): an
+        amendment added later, that changes no seed, does not make the seeds look recorded later than they were."""
         today = datetime.date.today().isoformat()
         sweep = hashlib.sha256(Path(sweep_file).read_bytes()).hexdigest()
         for entries, wanted, extra in ((self.tables, tables, {"sweep_sha256": sweep}), (self.arms, arms, {})):
             for name, seeds in wanted.items():
                 before = entries.get(name)
-                if before is None or before["seeds"] != seeds or before["amended"] != list(amended):
+                if before is None or before["seeds"] != seeds:
                     entries[name] = {"seeds": list(seeds), "recorded": today, "amended": list(amended), **extra}
         ledger = {"format": FORMAT, "tables": self.tables, "arms": self.arms, "sha256": _digest(self.tables, self.arms)}
         replace_text(self.path, json.dumps(ledger, indent=1) + "\n")
 
-    def note(self, table: str, sweep_file: Path) -> str:
-        """The paragraph under a table's page: its seeds as recorded before its report runs."""
+    def note(self, table: str, sweep_file: Path, amended: tuple[str, ...] = ()) -> str:
+        """The paragraph under a table's page: its seeds as recorded before its report runs, and the
+        amendments (of the protocol's ``amended`` now) added since."""
         entry = self.tables.get(table)
         if entry is None:
             return ""
         changed = hashlib.sha256(Path(sweep_file).read_bytes()).hexdigest() != entry["sweep_sha256"]
-        amendments = len(entry["amended"])
+        amendments, since = len(entry["amended"]), len(amended) - len(entry["amended"])
+        later = (f"; the sweep file has been edited since, {since} amendment{'' if since == 1 else 's'} added"
+                 if changed and since > 0 else "; the sweep file has been edited since" if changed else "")
         return (f"Report seeds {seed_text(entry['seeds'])}, recorded in {self.path} on {entry['recorded']} before the "
                 f"first report run (sweep file SHA-256 {entry['sweep_sha256'][:12]}, {amendments} amendment"
-                f"{'' if amendments == 1 else 's'}" + ("; the sweep file has been edited since" if changed else "") + ").")
+                f"{'' if amendments == 1 else 's'}{later}).")

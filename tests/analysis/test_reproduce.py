@@ -357,6 +357,14 @@ def test_the_report_seeds_are_recorded_once_and_changed_only_by_a_new_amendment(
         _ledger(tmp_path, seeds=(1, 2, 3, 4), started={"a"}, table="renamed")
     with pytest.raises(ValueError, match="protocol.amended entry '2026-01-01: more seeds' is dated before the report runs"):
         _ledger(tmp_path, seeds=(1, 2, 3, 4), amended=["2026-01-01: more seeds"], started={"a"})
+    first = json.loads((tmp_path / "report_seeds.json").read_text())
+    _ledger(tmp_path, amended=[f"{today}: claims of a kind"], started={"a"})  # an amendment that changes no seed
+    assert json.loads((tmp_path / "report_seeds.json").read_text()) == first  # the recording stands as it was
+    assert ledger.note("t", SPEC, (f"{today}: claims of a kind",)).endswith("0 amendments).")  # (the same file)
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(SPEC.read_text() + "# amended\n")
+    assert ledger.note("t", edited, (f"{today}: claims of a kind",)).endswith(
+        "0 amendments; the sweep file has been edited since, 1 amendment added).")
     _ledger(tmp_path, seeds=(1, 2, 3, 4), amended=[f"{today}: more seeds, because"], started={"a"})
     with pytest.raises(ValueError, match="protocol.amended was rewritten after the report runs of table t began"):
         _ledger(tmp_path, seeds=(1, 2, 3, 4), amended=[f"{today}: more seeds, as planned"], started={"a"})
