@@ -9,6 +9,7 @@ from typing import Optional
 import torch
 
 from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
+from fl_bench.algorithms.client_state import ClientDict
 from fl_bench.clients.local_update import LocalTraining
 from fl_bench.engine.messages import Upload
 from fl_bench.engine.protocol import Rounds
@@ -41,11 +42,24 @@ class HFL(ServerAlgorithm):
       and their p_i sum to 1. A round without stragglers is the kernel alone (eq. 4's first case;
       ``kernel_only_until_tau_max``: also every round t <= tau_max, eq. 4's split read literally).
 
-    lambda (``lambda_schedule``): ``printed``, eq. 8 as printed, lambda_0 exp(-(t - tau)), which
-    grows with tau and vanishes a few rounds after t passes it; ``decay_with_staleness``, the text's
-    intent ("a slower straggler contributes less, and less as rounds go on"): lambda_0
-    exp(-tau / tau_max) eta_t / eta_0. The server keeps the last ``max_staleness`` + 1 models
-    (a ring; its memory is ``server_state_nbytes``); an older upload is an error.
+    lambda (``lambda_schedule``, readings of eq. 8, lambda_t = lambda_0 exp(-(t - tau)), with t the
+    round the merge closes and tau the straggler's delay):
+
+    - ``printed``: eq. 8 as printed, which grows with tau and vanishes a few rounds after t passes it
+      (a merge closing at t = 20 weighs at most lambda_0 e^-10);
+    - ``decay_with_staleness``: the text's intent ("a slower straggler contributes less, and this
+      contribution continuously decreases when communication round increasing"): lambda_0
+      exp(-tau / tau_max) eta_t / eta_0;
+    - ``delay``: the exponent read as the straggler's delay alone, lambda_0 exp(-tau) (t - tau read as
+      the round it downloaded at, measured from there);
+    - ``since_merge``: the exponent read as the rounds since that straggler's previous merge (round 0
+      before its first), lambda_0 exp(-(t - t_i));
+    - ``constant``: lambda_0, no decay (the weight the text's lambda_0 = 0.5 gives every merge).
+
+    Each upload's share of its round's step (``step_weights``: (1 - sum p_i lambda_i) p_j / sum p for a
+    normal device, p_i lambda_i for a straggler) is logged in trips.csv's ``weight``, so the weight the
+    late merges received over a run is measured. The server keeps the last ``max_staleness`` + 1
+    models (a ring; its memory is ``server_state_nbytes``); an older upload is an error.
     """
 
     step_policy = Rounds
@@ -58,12 +72,23 @@ class HFL(ServerAlgorithm):
         self._kernel = torch.zeros_like(params)  # sum_{S1} p_i y_i
         self._kernel_weight = 0.0
         self._stragglers: list[tuple[float, float, torch.Tensor]] = []  # (p_i, lambda_i, corrected model)
+        self._normal_weights: list[float] = []  # p_j of the round's normal devices, in add order
+        self._order: list[int] = []  # per upload of the round: -1 a normal device, else its straggler index
+        self.step_weights: list[float] = []  # the last step's share of each upload, in add order
+        self.last_merge = ClientDict(default=0)  # round of each straggler's previous merge (since_merge)
 
-    def lam(self, staleness: int) -> float:
-        """lambda_t for a straggler ``staleness`` rounds late, at the current round t."""
+    def lam(self, staleness: int, client: int | None = None) -> float:
+        """lambda_t for a straggler ``staleness`` rounds late (``client``: which, for ``since_merge``), at
+        the current round t, under the reading ``lambda_schedule`` (class docstring)."""
         t, cfg = self.version, self.cfg
         if cfg.lambda_schedule == "printed":
             return cfg.lambda_0 * math.exp(-(t - staleness))  # eq. 8
+        if cfg.lambda_schedule == "delay":
+            return cfg.lambda_0 * math.exp(-staleness)
+        if cfg.lambda_schedule == "since_merge":
+            return cfg.lambda_0 * math.exp(-(t - self.last_merge.get(client)))
+        if cfg.lambda_schedule == "constant":
+            return cfg.lambda_0
         return cfg.lambda_0 * math.exp(-staleness / cfg.max_staleness) * self._local.lr_at(t) / self._local.lr_at(0)
 
     def add(self, upload: Upload) -> None:
@@ -76,29 +101,38 @@ class HFL(ServerAlgorithm):
         if upload.staleness == 0:  # a normal device: y_i = w - Delta_i
             self._kernel.add_(start - upload.vector, alpha=weight)
             self._kernel_weight += weight
+            self._normal_weights.append(weight)
+            self._order.append(-1)
             return
         if self.cfg.kernel_only_until_tau_max and self.version <= self.cfg.max_staleness:
-            return  # eq. 4's first case: t <= max tau_i, the kernel alone
+            self._order.append(-2)  # eq. 4's first case: t <= max tau_i, the kernel alone (dropped: weight 0)
+            return
         delayed = upload.vector / self._local.lr_at(upload.version)  # g(w_{t-tau}): Delta over its lr
         corrected = corrected_gradient(delayed, self.params - start)
         model = start - self._local.lr_at(self.version) * corrected
-        self._stragglers.append((weight, self.lam(upload.staleness), model))
+        self._order.append(len(self._stragglers))
+        self._stragglers.append((weight, self.lam(upload.staleness, upload.client), model))
+        self.last_merge[upload.client] = self.version
 
     def _step(self) -> None:
         kernel = self._kernel / self._kernel_weight if self._kernel_weight else self.params.clone()
+        shares = []  # each straggler's p_i lambda_i, its share of the step
         if self._stragglers:
             total = (sum(p for p, _, _ in self._stragglers) if self.cfg.straggler_weights == "arriving"
                      else float(self.client_sizes.sum()))
             merged = torch.zeros_like(self.params)
-            mass = 0.0  # sum_i p_i lambda_i
             for p, lam, model in self._stragglers:
                 merged.add_(model, alpha=p / total * lam)
-                mass += p / total * lam
-            kernel.mul_(1 - mass).add_(merged)
+                shares.append(p / total * lam)
+            kernel.mul_(1 - sum(shares)).add_(merged)
         self.params.copy_(kernel)
+        kept = 1 - sum(shares)  # the kernel's share, split over the normal devices by p_j
+        normal = [kept * p / self._kernel_weight for p in self._normal_weights] if self._kernel_weight else []
+        normal_shares = iter(normal)
+        self.step_weights = [next(normal_shares) if i == -1 else 0.0 if i == -2 else shares[i] for i in self._order]
         self._kernel.zero_()
         self._kernel_weight = 0.0
-        self._stragglers = []
+        self._stragglers, self._normal_weights, self._order = [], [], []
         # the ring of past models: w_{t+1} joins, the one max_staleness + 1 back leaves
         self.history[self.version + 1] = self.params.clone()
         self.history.pop(self.version + 1 - self.cfg.max_staleness - 1, None)
@@ -107,7 +141,7 @@ class HFL(ServerAlgorithm):
         return sum(v.numel() * v.element_size() for v in self.history.values())
 
 
-LAMBDA_SCHEDULES = ("printed", "decay_with_staleness")
+LAMBDA_SCHEDULES = ("printed", "decay_with_staleness", "delay", "since_merge", "constant")
 
 
 @schema("algorithm", "hfl", HFL)
@@ -117,7 +151,9 @@ class HFLConfig(SyncConfig):
     rounds of ``deadline`` (speed=stragglers' round_time), eta_t = client_lr / (1 + t)."""
 
     lambda_0: float = 0.5
-    lambda_schedule: str = "printed"  # eq. 8 as printed | decay_with_staleness (the text's intent)
+    # eq. 8's reading (HFL's docstring): printed | decay_with_staleness (the text's intent) | delay
+    # (lambda_0 exp(-tau)) | since_merge (lambda_0 exp(-(rounds since that straggler's last merge))) | constant
+    lambda_schedule: str = "printed"
     max_staleness: int = 10  # past models kept (tau_max): a ring of max_staleness + 1
     # eq. 9's p_i over stragglers: "arriving" normalises n_i over the round's arriving stragglers (they
     # jointly weigh lambda); "global" takes p_i = n_i / n over all N devices (eq. 1's p_i).
@@ -134,5 +170,8 @@ class HFLConfig(SyncConfig):
         super().__post_init__()
         require(0 <= self.lambda_0 <= 1, "algorithm.lambda_0", self.lambda_0, "must be in [0, 1]")
         choice("algorithm.lambda_schedule", self.lambda_schedule, LAMBDA_SCHEDULES)
+        require(self.lambda_0 > 0 or self.lambda_schedule == "printed", "algorithm.lambda_schedule",
+                self.lambda_schedule, "reads lambda for late merges, and algorithm.lambda_0=0 merges nothing late: "
+                "leave lambda_schedule at printed, or set lambda_0 > 0")
         choice("algorithm.straggler_weights", self.straggler_weights, ("arriving", "global"))
         require(self.max_staleness >= 1, "algorithm.max_staleness", self.max_staleness, "must be >= 1")

@@ -50,6 +50,46 @@ def test_lambda_schedules_against_hand_values():
     assert intent.lam(6) < intent.lam(3)
 
 
+@pytest.mark.parametrize("reading, lambdas", [
+    ("printed", (0.5 * math.exp(-(2 - 2)), 0.5 * math.exp(-(3 - 2)))),  # exp(-(t - tau)): t - tau = 0, then 1
+    ("delay", (0.5 * math.exp(-2), 0.5 * math.exp(-2))),  # exp(-tau): tau = 2 both times
+    ("since_merge", (0.5 * math.exp(-(2 - 0)), 0.5 * math.exp(-(3 - 2)))),  # rounds since its last merge (0, then 2)
+    ("constant", (0.5, 0.5)),
+])
+def test_each_reading_of_eq_8_weighs_a_straggler_by_hand_over_four_rounds(reading, lambdas):
+    """Rounds t = 0..3: normal device 0 every round (device 1 too at t = 0); straggler 2 downloads w_0 and
+    w_1 and is merged at t = 2 and t = 3, each time tau = 2 rounds late. Each upload's share of the step
+    (trips.csv's weight): the straggler lambda_t (its p_i normalised over the round's one straggler),
+    the normal device the kernel's 1 - lambda_t."""
+    server = hfl(lambda_0=0.5, lambda_schedule=reading)
+    delta, late = torch.tensor([0.1, 0.0]), torch.tensor([0.01, -0.02])
+    server.add(Upload(0, 0, 0, 1, delta))
+    server.add(Upload(1, 0, 0, 3, delta))
+    server.step()
+    assert server.step_weights == pytest.approx([1 / 4, 3 / 4])  # the kernel alone: p_j / sum p
+    server.add(Upload(0, 1, 0, 1, delta))
+    server.step()
+    assert server.step_weights == [1.0]
+    merged = []
+    for t, downloaded in ((2, 0), (3, 1)):
+        server.add(Upload(0, t, 0, 1, delta))
+        server.add(Upload(2, downloaded, 2, 2, late))
+        server.step()
+        merged.append(server.step_weights[1])
+        assert server.step_weights == pytest.approx([1 - merged[-1], merged[-1]])
+    assert merged == pytest.approx(list(lambdas))
+
+
+def test_a_reading_of_eq_8_without_late_merges_is_refused():
+    with pytest.raises(ConfigError, match="algorithm.lambda_schedule='delay' is not allowed: reads lambda for late merges, "
+                                          "and algorithm.lambda_0=0 merges nothing late"):
+        HFLConfig(lambda_0=0.0, lambda_schedule="delay")
+    HFLConfig(lambda_0=0.0)  # the late merges off, eq. 8 left as printed: allowed
+    with pytest.raises(ConfigError, match="algorithm.lambda_schedule='exp' is not allowed: choose one of printed, "
+                                          "decay_with_staleness, delay, since_merge, constant"):
+        HFLConfig(lambda_schedule="exp")
+
+
 def test_a_round_with_a_late_straggler_follows_eq_9_by_hand():
     server = hfl(lambda_0=0.5)
     w0 = server.params.clone()
