@@ -240,8 +240,11 @@ def _accuracy_by_group(group: pd.DataFrame) -> dict[str, float]:
     if "final_val_accuracy_by_group" not in group:
         return {}
     by_group = group["final_val_accuracy_by_group"].dropna()  # NaN: a run under another speed
-    return {f"{name} acc": 100 * float(np.median([g[name] for g in by_group])) if len(by_group) else float("nan")
-            for name in ("normal", "straggler")}
+    found = {f"{name} acc": 100 * float(np.median([g[name] for g in by_group])) if len(by_group) else float("nan")
+             for name in ("normal", "straggler")}
+    weights = group["straggler_step_weight"].dropna() if "straggler_step_weight" in group else pd.Series(dtype=float)
+    found["straggler weight"] = float(np.median(weights)) if len(weights) else float("nan")
+    return found
 
 
 def _group_note(runs: pd.DataFrame) -> str:
@@ -250,7 +253,9 @@ def _group_note(runs: pd.DataFrame) -> str:
         return ""
     bases = " or ".join(runs["val_accuracy_by_group_basis"].dropna().unique())
     return (f"; normal acc / straggler acc: the final model's accuracy on the normal devices' and on the stragglers' "
-            f"data ({bases}), median over seeds, – for runs without stragglers")
+            f"data ({bases}), median over seeds, – for runs without stragglers; straggler weight: the stragglers' "
+            f"uploads' shares of the server steps summed over the run (in steps: each step's shares sum to 1), median "
+            f"over seeds, – where the algorithm logs no shares")
 
 
 def _at_first(group: pd.DataFrame, reached: pd.Series) -> pd.Series:
@@ -401,7 +406,7 @@ def accuracy_markdown(table: pd.DataFrame) -> str:
     shown["best_accuracy"] = [f"{v:.2f} ± {sd:.2f}" + (f" ({d} diverged)" if d else "")
                               for v, sd, d in zip(table["best_accuracy"], table["best_std"], table["diverged"])]
     shown["final_val_accuracy"] = [f"{100 * v:.2f} ± {100 * sd:.2f}" for v, sd in zip(table["final_val_accuracy"], table["final_std"])]
-    for column in ("tail_accuracy", "normal acc", "straggler acc"):
+    for column in ("tail_accuracy", "normal acc", "straggler acc", "straggler weight"):
         if column in shown:
             shown[column] = shown[column].map(lambda v: "–" if pd.isna(v) else f"{v:.2f}")
     if "vs_reference" in shown:

@@ -246,7 +246,10 @@ class PrivacyAccounting(Callback):
 class StragglerAccuracy(Callback):
     """With persistent stragglers (speed=stragglers), the final model's accuracy on the normal
     devices' data and on the stragglers': whose data the model learned, where stragglers' updates
-    come late or are dropped."""
+    come late or are dropped; and, where the algorithm logs each upload's share of its step (HFL,
+    the FedAvg family: trips.csv's weight), the stragglers' uploads' shares summed over the run
+    (``straggler_step_weight``, in steps: each step's shares sum to 1), so that a setting under which
+    the stragglers' updates weigh nothing shows it."""
 
     def summary(self, run):
         predicted, delays, data = run.final_predictions, run.exp.simulator.delays, run.exp.data
@@ -255,7 +258,9 @@ class StragglerAccuracy(Callback):
         correct = (predicted == data.y_val).cpu().numpy().astype(float)
         accuracy, basis = accuracy_by_group(correct, data.y_val.cpu().numpy(), data.val_offsets, data.y.cpu().numpy(),
                                             data.offsets, {"normal": ~delays.straggler, "straggler": delays.straggler})
-        return {"final_val_accuracy_by_group": accuracy, "val_accuracy_by_group_basis": basis}
+        weights = run.exp.simulator.weight_by_client
+        logged = {"straggler_step_weight": float(weights[delays.straggler].sum())} if weights.any() else {}
+        return {"final_val_accuracy_by_group": accuracy, "val_accuracy_by_group_basis": basis, **logged}
 
 
 class TaskMetricsLog(Callback):

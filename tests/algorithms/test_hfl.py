@@ -208,3 +208,25 @@ def test_the_summary_gives_the_normal_and_straggler_accuracy_of_the_final_model(
     assert whole == pytest.approx(summary["final_val_accuracy"], abs=1e-6)
     without = run_experiment(compose_run_config(*overrides, "speed=none"), tmp_path / "none")
     assert "final_val_accuracy_by_group" not in without and "val_accuracy_by_group_basis" not in without
+
+
+def test_a_run_reports_the_weight_its_stragglers_uploads_received(tmp_path):
+    """summary.json's straggler_step_weight is the stragglers' trips' logged shares of their steps, summed
+    (trips.csv's weight), and the late merges off (lambda_0 = 0) give them none."""
+    import json
+
+    import pandas as pd
+
+    from fl_bench.runs.experiment import run_experiment
+
+    weights = {}
+    for lam in (0.5, 0.0):
+        cfg = compose_run_config("experiment=hfl_shared_smoke", "max_rounds=12", f"algorithm.lambda_0={lam}",
+                                 )
+        run_experiment(cfg, tmp_path / str(lam))
+        summary = json.loads((tmp_path / str(lam) / "summary.json").read_text())
+        trips = pd.read_csv(tmp_path / str(lam) / "trips.csv")
+        late = trips.loc[trips["staleness"] > 0, "weight"].fillna(0).sum()
+        assert summary["straggler_step_weight"] == pytest.approx(late, abs=1e-9)
+        weights[lam] = summary["straggler_step_weight"]
+    assert weights[0.5] > 0 and weights[0.0] == 0

@@ -213,3 +213,7 @@ def test_the_accuracy_table_gives_the_median_normal_and_straggler_accuracy_where
     assert pd.isna(table.loc["ssgd", "normal acc"])
     shown = accuracy_markdown(table.reset_index())
     assert "| normal acc" in shown and "80.00" in shown and "–" in shown
+    assert pd.isna(table.loc["hfl", "straggler weight"])  # no run logged step shares
+    runs["straggler_step_weight"] = [3.0, 1.0, 2.0, float("nan")]
+    table = best_accuracy_table(runs, None).set_index("method")
+    assert table.loc["hfl", "straggler weight"] == pytest.approx(2.0) and pd.isna(table.loc["ssgd", "straggler weight"])
