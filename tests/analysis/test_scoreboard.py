@@ -184,4 +184,3 @@ def test_the_readme_summary_is_the_one_the_scoreboard_generates_from_the_shipped
     text = scoreboard.README.read_text()
     begin, end = text.index(scoreboard.README_BEGIN), text.index(scoreboard.README_END)
     assert text[begin:end + len(scoreboard.README_END)] == scoreboard.readme_block(board)
-    assert "Evidence older" not in scoreboard.markdown(board)  # every shipped table's evidence reads today's claims
