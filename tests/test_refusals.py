@@ -193,6 +193,11 @@ REFUSALS = [
     (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=12", "max_trips=2000"], {},
      "dp.max_participations=1 lets 1000 clients upload 1000 times, and this run's budget is 2000 uploads"),
     (FL_BENCH, ["dataset=sent140", "data_root={tmp}/data"], {}, "dataset 'sent140' is not prepared"),
+    *[(FL_BENCH, ["dataset.num_clients=40", f"dataset.num_centres={k}"], {}, f"dataset.num_centres={k} is not allowed: "
+       "must be null (a centre per device) or an integer in [1, num_clients = 40]") for k in (0, 41)],
+    (FL_BENCH, ["algorithm=hfl", "speed=stragglers", "algorithm.lambda_0=0", "algorithm.lambda_schedule=constant"], {},
+     "algorithm.lambda_schedule='constant' is not allowed: reads lambda for late merges, and algorithm.lambda_0=0 merges "
+     "nothing late"),
     (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
     # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")
     (FL_BENCH, ["devices=[5]", "seed=1"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU (accelerator=auto)"),
