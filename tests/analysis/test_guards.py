@@ -342,3 +342,15 @@ def test_a_censored_effect_is_a_bound_against_the_band():
     assert found.loc["slow", "verdict"] == "same side, more than 5x the paper's"  # its bound, >9.8x, is past 3x
     within = {"slow": {"vs": "base", "paper": {"trips": [8.0]}, "claim": "size"}}  # band 5.3x to 12x: a bound inside
     assert evidence_table(runs, "base", within, "trips").set_index("method").loc["slow", "verdict"] == "reproduces"
+
+
+def test_the_final_accuracy_measure_judges_the_model_each_run_ends_with():
+    """issue 55: HFL's evaluation reading: the same runs judged on final accuracy, not the best within the budget."""
+    runs = pd.DataFrame([{"method": m, "seed": s, "best_val_accuracy": best / 100, "final_val_accuracy": final / 100}
+                         for m, rows in {"hfl": [(80, 60), (81, 61), (79, 59)], "fedavg": [(70, 70), (71, 71), (69, 69)]}.items()
+                         for s, (best, final) in enumerate(rows)])
+    arms = {"hfl": {"paper": {"accuracy": 83.41}}, "fedavg": {"vs": "hfl", "paper": {"accuracy": 71.92}}}
+    best = evidence(runs, "hfl", arms, "best_accuracy").set_index("method").loc["fedavg"]
+    final = evidence(runs, "hfl", arms, "final_accuracy").set_index("method").loc["fedavg"]
+    assert best["effect"] == pytest.approx(-10.0) and best["verdict"] == "reproduces"
+    assert final["effect"] == pytest.approx(10.0) and final["verdict"] == "differs"
