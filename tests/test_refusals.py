@@ -111,6 +111,10 @@ def write_files(tmp: Path) -> None:
                        ("no_paper", '    rows: ["hfl_convex_smoke: (0,1) S-SGD matched work", '),
                        ("twice", '    rows: ["hfl_convex_smoke: (0,1) S-SGD", ')):
         (tmp / f"headline_{name}.yaml").write_text(_replace(hfl, headline, rows))
+    (tmp / "headline_placeholder.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {headline:9}\n"))
+    (tmp / "headline_reading.yaml").write_text(_replace(hfl, '    where: Sec. 6, comparison to benchmarks\n',
+                                                        '    where: Sec. 6, comparison to benchmarks\n'
+                                                        '    readings: {"another": ["hfl_convex_smoke: (0,1) HFLL"]}\n'))
     (tmp / "headline_empty.yaml").write_text(_replace(hfl, '    rows: ["hfl_convex_smoke: (0,0) S-SGD", "hfl_convex_smoke: (0,1) '
                                                       'S-SGD", "hfl_convex_smoke: digits S-SGD"]', "    rows: []"))
     (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
@@ -435,6 +439,10 @@ REFUSALS = [
      "S-SGD', 'hfl_convex_smoke: (0,1) S-SGD', 'hfl_convex_smoke: digits S-SGD'] is not allowed: each row once"),
     (REPRODUCE, ["{tmp}/headline_empty.yaml"], {}, "{tmp}/headline_empty.yaml: headlines[0].rows=[] is not allowed: a "
      "headline quotes the paper and names the rows that test it"),
+    (REPRODUCE, ["{tmp}/headline_placeholder.yaml"], {}, "{tmp}/headline_placeholder.yaml: tables.hfl_convex_smoke.notes: "
+     "'{headline:9}' names no headline of the file: write {headline:N} with N from 1 to 2"),
+    (REPRODUCE, ["{tmp}/headline_reading.yaml"], {}, "{tmp}/headline_reading.yaml: headlines[0].readings.another[0] arm="
+     "'(0,1) HFLL' is not defined: did you mean (0,1) HFL?"),
     (REPRODUCE, ["{tmp}/claim_kind.yaml"], {}, "{tmp}/claim_kind.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.claim='gap' "
      "is not allowed"),
     (REPRODUCE, ["{tmp}/claim_loose.yaml"], {}, "{tmp}/claim_loose.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance=5.0 "

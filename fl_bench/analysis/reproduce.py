@@ -509,7 +509,7 @@ class Reproduction:
                 for label, arm in table["arms"].items()}
         found = evidence(view, table["reference"], arms, verdict_measure, needs, (self.protocol.power or {}).get("cap"))
         write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
-        notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.power_note(needs, runs),
+        notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name), self.power_note(needs, runs),
                                             ledger.note(name, self.spec_path, tuple(self.protocol.amended)) if ledger else "",
                                             self.guards(chosen),
                                             self.held_out(chosen, directories), self.readings(),
