@@ -49,12 +49,14 @@ a time (the batched path cannot prove that a user's step batches to the same res
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import inspect
-import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -64,11 +66,34 @@ from fl_bench.clients.task import LightningTaskConfig, model_inputs
 from fl_bench.clients.trainer import ClientTrainer, views
 from fl_bench.data import FederatedData
 from fl_bench.engine.messages import Broadcast
-from fl_bench.errors import ConfigError
+from fl_bench.errors import ConfigError, FLBenchError
 
 # Constructor arguments a module may take from the run when its config does not set them.
 FROM_RUN = ("model", "num_classes", "input_shape", "vocab_size")
 EVAL_BATCH = 1024  # validation examples per validation_step call
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0].rstrip('.')}" if text else type(error).__name__
+
+
+@contextlib.contextmanager
+def user_code(module: nn.Module, hook: str, hint: str = "") -> Iterator[None]:
+    """Run the module's ``hook`` so that whatever it raises reaches the user as one line naming the hook
+    and the error (``FL_BENCH_TRACEBACK=1`` keeps the traceback, chained); fl_bench's own errors pass."""
+    try:
+        yield
+    except FLBenchError as error:
+        if str(error).startswith("self.log"):  # (what it logged: say where)
+            raise ConfigError(f"{type(module).__qualname__}.{hook}: {error}") from error
+        raise
+    except Exception as error:
+        if "self.trainer" in str(error) or "not attached to a `Trainer`" in str(error):
+            hint = hint or ("fl_bench runs no lightning.Trainer (a client trip's length varies with its client's "
+                            "examples): give what the module reads from self.trainer as its own argument")
+        raise ConfigError(f"{type(module).__qualname__}.{hook} raised {_first_line(error)}"
+                          + ((" " if hint.startswith("(") else ": ") + hint if hint else "")) from error
 
 
 def _overrides(module: nn.Module, hook: str) -> bool:
@@ -101,6 +126,9 @@ def build_lightning_task(cfg: LightningTaskConfig, model: nn.Module, data: Feder
     except Exception as error:
         cause = error.__cause__ or error
         raise ConfigError(f"task.module._target_={target} could not be built: {str(cause).splitlines()[0]}") from None
+    if not any(p.requires_grad for p in module.parameters()):
+        raise ConfigError(f"task.module._target_={target} has no trainable parameters: a client trip trains and "
+                          f"uploads them; give the module layers with parameters (or take the run's model)")
     if not _overrides(module, "training_step"):
         raise ConfigError(f"task.module._target_={target} has no training_step: a client trip calls it on each "
                           f"minibatch for the loss; add one (as lightning.Trainer needs)")
@@ -169,12 +197,12 @@ class LightningTask(nn.Module):
         """Fabric moves the module to its device; its ``self.log`` and ``self.log_dict`` go to
         ``metrics`` (module docstring). With validation examples, one validation step on a few of
         them finds where the validation loss is read from (logged or returned); what it logged and
-        its metrics' states are discarded."""
+        its metrics' states are discarded; scored by logits, its forward on a few is checked."""
         fabric.setup_module(self.module)
         self.fabric, self.metrics = fabric, metrics
         self._initial_buffers = [b.to(fabric.device) for b in self._initial_buffers]
         install_logging(self.module, metrics)
-        if self.evaluation == "steps" and x_val is not None and len(y_val):
+        if self.evaluation in ("steps", "logits") and x_val is not None and len(y_val):
             self.evaluate(x_val[:8], y_val[:8])
             metrics.discard()
 
@@ -199,24 +227,33 @@ class LightningTask(nn.Module):
 
     def training_loss(self, batch: Any, batch_idx: int) -> tuple[torch.Tensor | None, Any]:
         """The module's ``training_step`` output and its loss (None: the module skips this batch)."""
-        output = self.module.training_step(batch, batch_idx)
+        with user_code(self.module, "training_step"):
+            output = self.module.training_step(batch, batch_idx)
         loss = output.get("loss") if isinstance(output, dict) else output
+        name = type(self.module).__qualname__
         if loss is not None and not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
-            raise ConfigError(f"{type(self.module).__qualname__}.training_step returned {type(loss).__name__}: "
-                              f"return the loss as a scalar tensor, a dict with 'loss', or None")
+            shape = f"a tensor of shape {list(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise ConfigError(f"{name}.training_step returned {shape}: return the loss as a scalar tensor, a dict "
+                              f"with 'loss', or None")
+        if loss is not None and torch.is_grad_enabled() and not loss.requires_grad:
+            raise ConfigError(f"{name}.training_step returned a loss that does not require grad (detached, "
+                              f"computed under torch.no_grad, or from no parameter): return the loss its step "
+                              f"differentiates")
         return loss, output
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """The loss of one minibatch of stored examples through ``training_step`` (the FLOP count and
         Mimelite's full-batch gradient), scored as an epoch of its own (:meth:`own_epoch`). Before
-        Fabric is set up, ``self.log`` has nowhere to go: its warning is silenced and metric states
-        touched are reset."""
+        Fabric is set up, what ``self.log`` takes is checked and dropped, and metric states touched
+        are reset."""
         if self.metrics is None:
             from torchmetrics import Metric
 
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*self.log.*")
+            install_logging(self.module, task_metrics_logger())  # (checked as in a trip, then dropped)
+            try:
                 loss = self.own_epoch(self.batch(x, y, True, generator))
+            finally:
+                del self.module.log, self.module.log_dict  # LightningModule's own again, until set_up
             for metric in self.module.modules():
                 if isinstance(metric, Metric):
                     metric.reset()
@@ -231,14 +268,27 @@ class LightningTask(nn.Module):
     def own_epoch(self, batch: Any, batch_idx: int = 0) -> torch.Tensor | None:
         """training_step's loss on ``batch`` outside a trip, between the train-epoch hooks: state a
         module keeps across an epoch's batches (an RNN's hidden state) starts afresh and is cleared."""
-        self.module.on_train_epoch_start()
+        with user_code(self.module, "on_train_epoch_start"):
+            self.module.on_train_epoch_start()
         loss, _ = self.training_loss(batch, batch_idx)
-        self.module.on_train_epoch_end()
+        with user_code(self.module, "on_train_epoch_end"):
+            self.module.on_train_epoch_end()
         return loss
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The module's output on stored examples (evaluation inputs)."""
-        return self.module(model_inputs(self.transform, x, False))
+        with user_code(self.module, "forward"):
+            return self.module(model_inputs(self.transform, x, False))
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The module's forward on stored examples as class logits [n, num_classes] (float), or one line."""
+        out = self(x)
+        if not (isinstance(out, torch.Tensor) and out.shape == (len(x), self.num_classes)):
+            got = f"a tensor of shape {list(out.shape)}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
+            raise ConfigError(f"{type(self.module).__qualname__}.forward returned {got}: task.evaluation=logits scores "
+                              f"its forward's class logits, of shape [batch, {self.num_classes}]; return them, or add "
+                              f"a validation_step")
+        return out.float()
 
     @torch.no_grad()
     def evaluate(self, x: torch.Tensor, y: torch.Tensor, chunk: int = EVAL_BATCH) -> tuple[float, float]:
@@ -255,7 +305,7 @@ class LightningTask(nn.Module):
             if self.evaluation == "logits":
                 loss, correct = 0.0, 0.0
                 for s in range(0, len(y), chunk):
-                    logits = self(x[s: s + chunk]).float()
+                    logits = self.logits(x[s: s + chunk])
                     loss += F.cross_entropy(logits, y[s: s + chunk], reduction="sum").item()
                     correct += (logits.argmax(-1) == y[s: s + chunk]).sum().item()
                 return loss / len(y), correct / len(y)
@@ -264,7 +314,9 @@ class LightningTask(nn.Module):
             returned, total = [], 0
             for i, s in enumerate(range(0, len(y), chunk)):
                 self.metrics.batch_size = n = len(y[s: s + chunk])
-                loss = self._returned_loss(step(self.batch(x[s: s + chunk], y[s: s + chunk], False), i))
+                with user_code(self.module, self.evaluator):
+                    output = step(self.batch(x[s: s + chunk], y[s: s + chunk], False), i)
+                loss = self._returned_loss(output)
                 returned.append(None if loss is None else loss * n)
                 total += n
             logged = self.last_validation = self.metrics.take_validation()
@@ -320,7 +372,10 @@ def install_logging(module: nn.Module, metrics: "TaskMetrics") -> None:
     def check(options: dict[str, Any], known: set[str], call: str) -> None:
         unknown = sorted(set(options) - known)
         if unknown:
-            raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
+            near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+            raise ConfigError(f"self.{call}(..., {unknown[0]}=...): {unknown[0]} is not an argument of "
+                              f"LightningModule.{call}" + (f" (did you mean {near[0]}?)" if near else "")
+                              + f"; it takes {', '.join(sorted(known))}")
 
     def record(name: str, value: Any, options: dict[str, Any]) -> None:
         metrics.record(name, value, options.get("on_step"), options.get("on_epoch"), options.get("reduce_fx", "mean"),
@@ -479,6 +534,13 @@ def task_metrics_logger() -> Any:
     return TaskMetrics()
 
 
+def _described(value: Any) -> str:
+    """A value a hook returned, in a few words."""
+    if isinstance(value, dict):
+        return f"a dict with keys {sorted(map(str, value))}"
+    return repr(value) if value is None or isinstance(value, (int, float, str)) else f"a {type(value).__name__}"
+
+
 def _scalar(name: str, value: Any) -> float:
     """A logged value as a number; one line for what ``self.log`` cannot take."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
@@ -537,6 +599,9 @@ class LightningClientTrainer(ClientTrainer):
         if own_optimizer and not _overrides(self.module, "configure_optimizers"):
             raise ConfigError(f"{type(self.module).__qualname__} has no configure_optimizers: under this algorithm a "
                               f"client trip steps the module's own optimizer; add one (as lightning.Trainer needs)")
+        self.schedulers: list[tuple[str, str, int]] = []  # (class, interval, frequency) of the module's own
+        if own_optimizer:
+            self._check_schedulers()
 
     def autocast(self):
         """Fabric's precision context for the module's steps."""
@@ -546,7 +611,15 @@ class LightningClientTrainer(ClientTrainer):
         """The task and how its trips step, for the run's first lines."""
         how = ("its configure_optimizers' optimizer (algorithm.client_lr is not used)" if self.own_optimizer else
                f"the algorithm's rule at algorithm.client_lr={self.local.lr} (configure_optimizers is not used)")
-        return f"{self.task.describe()}; trips step with {how}"
+        if self.schedulers:
+            kinds = " and ".join(f"{kind} (per {interval})" for kind, interval, _ in self.schedulers)
+            how += (f", its lr scheduler {kinds} acting within each trip and starting afresh with every trip "
+                    f"(across trips: algorithm.lr_decay)")
+        why = {None: "" if not self.local.drop_last else " (task.drop_last=null: the module has BatchNorm)"}.get(
+            self.task.cfg.drop_last, f" (task.drop_last={self.task.cfg.drop_last})")
+        batches = (f"minibatches of {self.local.batch_size}, each epoch's short last batch "
+                   f"{'left out' if self.local.drop_last else 'kept'}{why}")
+        return f"{self.task.describe()}; trips step with {how}, on {batches}"
 
     # ------------------------------------------------------------------ buffers (module docstring)
     def broadcast_state(self) -> dict[str, torch.Tensor]:
@@ -625,22 +698,92 @@ class LightningClientTrainer(ClientTrainer):
             self.client_buffers[client] = self._trip_buffers[seed] = flat_buffers(self.module)
 
     def _hook(self, name: str, *args: Any) -> None:
-        getattr(self.module, name)(*args)
+        with user_code(self.module, name):
+            getattr(self.module, name)(*args)
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, list[Any]]:
+        """A fresh optimizer and its scheduler configs (:meth:`_configured`), the optimizer set up by Fabric."""
+        optimizer, configs = self._configured()
+        return self.fabric.setup_optimizers(optimizer), configs
+
+    def _configured(self) -> tuple[torch.optim.Optimizer, list[Any]]:
         """A fresh optimizer and its scheduler configs from the module's configure_optimizers (every
-        form Lightning accepts), the optimizer set up by Fabric."""
+        form Lightning accepts); what a trip cannot step is refused in one line."""
+        from lightning.fabric.utilities.exceptions import MisconfigurationException
         from lightning.pytorch.core.optimizer import _configure_optimizers, _configure_schedulers_automatic_opt
 
-        optimizers, schedulers, monitor = _configure_optimizers(self.module.configure_optimizers())
+        name = f"{type(self.module).__qualname__}.configure_optimizers"
+        arguments = {k: v for k, v in self.task.cfg.module.items() if k != "_target_"}
+        with user_code(self.module, "configure_optimizers", f"(task.module's arguments: {arguments})" if arguments else ""):
+            returned = self.module.configure_optimizers()
+        forms = ("return an optimizer, a list of them, ([optimizers], [schedulers]) or a dict with 'optimizer' "
+                 "(and 'lr_scheduler'), as lightning.Trainer takes")
+        try:
+            optimizers, schedulers, monitor = _configure_optimizers(returned)
+        except (MisconfigurationException, KeyError, TypeError, ValueError):
+            raise ConfigError(f"{name} returned {_described(returned)}: {forms}") from None
         if len(optimizers) != 1:
-            raise ConfigError(f"{type(self.module).__qualname__}.configure_optimizers returned {len(optimizers)} "
-                              f"optimizers: a client trip steps one (automatic optimization)")
-        configs = _configure_schedulers_automatic_opt(schedulers, monitor)
+            raise ConfigError(f"{name} returned {len(optimizers)} optimizers: a client trip steps one (automatic "
+                              f"optimization); return one" + (f" ({forms})" if not optimizers else ""))
+        step = inspect.signature(optimizers[0].step).parameters.get("closure")
+        if step is not None and step.default is inspect.Parameter.empty:
+            raise ConfigError(f"{name} returned {type(optimizers[0]).__name__}, whose step needs a closure that "
+                              f"re-evaluates the loss: a client trip steps once per minibatch; use an optimizer that "
+                              f"steps without one (SGD, Adam, ...)")
+        try:
+            configs = _configure_schedulers_automatic_opt(schedulers, monitor)
+        except MisconfigurationException as error:
+            raise ConfigError(f"{name}: {str(error).splitlines()[0]}") from None
         if any(config.monitor is not None for config in configs):
             raise ConfigError(f"{type(self.module).__qualname__}'s lr scheduler monitors a metric "
                               f"({configs[0].monitor}): a client trip has no validation to read it from")
-        return self.fabric.setup_optimizers(optimizers[0]), configs
+        return optimizers[0], configs
+
+    def _check_schedulers(self, horizon: int = 10_000) -> None:
+        """Build the module's optimizer once, before any trip (what cannot step stops here), and step its
+        schedulers through the longest trip as a trip steps them: one that never moves the lr before the
+        trip's last step, but would within ``horizon`` steps of its interval (a fit's), is refused, as it
+        would do nothing here (each trip starts a fresh optimizer and scheduler). One that never moves it
+        (StepLR with gamma 1) is left alone: it does nothing anywhere."""
+        optimizer, configs = self._configured()
+        self.schedulers = [(type(c.scheduler).__name__, c.interval, c.frequency) for c in configs]
+        if not configs:
+            return
+        sizes = np.asarray(self._sizes, dtype=np.int64)
+        steps = self.local.num_steps(sizes)
+        epochs = -(-steps // self.local.batches_per_epoch(sizes))
+        longest, most_epochs = int(steps.max()), int(epochs.max())
+        ticks = {"step": longest - 1, "epoch": most_epochs - 1}  # scheduler steps before a trip's last step
+
+        def moved() -> bool:
+            return any(group["lr"] != group.get("initial_lr", group["lr"]) for group in optimizer.param_groups)
+
+        acted = moved()  # (a warm-up's factor applies from the first step)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*before `optimizer.step\\(\\)`")
+            for interval, count in ticks.items():
+                for tick in range(1, count + 1):
+                    with user_code(self.module, "configure_optimizers' lr scheduler"):
+                        self._step_schedulers(configs, interval, tick)
+                    acted = acted or moved()
+            later = False
+            for interval, count in ticks.items():  # beyond a trip: what a longer fit would have seen
+                for tick in range(count + 1, max(count, horizon) + 1):
+                    try:
+                        self._step_schedulers(configs, interval, tick)
+                    except Exception:  # (OneCycleLR past its total_steps: that fit would have stopped)
+                        break
+                    if moved():
+                        later = True
+                        break
+        if not acted and later:
+            kinds = ", ".join(f"{kind} (interval {interval}, frequency {frequency})" for kind, interval, frequency
+                              in self.schedulers)
+            raise ConfigError(f"{type(self.module).__qualname__}'s lr scheduler {kinds} never changes the lr within a "
+                              f"trip, and each trip starts a fresh optimizer and scheduler: the longest trip has "
+                              f"{longest} steps in {most_epochs} epoch(s) (algorithm.local_epochs="
+                              f"{self.local.epochs}); let it act within a trip (interval step, more local epochs), or "
+                              f"decay the lr across trips with algorithm.lr_decay")
 
     def _local_sgd(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
                    rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None = None,
@@ -658,7 +801,7 @@ class LightningClientTrainer(ClientTrainer):
         local, params, task = self.local, self.params, self.task
         x, y = self.data.client(client)
         gen = torch.Generator().manual_seed(seed)  # augmentation draws
-        per_epoch = math.ceil(len(y) / local.batch_size)
+        per_epoch = int(local.batches_per_epoch(len(y)))
         anchors = views(start, self.shapes)
         state_views = {k: views(v, self.shapes) for k, v in state.items()}
         self._start_buffers(client, self._downloads[seed])
@@ -684,7 +827,8 @@ class LightningClientTrainer(ClientTrainer):
                 for group, lr in zip(optimizer.param_groups, lrs):
                     group["lr"] = lr * scale
                 self._hook("on_before_optimizer_step", optimizer)
-                optimizer.step()
+                with user_code(self.module, "configure_optimizers' optimizer step"):
+                    optimizer.step()
                 for group, lr in zip(optimizer.param_groups, lrs):
                     group["lr"] = lr
                 self._hook("on_before_zero_grad", optimizer)

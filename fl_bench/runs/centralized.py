@@ -38,7 +38,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, Sequent
 
 from fl_bench.clients.hardware import check_cpu_devices, process_count, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining
-from fl_bench.clients.task import LightningTaskConfig, builtin_task
+from fl_bench.clients.task import LightningTaskConfig, builtin_task, drop_last
 from fl_bench.clients.trainer import minibatch_plan
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.engine.simulator import Progress
@@ -256,7 +256,6 @@ class CentralizedRun:
         data: FederatedData = build_dataset(cfg.dataset, cfg.partition).pooled()
         self.data = data
         model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
-        self.local = LocalTraining.from_config(cfg.algorithm)
         self.loss_key, self.accuracy_key, self.target_key = "val_loss", "val_acc", None
         if isinstance(cfg.task, LightningTaskConfig):
             from fl_bench.clients.lightning_task import build_lightning_task
@@ -276,6 +275,8 @@ class CentralizedRun:
             self.collate = lambda batch, train: task.batch(*batch, train)
         else:
             task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
+        self.local = LocalTraining.from_config(cfg.algorithm, drop_last=drop_last(cfg.task, task.model))
+        if not isinstance(cfg.task, LightningTaskConfig):
             self.module = pooled_module(task, self.local, cfg.seed)
             self.collate = lambda batch, train: batch
         self.task = task

@@ -5,6 +5,7 @@ leaves its metrics.csv, trips.csv and summary.json (with its ``status``). Checkp
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -25,7 +26,7 @@ from fl_bench.clients.costs import example_flops, trip_flops
 from fl_bench.clients.distributed import DistributedTrainer, launched_rank
 from fl_bench.clients.hardware import Placement, place, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
-from fl_bench.clients.task import ClassificationTask, LightningTaskConfig, builtin_task
+from fl_bench.clients.task import ClassificationTask, LightningTaskConfig, builtin_task, drop_last
 from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.data.partition import LabelGroupsPartitionConfig
@@ -110,8 +111,9 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
                               "module's training_step gives each trip the same result; use vmap_clients=null or false")
     else:
         task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
-    local = LocalTraining.from_config(cfg.algorithm)
+    local = LocalTraining.from_config(cfg.algorithm, drop_last=drop_last(cfg.task, task.model))
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
+    check_single_example_batches(task, data, local)  # (after a full batch's step: its errors are not this one's)
     metrics = task_metrics_logger() if lightning else None
     placement = place(accelerator, cfg.devices, cfg.num_nodes, cfg.strategy, cfg.precision,
                       False if lightning else cfg.vmap_clients, cfg.cuda_graphs, task.model, per_example,
@@ -175,6 +177,29 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         behaviour=behaviour,
     )
     return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement)
+
+
+def check_single_example_batches(task: Any, data: FederatedData, local: LocalTraining) -> None:
+    """Where a client's minibatches include one of a single example (task.drop_last off and n mod B = 1,
+    a client of one example, or B = 1), the task's loss must take one: BatchNorm cannot normalise a
+    single value per channel in training. Tried on a copy of the task, before any trip."""
+    sizes = np.asarray(data.sizes)
+    single = sizes == 1 if local.drop_last else sizes % local.batch_size == 1 % local.batch_size
+    if local.batch_size > 1 and not single.any():
+        return
+    client = int(np.flatnonzero(single)[0]) if single.any() else 0
+    probe = copy.deepcopy(task)
+    x, y = data.client(client)
+    try:
+        with torch.random.fork_rng():
+            torch.autograd.grad(probe.loss(x[:1], y[:1]), [p for p in probe.parameters() if p.requires_grad])
+    except Exception as error:  # the user's model: whatever it raises, one line
+        n = int(sizes[client])
+        fix = ("set task.drop_last=true (each epoch's short last batch is left out)" if not local.drop_last and n > 1
+               else "use algorithm.batch_size >= 2" if n > 1 else "use a partition whose clients hold at least 2 examples")
+        raise ConfigError(f"client {client}'s minibatches include one of a single example ({n} examples in batches of "
+                          f"{local.batch_size}, drop_last={local.drop_last}), and the task's loss fails on it "
+                          f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}): {fix}") from None
 
 
 def dp_plan(cfg: Config, num_clients: int) -> dict[str, Any]:

@@ -113,10 +113,12 @@ def test_a_run_logs_what_the_module_logs_without_warnings_and_scores_it_by_its_v
 
 def test_dict_batches_adam_an_epoch_scheduler_and_fl_benchs_own_evaluation(tmp_path):
     """A module reading {"image", "label"} batches (task.batch_keys), Adam with an epoch-interval
-    scheduler in Lightning's ([optimizers], [schedulers]) form, no validation_step: the run scores
-    its logits with cross-entropy and accuracy and reports accuracy per class."""
+    scheduler in Lightning's ([optimizers], [schedulers]) form (two local epochs, so that it acts within
+    a trip), no validation_step: the run scores its logits with cross-entropy and accuracy and reports
+    accuracy per class."""
     summary = run_experiment(compose_run_config(*lightning("DictBatchClassifier", "task.batch_keys=[image,label]",
-                                                           "algorithm=fedbuff")), tmp_path / "run")
+                                                           "algorithm=fedbuff", "algorithm.local_epochs=2")),
+                             tmp_path / "run")
     assert summary["status"] == "completed" and 0.1 < summary["final_val_accuracy"] <= 1
     assert len(summary["final_val_accuracy_by_class"]) == 10
     logged = pd.read_csv(tmp_path / "run" / "task_metrics.csv")

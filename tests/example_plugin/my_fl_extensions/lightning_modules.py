@@ -194,3 +194,59 @@ class SkipsEveryBatch(NoTrainingStep):
 
     def training_step(self, batch, batch_idx):
         return None
+
+
+class BatchNormClassifier(L.LightningModule):
+    """The classifier of Lightning's docs, as written there: Linear, BatchNorm1d, ReLU, Dropout, Linear,
+    with no guard against a batch of one example (BatchNorm cannot normalise it in training)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, hidden: int = 64, lr: float = 0.1):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.BatchNorm1d(hidden),
+                                 nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.log("val_loss", F.cross_entropy(logits, y))
+        self.log("val_acc", (logits.argmax(-1) == y).float().mean())
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class EpochStepLR(L.LightningModule):
+    """SGD with a StepLR stepped per epoch (Lightning's default interval): the lr is multiplied by
+    ``gamma`` after every ``step_size`` epochs. Records the lr of every optimizer step."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, lr: float = 0.1, step_size: int = 1, gamma: float = 0.5,
+                 interval: str = "epoch"):
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = nn.Linear(math.prod(input_shape), num_classes)
+        self.seen_lrs: list[float] = []
+
+    def forward(self, x):
+        return self.layer(x.flatten(1))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=self.hparams.step_size, gamma=self.hparams.gamma)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": self.hparams.interval}}
+
+    def on_before_optimizer_step(self, optimizer):
+        self.seen_lrs.append(optimizer.param_groups[0]["lr"])
