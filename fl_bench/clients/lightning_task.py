@@ -615,11 +615,7 @@ class LightningClientTrainer(ClientTrainer):
             kinds = " and ".join(f"{kind} (per {interval})" for kind, interval, _ in self.schedulers)
             how += (f", its lr scheduler {kinds} acting within each trip and starting afresh with every trip "
                     f"(across trips: algorithm.lr_decay)")
-        why = {None: "" if not self.local.drop_last else " (task.drop_last=null: the module has BatchNorm)"}.get(
-            self.task.cfg.drop_last, f" (task.drop_last={self.task.cfg.drop_last})")
-        batches = (f"minibatches of {self.local.batch_size}, each epoch's short last batch "
-                   f"{'left out' if self.local.drop_last else 'kept'}{why}")
-        return f"{self.task.describe()}; trips step with {how}, on {batches}"
+        return f"{self.task.describe()}; trips step with {how}"
 
     # ------------------------------------------------------------------ buffers (module docstring)
     def broadcast_state(self) -> dict[str, torch.Tensor]:

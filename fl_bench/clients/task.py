@@ -77,14 +77,21 @@ class LightningTaskConfig(TaskConfig):
                 "task.batch_keys", self.batch_keys, "null (tuple batches) or two distinct names, e.g. [image, label]")
 
 
-def drop_last(cfg: TaskConfig, model: nn.Module) -> bool:
-    """Whether the clients' minibatch plans leave out each epoch's short last batch: ``task.drop_last``,
-    or where it is null (and for the built-in task, which has no such key) whether ``model`` has
-    BatchNorm layers."""
+def drop_last(cfg: TaskConfig, model: nn.Module, loader: dict[str, Any] | None = None) -> tuple[bool, str]:
+    """Whether the clients' minibatch plans leave out each epoch's short last batch, and why:
+    ``task.drop_last``; where it is null (and for the built-in task, which has no such key) true if a
+    user's DataModule's training DataLoader sets drop_last=True (``loader``) or ``model`` has BatchNorm
+    layers, which cannot train on a batch of one example."""
     from fl_bench.clients.local_update import has_batch_norm
 
     choice = getattr(cfg, "drop_last", None)
-    return has_batch_norm(model) if choice is None else bool(choice)
+    if choice is not None:
+        return bool(choice), f"task.drop_last={bool(choice)}"
+    if (loader or {}).get("drop_last"):
+        return True, "the DataModule's train_dataloader() sets drop_last=True"
+    if has_batch_norm(model):
+        return True, "the model has BatchNorm layers, which cannot train on a batch of one example"
+    return False, ""
 
 
 def model_inputs(transform: ImageTransform | None, x: torch.Tensor, train: bool,

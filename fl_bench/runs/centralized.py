@@ -275,7 +275,7 @@ class CentralizedRun:
             self.collate = lambda batch, train: task.batch(*batch, train)
         else:
             task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
-        self.local = LocalTraining.from_config(cfg.algorithm, drop_last=drop_last(cfg.task, task.model))
+        self.local = LocalTraining.from_config(cfg.algorithm, drop_last=drop_last(cfg.task, task.model, data.loader)[0])
         if not isinstance(cfg.task, LightningTaskConfig):
             self.module = pooled_module(task, self.local, cfg.seed)
             self.collate = lambda batch, train: batch

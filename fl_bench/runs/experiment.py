@@ -81,11 +81,29 @@ class Experiment:
     simulator: Simulator
     example_flops: float = 0.0  # one example's forward + backward (fl_bench.clients.costs)
     placement: Placement | None = None  # device, batched trips, CUDA graphs (auto choices resolved)
+    notes: tuple[str, ...] = ()  # how the clients' minibatches and a user's data are read (data_notes)
 
     def describe(self) -> list[str]:
-        """The run's first lines: where and how clients train (and, for a LightningModule, how it steps)."""
+        """The run's first lines: where and how clients train (and, for a LightningModule, how it steps),
+        then how the clients' minibatches and a user's DataModule are read."""
         describe = getattr(self.trainer, "describe", None)
-        return [self.placement.describe(), *([describe()] if describe else [])]
+        return [self.placement.describe(), *([describe()] if describe else []), *self.notes]
+
+
+def data_notes(data: FederatedData, local: LocalTraining, why: str) -> tuple[str, ...]:
+    """The run's lines on what is not plain minibatch SGD over every example: short last batches left
+    out (and why), and a user's DataModule's loader settings that the clients' minibatches replace."""
+    notes = list(data.notes)
+    if local.drop_last:
+        notes.append(f"minibatches: each epoch's short last batch is left out ({why}); a client with fewer than "
+                     f"algorithm.batch_size={local.batch_size} examples trains on them all as one batch")
+    elif why:
+        notes.append(f"minibatches: each epoch's short last batch is kept ({why})")
+    size = data.loader.get("batch_size")
+    if size is not None and size != local.batch_size:
+        notes.append(f"dataset: train_dataloader()'s batch_size={size} is not used: clients step on minibatches of "
+                     f"algorithm.batch_size={local.batch_size} (set algorithm.batch_size={size} for the DataModule's)")
+    return tuple(notes)
 
 
 def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
@@ -111,7 +129,8 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
                               "module's training_step gives each trip the same result; use vmap_clients=null or false")
     else:
         task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
-    local = LocalTraining.from_config(cfg.algorithm, drop_last=drop_last(cfg.task, task.model))
+    drops, why = drop_last(cfg.task, task.model, data.loader)
+    local = LocalTraining.from_config(cfg.algorithm, drop_last=drops)
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
     check_single_example_batches(task, data, local)  # (after a full batch's step: its errors are not this one's)
     metrics = task_metrics_logger() if lightning else None
@@ -176,7 +195,8 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         privacy=build_privacy(cfg, server, data.num_clients, device),
         behaviour=behaviour,
     )
-    return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement)
+    return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement,
+                      data_notes(data, local, why))
 
 
 def check_single_example_batches(task: Any, data: FederatedData, local: LocalTraining) -> None:
