@@ -24,6 +24,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "example_plugin"
 MODULES = "my_fl_extensions.lightning_modules"
+MISTAKES = "my_fl_extensions.mistakes"  # modules and DataModules written wrongly, as users do
+USER_DATA = ("dataset=datamodule", "partition.num_clients=20", "concurrency=10", "model=mlp")
 LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
 GOOD_RUN = ("max_trips=60", "eval_every=30")  # what {run} holds
 
@@ -262,6 +264,57 @@ REFUSALS = [
      "SkipsEveryBatch.training_step returned None"),
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.NotALightningModule"], {},
      f"task.module._target_={MODULES}.NotALightningModule is not a LightningModule class"),
+    # ... written wrongly in the ways users do: refused while the run is built, before its first trip
+    *[(FL_BENCH, [*LIGHTNING, f"task.module._target_={MISTAKES}.{name}", *extra], {}, words) for name, extra, words in (
+        ("DetachedLoss", [], "DetachedLoss.training_step returned a loss that does not require grad"),
+        ("IntLoss", [], "IntLoss.training_step returned int: return the loss as a scalar tensor"),
+        ("LogsAString", [], "LogsAString.training_step: self.log('phase', ...) got str: log a number"),
+        ("LogMisspelt", [], "LogMisspelt.training_step: self.log(..., on_epochs=...): on_epochs is not an argument of "
+                            "LightningModule.log (did you mean on_epoch?)"),
+        ("NoOptimizer", [], "NoOptimizer.configure_optimizers returned None: return an optimizer, a list of them"),
+        ("IntOptimizer", [], "IntOptimizer.configure_optimizers returned 1: return an optimizer"),
+        ("DictWithoutOptimizer", [], "DictWithoutOptimizer.configure_optimizers returned a dict with keys "
+                                     "['lr_scheduler']: return an optimizer"),
+        ("TwoOptimizers", [], "TwoOptimizers.configure_optimizers returned 2 optimizers: a client trip steps one"),
+        ("Lbfgs", [], "Lbfgs.configure_optimizers returned LBFGS, whose step needs a closure"),
+        ("OneCycle", [], "OneCycle.configure_optimizers raised AttributeError: Your LightningModule code tried to "
+                         "access `self.trainer.estimated_stepping_batches`"),
+        ("FortnightScheduler", [], "FortnightScheduler.configure_optimizers: The \"interval\" key in lr scheduler dict "
+                                   "must be \"step\" or \"epoch\" but is \"fortnight\""),
+        ("NoParameters", [], f"task.module._target_={MISTAKES}.NoParameters has no trainable parameters"),
+        ("TupleForward", [], "TupleForward.forward returned a tuple: task.evaluation=logits scores its forward's class "
+                             "logits, of shape [batch, 10]"),
+        ("Classifier", ["+task.module.lr=-1"], "Classifier.configure_optimizers raised ValueError: Invalid learning "
+                                               "rate: -1 (task.module's arguments: {'lr': -1})"),
+        ("Classifier", ["+task.module.lr=abc"], "Classifier.configure_optimizers raised TypeError: '<' not supported "
+                                                "between instances of 'str' and 'float' (task.module's arguments: "
+                                                "{'lr': 'abc'})"))],
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.EpochStepLR"], {},
+     "EpochStepLR's lr scheduler StepLR (interval epoch, frequency 1) never changes the lr within a trip, and each "
+     "trip starts a fresh optimizer and scheduler"),
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.BatchNormClassifier", "task.drop_last=false"], {},
+     "client 21's minibatches include one of a single example (33 examples in batches of 32, drop_last=False), and "
+     "the task's loss fails on it (BatchNormClassifier.training_step raised ValueError: Expected more than 1 value "
+     "per channel when training, got input size torch.Size([1, 64])): set task.drop_last=true"),
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.BatchNormClassifier", "algorithm.batch_size=1"], {},
+     "client 0's minibatches include one of a single example (20 examples in batches of 1, drop_last=True), and the "
+     "task's loss fails on it (BatchNormClassifier.training_step raised ValueError: Expected more than 1 value per "
+     "channel when training, got input size torch.Size([1, 64])): use algorithm.batch_size >= 2"),
+    # a user's DataModule or Dataset written wrongly
+    *[(FL_BENCH, [*USER_DATA, f"dataset.datamodule._target_={MISTAKES}.{name}"], {},
+       f"dataset.datamodule._target_={MISTAKES}.{name}{words}") for name, words in (
+        ("FailingPrepare", "'s prepare_data() raised RuntimeError: cannot download the data: no network"),
+        ("NoTrainLoader", "'s train_dataloader() returned None: return a DataLoader over a map-style Dataset"),
+        ("TextClasses", "'s num_classes='4' is not allowed: an integer >= 1"),
+        ("ZeroClasses", "'s num_classes=0 is not allowed: an integer >= 1"),
+        ("Words", "'s inputs are strs (e.g. 'sentence 0'), not numbers"),
+        ("LongerThanItsData", "[600] raised IndexError: index 600 is out of bounds for dimension 0 with size 600 (its "
+                              "len() is 610)"),
+        ("ThreeExamples", " has 3 examples: too few to hold out dataset.val_fraction=0.2 of every label"),
+        ("NoExamples", " is empty: the partition needs examples"))],
+    (FL_BENCH, [*USER_DATA, "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobs"], {},
+     "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobs[0] differs between two reads (random "
+     "augmentation in __getitem__?)"),
     # tuning with a pruner (hydra_plugins/fl_bench_optuna)
     (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner.name=bogus",
                 "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},

@@ -591,6 +591,7 @@ class LightningClientTrainer(ClientTrainer):
         self.own_optimizer = own_optimizer  # the module's configure_optimizers, else the algorithm's rule
         self.buffer_rule = task.cfg.buffers if any(True for _ in self.module.buffers()) else "reset"
         initial = flat_buffers(self.module)
+        self.buffer_bytes = sum(b.numel() * b.element_size() for b in self.module.buffers())  # as the module holds them
         self.global_buffers = initial.clone()  # federated: the current version's
         self.client_buffers: dict[int, torch.Tensor] = {}  # local: each client's own
         self._trip_buffers: dict[int, torch.Tensor] = {}  # federated: trained trips' final buffers, by seed
@@ -624,8 +625,15 @@ class LightningClientTrainer(ClientTrainer):
 
     @property
     def extra_upload_bytes(self) -> int:
-        """What an upload carries besides the algorithm's: a trip's buffers, when federated (as float32)."""
-        return 4 * self.global_buffers.numel() if self.buffer_rule == "federated" else 0
+        """What an upload carries besides the algorithm's: a trip's buffers, when federated, in their own
+        dtypes (BatchNorm's statistics float32, its counter int64)."""
+        return self.buffer_bytes if self.buffer_rule == "federated" else 0
+
+    @property
+    def extra_download_bytes(self) -> int:
+        """What a download carries besides the algorithm's broadcast: the global buffers, when federated,
+        in the module's own dtypes (here they are held as one float64 vector, for exact averaging)."""
+        return self.buffer_bytes if self.buffer_rule == "federated" else 0
 
     def after_server_step(self, seeds: list[int], clients: list[int], weights: list[float] | None) -> None:
         """Federated: the global buffers become the weighted mean of the consumed trips' final buffers."""

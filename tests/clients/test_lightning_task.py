@@ -279,3 +279,86 @@ def test_federated_buffers_are_the_weighted_mean_of_the_trips_and_the_global_mod
         tracked.append(local.trainer.client_buffers[0][counters].item())
     assert tracked[0] > 0 and tracked[1] == 2 * tracked[0]  # batches counted over both trips
     assert "buffers" not in local.simulator._broadcast().state  # nothing of a client's own is sent
+
+
+@pytest.mark.parametrize("algorithm", ["fedbuff", "fedavg"])
+def test_a_batchnorm_module_as_the_docs_write_it_learns_on_the_default_partition(tmp_path, algorithm, caplog):
+    """BatchNormClassifier (Lightning's docs' Linear, BatchNorm1d, ReLU, Dropout, Linear, with no guard for a
+    batch of one) on digits' default partition, where clients of 33 and 65 examples end an epoch with a batch
+    of one: task.drop_last=null leaves out the short last batches of a BatchNorm module, says so, and it learns."""
+    caplog.set_level("INFO", logger="fl_bench.runs.experiment")
+    summary = run_experiment(compose_run_config("task=lightning", f"task.module._target_={MODULES}.BatchNormClassifier",
+                                                "dataset=digits", f"algorithm={algorithm}", "max_trips=300",
+                                                "eval_every=150", "accelerator=cpu"), tmp_path / "run")
+    assert summary["status"] == "completed" and summary["final_val_accuracy"] > 0.5  # (chance: 0.1)
+    assert any("short last batch is left out (the model has BatchNorm layers" in m for m in caplog.messages[:4])
+
+
+def test_drop_last_leaves_out_each_epoch_s_short_last_batch_and_keeps_a_small_client_whole():
+    """task.drop_last=true: every minibatch of a trip is a full one, except a client with fewer examples
+    than the batch size, which trains on them all; steps and FLOPs count the trips' own batches.
+    false (the default for a module without BatchNorm) keeps the short batches."""
+    from fl_bench.clients.trainer import minibatch_plan
+
+    common = ("algorithm.batch_size=16", "algorithm.local_epochs=2")
+    for flag in ("true", "false"):
+        exp = built(*lightning("WrappedNetwork", f"task.drop_last={flag}", *common))
+        sizes, local = exp.data.sizes, exp.trainer.local
+        clients = list(range(exp.data.num_clients))
+        plan = minibatch_plan(sizes[clients], [7 + c for c in clients], local)
+        counts = plan.mask.sum(-1)
+        for c in clients:
+            n, got = int(sizes[c]), counts[c, : plan.steps[c]].tolist()
+            expected = ([16] * (n // 16) if n >= 16 else [n]) if flag == "true" else [16] * (n // 16) + [n % 16] * (n % 16 > 0)
+            assert got == expected * 2, (c, n)
+            seen = plan.rows[c][plan.mask[c]].reshape(-1)
+            if flag == "false":  # every example in every epoch
+                assert sorted(seen.tolist()) == sorted(list(range(n)) * 2)
+        assert exp.simulator.steps_by_client.tolist() == plan.steps.tolist()
+    assert (sizes % 16 > 0).any() and (sizes < 16).any()  # (both kinds of client are there)
+
+
+def test_a_module_s_lr_scheduler_acts_within_a_trip_and_starts_afresh_with_every_trip(caplog):
+    """StepLR(step_size=1, gamma=0.5) with interval epoch: over two local epochs the second epoch's steps
+    take half the lr of the first; with interval step the lr halves at every step through both epochs; the
+    next trip starts again at the module's lr, and the run's first lines say so."""
+    for interval in ("epoch", "step"):
+        exp = built(*lightning("EpochStepLR", "+task.module.lr=0.4", f"+task.module.interval={interval}",
+                               "algorithm.local_epochs=2", "algorithm.batch_size=8", "task.drop_last=true"))
+        module = exp.task.module
+        per_epoch = int(exp.data.sizes[0]) // 8
+        trip_deltas(exp, clients=(0, 0), seeds=(1, 2))
+        if interval == "epoch":
+            trip = [0.4] * per_epoch + [0.2] * per_epoch
+        else:
+            trip = [0.4 * 0.5 ** k for k in range(2 * per_epoch)]
+        assert per_epoch >= 2 and module.seen_lrs == pytest.approx(trip * 2)
+        assert f"its lr scheduler StepLR (per {interval}) acting within each trip and starting afresh with every trip" \
+            in exp.describe()[1]
+
+
+def test_federated_buffers_are_counted_in_their_own_dtypes_both_ways():
+    """A BatchNorm1d(32)'s buffers: running mean and variance (float32) and its batch counter (int64), 32 * 4 * 2 + 8
+    bytes, down with the model and up with the update; none with task.buffers=local (nothing is sent)."""
+    for rule, extra in (("federated", 32 * 4 * 2 + 8), ("local", 0)):
+        exp = built(*lightning("DocsClassifier", "algorithm=fedavg", f"task.buffers={rule}"))
+        server, simulator = exp.server, exp.simulator
+        assert simulator.bytes_down - server.broadcast().nbytes == extra
+        assert simulator.bytes_up - server.upload_nbytes() == extra
+
+
+def test_a_datamodule_s_batch_size_is_stated_and_its_drop_last_honoured():
+    """The DataModule's DataLoader(batch_size=64) is not what clients step on (algorithm.batch_size is): the
+    run's first lines say so; its drop_last=True is the clients' too."""
+    data = ("dataset=datamodule", "dataset.datamodule._target_=my_fl_extensions.datamodules.BlobsDataModule",
+            "partition.num_clients=20", "task=lightning", f"task.module._target_={MODULES}.WrappedNetwork",
+            "model=mlp", "concurrency=10", "accelerator=cpu")
+    exp = built(*data, "+dataset.datamodule.batch_size=64", "+dataset.datamodule.drop_last=true")
+    assert exp.trainer.local.drop_last and exp.trainer.local.batch_size == 32
+    lines = exp.describe()
+    assert any("train_dataloader()'s batch_size=64 is not used: clients step on minibatches of algorithm.batch_size=32"
+               in line for line in lines)
+    assert any("short last batch is left out (the DataModule's train_dataloader() sets drop_last=True)" in line
+               for line in lines)
+    same = built(*data, "algorithm.batch_size=64", "+dataset.datamodule.batch_size=64")
+    assert not same.trainer.local.drop_last and not any("batch_size" in line for line in same.describe())

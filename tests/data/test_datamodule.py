@@ -66,3 +66,20 @@ def test_what_cannot_be_federated_is_refused_in_one_line(overrides, message):
     with pytest.raises(ConfigError, match=message) as error:
         data(*overrides)
     assert "\n" not in str(error.value)
+
+
+def test_several_validation_loaders_are_joined_into_the_validation_set_and_said(tmp_path):
+    """val_dataloader() returning a list of loaders (Lightning's several validation sets): the run's
+    validation set is all of them, each example once, and its first lines say so."""
+    from my_fl_extensions.datamodules import TwoValidationSets
+
+    fed = data(f"{DM}.TwoValidationSets", "partition.num_clients=20")
+    module = TwoValidationSets()
+    module.setup("fit")
+    shifted = np.stack([module.shifted_set[i][0].numpy() for i in range(100)])
+    assert len(fed.y_val) == 200 and np.array_equal(fed.x_val[100:].numpy(), shifted)
+    assert fed.notes == ["validation set: the 2 loaders of val_dataloader() joined (100 + 100 examples)"]
+    summary = run_experiment(compose_run_config("dataset=datamodule", f"{DM}.TwoValidationSets", "partition.num_clients=20",
+                                                "model=mlp", "concurrency=10", "max_trips=40", "eval_every=20"),
+                             tmp_path / "run")
+    assert summary["final_val_accuracy"] > 0.8

@@ -187,18 +187,3 @@ class ThreeExamples(BlobsDataset):
 class NoExamples(BlobsDataset):
     def __init__(self):
         super().__init__(n=0)
-
-
-class ValidationLoaders(L.LightningDataModule):
-    """Two validation loaders (an in-distribution and a shifted set), as Lightning allows."""
-
-    def setup(self, stage):
-        x, y = blobs(800, 4, seed=0)
-        self.train_set, self.val_set = TensorDataset(x[:600], y[:600]), TensorDataset(x[600:700], y[600:700])
-        self.shifted = TensorDataset(x[700:] + 0.5, y[700:])
-
-    def train_dataloader(self):
-        return DataLoader(self.train_set, batch_size=32, shuffle=True)
-
-    def val_dataloader(self):
-        return [DataLoader(self.val_set, batch_size=32), DataLoader(self.shifted, batch_size=32)]
