@@ -1,11 +1,16 @@
 """A user's LightningModule as the client task (``task=lightning``).
 
 A client trip calls the module's own ``training_step`` on each minibatch of the client's data, in
-the order of the trip's minibatch plan (fl_bench.clients.trainer), and steps:
+the order of the trip's minibatch plan (fl_bench.clients.trainer; ``task.drop_last`` leaves out each
+epoch's short last batch, by default for a module with BatchNorm layers, which cannot train on a batch
+of one), and steps:
 
 - with the optimizer (and scheduler) its ``configure_optimizers`` returns, created afresh for every
   trip (a client starts from the model it downloaded, with no optimizer state), under algorithms
-  whose client rule is plain SGD (FedBuff, FedAvg and its family, FedAsync, FedStaleWeight).
+  whose client rule is plain SGD (FedBuff, FedAvg and its family, FedAsync, FedStaleWeight). Its
+  schedulers step as the Trainer steps them, within the trip (interval epoch: at the end of each local
+  epoch; step: after each step; every ``frequency``), and start afresh with it; one that would never
+  change the lr within a trip is refused (across trips the lr moves with ``algorithm.lr_decay``).
   Around it, fl_bench applies the algorithm's client knobs: FedProx's (mu/2)||y - y_0||^2 is added to
   the module's loss, and each step's lr is the optimizer's lr times LR-norm's n/B and the lr
   schedule's factor (``lr_decay^t``, or 1/(1+t)); ``algorithm.client_lr`` is not used;
@@ -30,7 +35,7 @@ The train hooks that make sense for one trip are called around it: ``on_train_st
 ``on_before_optimizer_step`` and ``on_before_zero_grad`` per step.
 
 Buffers (BatchNorm's running statistics), ``task.buffers``: ``federated`` (default, FedAvg as usually
-run) sends the global buffers with the model, each trip starts from those of the version it
+run) sends the global buffers with the model (counted in their own dtypes, both ways), each trip starts from those of the version it
 downloaded, and after each server step the global buffers are the mean of the consumed trips' final
 buffers, weighted by each upload's share of the step where the algorithm states it (the FedBuff
 family, FedStaleWeight) and by its examples otherwise; integer buffers (``num_batches_tracked``) take
@@ -45,6 +50,13 @@ returns (a scalar tensor, or a dict with ``task.loss_key`` or ``loss``) is used 
 under ``task.loss_key``, and the run's first lines say which; otherwise the
 module's forward gives logits scored by cross-entropy and accuracy. Such modules train one trip at
 a time (the batched path cannot prove that a user's step batches to the same result).
+
+The module is tried while the run is built, before any output is written, so that what a trip cannot
+run stops in one line: ``training_step`` on a batch (through the FLOP count; its loss, its ``self.log``
+calls), on one example where a client's plan holds such a batch, ``configure_optimizers`` and its
+schedulers (LBFGS's closure, two optimizers, an interval other than step or epoch, ``self.trainer``),
+the validation step or the logits' shape. Whatever the module's code raises, there or in a trip, reaches
+the user as one line naming the hook (:func:`user_code`).
 """
 
 from __future__ import annotations

@@ -6,12 +6,18 @@
 ``dataset.datamodule`` is instantiated as Hydra does (``_target_`` and its arguments). A
 LightningDataModule is used as ``lightning.Trainer`` uses it: ``prepare_data()``, ``setup("fit")``, then
 the dataset behind ``train_dataloader()`` is the pool the partition splits into clients and the one
-behind ``val_dataloader()`` (when it has one) the validation split; a plain ``Dataset`` is the pool, and
-``dataset.val_fraction`` of every label is held out for validation. Every item must be an
+behind ``val_dataloader()`` (when it has one) the validation split (several loaders, as a list, tuple or
+dict: joined into it, each example once); a plain ``Dataset`` is the pool, and
+``dataset.val_fraction`` of every label is held out for validation. Each item is read once and stored:
+a dataset whose items differ between reads (random augmentation in ``__getitem__``) is refused, as its
+first draw would be frozen. The training DataLoader's ``drop_last=True`` is the clients' (unless
+``task.drop_last`` says otherwise); its ``batch_size`` is not (``algorithm.batch_size`` is), and the
+run's first lines say so where they differ. Every item must be an
 ``(input, label)`` pair (the label hook: partitions by label read each item's second element, an
 integer class), inputs of one shape; the classes are ``0 .. num_classes - 1``, taken from the module's
-``num_classes`` attribute where it has one, else from the largest label. A partition that needs what the
-data lacks (``natural``: owners; ``pachinko``: coarse labels) stops in one line.
+``num_classes`` attribute where it has one (an integer >= 1), else from the largest label. A partition
+that needs what the data lacks (``natural``: owners; ``pachinko``: coarse labels), and whatever the
+DataModule's hooks or items raise, stop in one line.
 """
 
 from __future__ import annotations
