@@ -313,8 +313,15 @@ REFUSALS = [
         ("ThreeExamples", " has 3 examples: too few to hold out dataset.val_fraction=0.2 of every label"),
         ("NoExamples", " is empty: the partition needs examples"))],
     (FL_BENCH, [*USER_DATA, "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobs"], {},
-     "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobs[0] differs between two reads (random "
-     "augmentation in __getitem__?)"),
+     "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobs's training items differ between two reads "
+     "(item 0: random augmentation in __getitem__?) and it has no validation set of its own"),
+    (FL_BENCH, [*USER_DATA, "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobsDataModule"], {},
+     "dataset.datamodule's training items differ between reads (random augmentation in __getitem__), and "
+     "task=builtin trains on stored examples: its first draw would be frozen; use task=lightning"),
+    (FL_BENCH, [*USER_DATA, "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobsDataModule",
+                "+dataset.datamodule.noisy_validation=true"], {},
+     "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobsDataModule's val_dataloader().dataset[0] "
+     "differs between two reads (random augmentation in __getitem__?): evaluation needs fixed items"),
     # tuning with a pruner (hydra_plugins/fl_bench_optuna)
     (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner.name=bogus",
                 "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},

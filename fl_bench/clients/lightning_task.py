@@ -64,6 +64,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
+import random
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -805,12 +806,20 @@ class LightningClientTrainer(ClientTrainer):
                    rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None = None,
                    ) -> None:
         """One trip's local steps on the loaded model through the module (class docstring). The
-        module's own random draws (dropout) come from the trip's seed, so that a trip's result does not
-        depend on which process trains it or on the trips before it."""
+        module's own random draws (dropout) and a Dataset's augmentation come from the trip's seed (torch's,
+        numpy's and Python's generators, restored after), so that a trip's result does not depend on which
+        process trains it or on the trips before it."""
         cuda = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):
-            torch.manual_seed(seed)
-            self._trip(client, seed, start, state, rows, counts, version, first_gradient)
+        host = random.getstate(), np.random.get_state()
+        try:
+            with torch.random.fork_rng(devices=cuda):
+                torch.manual_seed(seed)
+                random.seed(seed)
+                np.random.seed(seed % 2**32)
+                self._trip(client, seed, start, state, rows, counts, version, first_gradient)
+        finally:
+            random.setstate(host[0])
+            np.random.set_state(host[1])
 
     def _trip(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
               rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None) -> None:
@@ -828,7 +837,13 @@ class LightningClientTrainer(ClientTrainer):
             batch_idx = step % per_epoch
             if batch_idx == 0:
                 self._hook("on_train_epoch_start")
-            batch = task.batch(*(t[rows[step, :count]] for t in (x, y)), True, gen)
+            picked = rows[step, :count]
+            if self.data.reads is not None:  # a Dataset that augments in __getitem__: this batch's own draw
+                offset = int(self.data.offsets[client])
+                inputs = self.data.reads(offset + picked.cpu().numpy()).to(x.device)
+            else:
+                inputs = x[picked]
+            batch = task.batch(inputs, y[picked], True, gen)
             self._hook("on_train_batch_start", batch, batch_idx)
             with self.autocast():
                 loss, output = task.training_loss(batch, batch_idx)

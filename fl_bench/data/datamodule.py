@@ -8,9 +8,12 @@ LightningDataModule is used as ``lightning.Trainer`` uses it: ``prepare_data()``
 the dataset behind ``train_dataloader()`` is the pool the partition splits into clients and the one
 behind ``val_dataloader()`` (when it has one) the validation split (several loaders, as a list, tuple or
 dict: joined into it, each example once); a plain ``Dataset`` is the pool, and
-``dataset.val_fraction`` of every label is held out for validation. Each item is read once and stored:
-a dataset whose items differ between reads (random augmentation in ``__getitem__``) is refused, as its
-first draw would be frozen. The training DataLoader's ``drop_last=True`` is the clients' (unless
+``dataset.val_fraction`` of every label is held out for validation. Each item is read once and stored,
+except a training set whose items differ between reads (random augmentation in ``__getitem__``): its
+first read is stored (shapes, FLOPs, probes) and ``FederatedData.reads`` reads every batch afresh in
+task=lightning's trips (fl_bench.clients.lightning_task); where its first draw would be frozen (another
+task, a validation split held out of it, a validation set that varies too) it is refused. The training
+DataLoader's ``drop_last=True`` is the clients' (unless
 ``task.drop_last`` says otherwise); its ``batch_size`` is not (``algorithm.batch_size`` is), and the
 run's first lines say so where they differ. Every item must be an
 ``(input, label)`` pair (the label hook: partitions by label read each item's second element, an
@@ -71,21 +74,28 @@ def _materialise(dataset: Any, where: str) -> Examples:
         raise ConfigError(f"{where}'s inputs are {inputs[0].dtype} tensors: give real numbers or integer token ids")
     x = torch.stack(inputs)
     x = x.float() if x.is_floating_point() else x.long()
-    _check_fixed(dataset, x, where)
     return Examples(x.numpy(), np.array([int(v) for v in labels], dtype=np.int64), None, None)
 
 
-def _check_fixed(dataset: Any, x: torch.Tensor, where: str, probes: int = 32) -> None:
-    """Refuse a dataset whose items change between reads (random augmentation in ``__getitem__``): the
-    data is read once and stored, so every later epoch would see the first read's draw, frozen."""
+def _varies(dataset: Any, x: np.ndarray, probes: int = 32) -> int | None:
+    """The first of a few items whose input differs on a second read (random augmentation in
+    ``__getitem__``), or None where they are fixed."""
     with torch.random.fork_rng():
         for i in range(min(probes, len(x))):
-            again = torch.as_tensor(dataset[i][0])
-            if not torch.equal(again.to(x.dtype), x[i]):
-                raise ConfigError(f"{where}[{i}] differs between two reads (random augmentation in __getitem__?): "
-                                  f"fl_bench reads each item once and stores it, so the augmentation would be "
-                                  f"drawn once and frozen; apply it to the batch in the LightningModule's "
-                                  f"training_step (task=lightning), or use a dataset whose items are fixed")
+            if not np.array_equal(torch.as_tensor(dataset[i][0]).numpy().astype(x.dtype), x[i]):
+                return i
+    return None
+
+
+class FreshReads:
+    """Training inputs read afresh from a user's Dataset whose ``__getitem__`` draws random augmentation:
+    ``reads(rows)`` are the inputs of federated rows ``rows``, read now (under the trip's seeds)."""
+
+    def __init__(self, dataset: Any, index: np.ndarray, dtype: torch.dtype):
+        self.dataset, self.index, self.dtype = dataset, index, dtype  # index: federated row -> dataset index
+
+    def __call__(self, rows: np.ndarray) -> torch.Tensor:
+        return torch.stack([torch.as_tensor(self.dataset[int(i)][0]) for i in self.index[rows]]).to(self.dtype)
 
 
 def _loader_dataset(loader: Any, where: str, hook: str) -> Any:
@@ -146,22 +156,36 @@ def load_datamodule(cfg: "DataModuleConfig", partition_cfg: PartitionConfig) -> 
             raise ConfigError(f"{where}'s train_dataloader() returned {len(loaders)} loaders: the partition splits one "
                               f"training set into clients; return one DataLoader")
         loader = loaders[0]
-        train = _materialise(_loader_dataset(loader, where, "train_dataloader"), f"{where}'s train_dataloader().dataset")
+        train_set = _loader_dataset(loader, where, "train_dataloader")
+        train = _materialise(train_set, f"{where}'s train_dataloader().dataset")
+        varies = _varies(train_set, train.x)
         settings = {key: getattr(loader, key, None) for key in ("batch_size", "drop_last")}
         has_val = type(source).val_dataloader is not LightningDataModule.val_dataloader
         test = Examples(train.x[:0], train.y[:0])
         if has_val:
             vals = _loaders(_hook(source, "val_dataloader", where))
-            parts = [_materialise(_loader_dataset(v, where, "val_dataloader"), f"{where}'s val_dataloader()"
-                                  + (f"[{i}]" if len(vals) > 1 else "") + ".dataset") for i, v in enumerate(vals)]
+            parts = []
+            for i, val in enumerate(vals):
+                name = f"{where}'s val_dataloader()" + (f"[{i}]" if len(vals) > 1 else "") + ".dataset"
+                parts.append(_materialise(_loader_dataset(val, where, "val_dataloader"), name))
+                item = _varies(val.dataset, parts[-1].x)
+                if item is not None:
+                    raise ConfigError(f"{name}[{item}] differs between two reads (random augmentation in "
+                                      f"__getitem__?): evaluation needs fixed items; give the validation set a "
+                                      f"deterministic transform")
             test = _joined(parts, where) if parts else test
             if len(parts) > 1:  # one validation set scores the run: all of them, each example once
                 notes.append(f"validation set: the {len(parts)} loaders of val_dataloader() joined "
                              f"({' + '.join(str(len(p)) for p in parts)} examples)")
     elif isinstance(source, torch.utils.data.Dataset):
-        train, test = _materialise(source, where), None
+        train_set, train, test = source, _materialise(source, where), None
+        varies = _varies(source, train.x)
     else:
         raise ConfigError(f"{where} is a {type(source).__name__}: give a LightningDataModule or a torch Dataset")
+    if varies is not None and (test is None or len(test) == 0):
+        raise ConfigError(f"{where}'s training items differ between two reads (item {varies}: random augmentation in "
+                          f"__getitem__?) and it has no validation set of its own: a split held out of it would be "
+                          f"one frozen random draw; give a LightningDataModule whose val_dataloader() reads fixed items")
     if test is None or len(test) == 0:
         train, test = holdout(train, Examples(train.x[:0], train.y[:0]), cfg.val_fraction, partition_cfg.seed)
         if len(test) == 0:
@@ -175,9 +199,26 @@ def load_datamodule(cfg: "DataModuleConfig", partition_cfg: PartitionConfig) -> 
     num_classes = num_classes or int(max(train.y.max(), test.y.max())) + 1
     if min(train.y.min(), test.y.min()) < 0 or max(train.y.max(), test.y.max()) >= num_classes:
         raise ConfigError(f"{where}: labels must lie in 0 .. {num_classes - 1} (its num_classes)")
-    data = federate(cfg.name, train, test, partition_cfg, int(num_classes))
+    if varies is None:
+        data = federate(cfg.name, train, test, partition_cfg, int(num_classes))
+    else:  # partitions read labels only: split the items' indices, then store a first read in that order
+        data = federate(cfg.name, Examples(np.arange(len(train)), train.y), test, partition_cfg, int(num_classes))
+        index = data.x.numpy()
+        data.x = torch.from_numpy(train.x[index])
+        data.reads = FreshReads(train_set, index, data.x.dtype)
+        notes.append(f"training inputs read afresh from the dataset for every batch (its items differ between reads, "
+                     f"e.g. item {varies}: random augmentation in __getitem__), under each trip's seeds")
     data.loader, data.notes = {k: v for k, v in settings.items() if v is not None}, notes
     return data
+
+
+def refuse_fresh_reads(data: FederatedData, why: str) -> None:
+    """A user's Dataset whose items differ between reads is read afresh for every batch by task=lightning's
+    trips only (fl_bench.data.datamodule): elsewhere its first draw would be frozen."""
+    if data.reads is not None:
+        raise ConfigError(f"dataset.datamodule's training items differ between reads (random augmentation in "
+                          f"__getitem__), and {why}: its first draw would be frozen; use task=lightning, whose trips "
+                          f"read every batch afresh, or a dataset whose items are fixed")
 
 
 @schema("dataset", "datamodule", load_datamodule)

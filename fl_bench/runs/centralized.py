@@ -41,6 +41,7 @@ from fl_bench.clients.local_update import LocalTraining
 from fl_bench.clients.task import LightningTaskConfig, builtin_task, drop_last
 from fl_bench.clients.trainer import minibatch_plan
 from fl_bench.data import FederatedData, build_dataset
+from fl_bench.data.datamodule import refuse_fresh_reads
 from fl_bench.engine.simulator import Progress
 from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.models import build_model
@@ -254,6 +255,7 @@ class CentralizedRun:
         if self.accelerator == "cpu":
             check_cpu_devices(cfg.accelerator, cfg.devices)
         data: FederatedData = build_dataset(cfg.dataset, cfg.partition).pooled()
+        refuse_fresh_reads(data, "algorithm=centralized trains on stored examples")
         self.data = data
         model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
         self.loss_key, self.accuracy_key, self.target_key = "val_loss", "val_acc", None

@@ -29,6 +29,7 @@ from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.task import ClassificationTask, LightningTaskConfig, builtin_task, drop_last
 from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data import FederatedData, build_dataset
+from fl_bench.data.datamodule import refuse_fresh_reads
 from fl_bench.data.partition import LabelGroupsPartitionConfig
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
@@ -129,6 +130,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
                               "module's training_step gives each trip the same result; use vmap_clients=null or false")
     else:
         task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
+        refuse_fresh_reads(data, "task=builtin trains on stored examples")
     drops, why = drop_last(cfg.task, task.model, data.loader)
     local = LocalTraining.from_config(cfg.algorithm, drop_last=drops)
     check_single_example_batches(task, data, local)

@@ -362,3 +362,27 @@ def test_a_datamodule_s_batch_size_is_stated_and_its_drop_last_honoured():
                for line in lines)
     same = built(*data, "algorithm.batch_size=64", "+dataset.datamodule.batch_size=64")
     assert not same.trainer.local.drop_last and not any("batch_size" in line for line in same.describe())
+
+
+def test_a_dataset_that_augments_in_getitem_is_read_afresh_for_every_batch_under_the_trip_s_seed():
+    """NoisyBlobsDataModule's training items draw noise on every read: a trip's batches are read from the
+    Dataset then, not from the stored first read, so the same example differs between trips (and from the
+    stored copy) while a trip repeated with its seed reads the same; the run's first lines say so."""
+    exp = built("task=lightning", f"task.module._target_={MODULES}.RecordsInputs", "dataset=datamodule",
+                "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobsDataModule", "partition=iid",
+                "partition.num_clients=20", "algorithm.batch_size=64", "concurrency=5", "accelerator=cpu")
+    module, stored = exp.task.module, exp.data.client(3)[0]
+    assert len(stored) <= 64  # one batch: every example of client 3
+
+    def reads(seed):
+        module.seen.clear()
+        exp.trainer.train([exp.server.broadcast()], [3], [seed])
+        (batch,) = module.seen
+        nearest = torch.cdist(batch, stored).argmin(1)  # which example each row is (noise 0.1, blobs apart)
+        assert sorted(nearest.tolist()) == list(range(len(stored)))
+        return batch[nearest.argsort()]
+
+    first, second, again = reads(1), reads(2), reads(1)
+    assert not torch.equal(first, stored) and not torch.equal(first, second)  # drawn per read
+    assert (first - stored).abs().max() < 1 and torch.equal(first, again)  # its noise, from the trip's seed
+    assert any("training inputs read afresh from the dataset for every batch" in line for line in exp.describe())

@@ -114,3 +114,23 @@ class NoisyBlobs(BlobsDataset):
 
     def __getitem__(self, i: int):
         return self.x[i] + 0.1 * torch.randn_like(self.x[i]), self.y[i]
+
+
+class NoisyBlobsDataModule(L.LightningDataModule):
+    """The blobs with random augmentation on the training set only (Gaussian noise on every read), a fixed
+    validation set, as image DataModules pair a random training transform with a deterministic one."""
+
+    def __init__(self, noisy_validation: bool = False):
+        super().__init__()
+        self.noisy_validation = noisy_validation
+
+    def setup(self, stage: str) -> None:
+        self.train_set, self.val_set = NoisyBlobs(600, 4), BlobsDataset(200, 4)
+        if self.noisy_validation:
+            self.val_set = NoisyBlobs(200, 4)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=32, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=32)

@@ -250,3 +250,24 @@ class EpochStepLR(L.LightningModule):
 
     def on_before_optimizer_step(self, optimizer):
         self.seen_lrs.append(optimizer.param_groups[0]["lr"])
+
+
+class RecordsInputs(L.LightningModule):
+    """A linear classifier that keeps every training batch's inputs (tests read them)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, lr: float = 0.1):
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = nn.Linear(math.prod(input_shape), num_classes)
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, x):
+        return self.layer(x.flatten(1))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        self.seen.append(x.detach().clone())
+        return F.cross_entropy(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
