@@ -32,11 +32,13 @@ it or on the process that trained it.
 The train hooks that make sense for one trip are called around it: ``on_train_start`` /
 ``on_train_end`` per trip, ``on_train_epoch_start`` / ``on_train_epoch_end`` per local epoch,
 ``on_train_batch_start`` / ``on_train_batch_end``, ``on_before_backward``, ``on_after_backward``,
-``on_before_optimizer_step`` and ``on_before_zero_grad`` per step.
+``on_before_optimizer_step`` and ``on_before_zero_grad`` per step. A trip's random draws (dropout, and
+the augmentation of a user's Dataset whose items differ between reads, whose batches it reads afresh:
+``FederatedData.reads``) come from its seed.
 
 Buffers (BatchNorm's running statistics), ``task.buffers``: ``federated`` (default, FedAvg as usually
-run) sends the global buffers with the model (counted in their own dtypes, both ways), each trip starts from those of the version it
-downloaded, and after each server step the global buffers are the mean of the consumed trips' final
+run) sends the global buffers with the model (counted in their own dtypes, both ways), each trip
+starts from those of the version it downloaded, and after each server step the global buffers are the mean of the consumed trips' final
 buffers, weighted by each upload's share of the step where the algorithm states it (the FedBuff
 family, FedStaleWeight) and by its examples otherwise; integer buffers (``num_batches_tracked``) take
 the weighted mean rounded. ``local`` keeps each client's own (FedBN): a trip starts from its
