@@ -38,8 +38,8 @@ the augmentation of a user's Dataset whose items differ between reads, whose bat
 
 Buffers (BatchNorm's running statistics), ``task.buffers``: ``federated`` (default, FedAvg as usually
 run) sends the global buffers with the model (counted in their own dtypes, both ways), each trip
-starts from those of the version it downloaded, and after each server step the global buffers are the mean of the consumed trips' final
-buffers, weighted by each upload's share of the step where the algorithm states it (the FedBuff
+starts from those of the version it downloaded, and after each server step the global buffers are the
+mean of the consumed trips' final buffers, weighted by each upload's share of the step where the algorithm states it (the FedBuff
 family, FedStaleWeight) and by its examples otherwise; integer buffers (``num_batches_tracked``) take
 the weighted mean rounded. ``local`` keeps each client's own (FedBN): a trip starts from its
 client's last, and evaluation uses their examples-weighted mean. ``reset``: every trip starts from the
