@@ -13,6 +13,9 @@ import pytest
 import torch
 from hydra.errors import ConfigCompositionException
 
+from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
+from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.errors import ConfigError
 from fl_bench.schema import load_plugins, plugin_modules, schema
 
@@ -98,3 +101,64 @@ def test_an_option_name_is_registered_once():
         @schema("delay", "uniform", "somewhere.Else")
         class Another:
             pass
+
+
+@pytest.mark.parametrize("override, words", [
+    ("algorithm.weighting=examples", "algorithm.weighting='examples' is not allowed with algorithm=trimmed_fedavg: its code "
+                                     "does not read it (TrimmedFedAvgConfig.uses is empty); leave it at 'uniform'"),
+    ("algorithm.reduction=sum", "algorithm.reduction='sum' is not allowed with algorithm=trimmed_fedavg"),
+    ("algorithm.staleness_exponent=0", "algorithm.staleness_exponent=0.0 is not allowed"),
+    ("algorithm.step_normalisation=fednova", "algorithm.step_normalisation='fednova' is not allowed"),
+    ("algorithm.server_optimizer.lr=2", "algorithm.server_optimizer.lr=2.0 is not allowed with algorithm=trimmed_fedavg: "
+                                        "its code does not read it (TrimmedFedAvgConfig.uses is empty); leave it at 1.0"),
+    ("+algorithm/server_optimizer=adam", "algorithm/server_optimizer=adam is not allowed with algorithm=trimmed_fedavg"),
+])
+def test_a_plugin_algorithm_refuses_the_shared_knobs_its_code_does_not_read(plugin, compose_config, override, words):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        compose_config(SEARCHPATH, "algorithm=trimmed_fedavg", override)
+    # at their defaults they are no setting: what the runs' presets set for every method passes
+    cfg = compose_config(SEARCHPATH, "algorithm=trimmed_fedavg", "algorithm.weighting=uniform", "algorithm.server_optimizer.lr=1")
+    assert cfg.algorithm.weighting == "uniform"
+
+
+class FedBuffVariant(FedBuff):
+    """FedBuff's own code (a subclass): FedBuff's declaration of the knobs it reads is true of it."""
+
+
+@schema("algorithm", "test_fedbuff_variant", FedBuffVariant)
+class FedBuffVariantConfig(FedBuffConfig):
+    pass
+
+
+class OwnBuffered(ServerAlgorithm):
+    """Code of its own on FedBuff's schema (for its buffer_size and server_optimizer defaults)."""
+
+    step_policy = BufferedAsync
+
+    def add(self, upload):
+        pass
+
+    def _step(self):
+        pass
+
+
+@schema("algorithm", "test_own_on_fedbuff_schema", OwnBuffered)
+class OwnBufferedConfig(FedBuffConfig):
+    pass
+
+
+@schema("algorithm", "test_declares_a_typo", OwnBuffered)
+class DeclaresATypoConfig(FedBuffConfig):
+    uses = ("weightng",)
+
+
+def test_a_built_in_declaration_holds_only_for_that_algorithm_s_code():
+    assert FedBuffVariantConfig(weighting="examples", reduction="mean").weighting == "examples"
+    assert OwnBufferedConfig(buffer_size=3).buffer_size == 3  # the step policy's knobs are not the algorithm's
+    with pytest.raises(ConfigError, match=r"algorithm.weighting='examples' is not allowed with "
+                                          r"algorithm=test_own_on_fedbuff_schema: its code does not read it "
+                                          r"\(OwnBufferedConfig.uses is empty\)"):
+        OwnBufferedConfig(weighting="examples")
+    with pytest.raises(ConfigError, match=r"DeclaresATypoConfig.uses=\['weightng'\] is not allowed: name shared server "
+                                          r"knobs: weighting, reduction"):
+        DeclaresATypoConfig()

@@ -24,6 +24,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "example_plugin"
 MODULES = "my_fl_extensions.lightning_modules"
+PLUGIN_CONF = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
 LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
 GOOD_RUN = ("max_trips=60", "eval_every=30")  # what {run} holds
 
@@ -219,6 +220,13 @@ REFUSALS = [
                                                          "be imported: it called sys.exit(0)"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.raises"}, "plugin module 'broken.raises' (from "
                                                                           "FL_BENCH_PLUGINS) cannot be imported: RuntimeError"),
+    # a plugin algorithm's inherited server knobs that its code does not read (its schema's uses)
+    *[(FL_BENCH, [PLUGIN_CONF, "algorithm=trimmed_fedavg", bad], {"FL_BENCH_PLUGINS": "my_fl_extensions"},
+       f"{shown} is not allowed with algorithm=trimmed_fedavg: its code does not read it (TrimmedFedAvgConfig.uses is "
+       f"empty); leave it at {default}") for bad, shown, default in (
+        ("algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
+        ("algorithm.reduction=sum", "algorithm.reduction='sum'", "'mean'"),
+        ("algorithm.server_optimizer.lr=2", "algorithm.server_optimizer.lr=2.0", "1.0"))],
     # device behaviour
     (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: 3, start: 1, end: 2}]"], {},
      "behaviour.outages[0].clients=3 is not allowed: must be a non-empty list of integer client ids"),
