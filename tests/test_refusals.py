@@ -118,6 +118,8 @@ def write_files(tmp: Path) -> None:
                                                         '    readings: {"another": ["hfl_convex_smoke: (0,1) HFLL"]}\n'))
     (tmp / "headline_empty.yaml").write_text(_replace(hfl, '    rows: ["hfl_convex_smoke: (0,0) S-SGD", "hfl_convex_smoke: (0,1) '
                                                       'S-SGD", "hfl_convex_smoke: digits S-SGD"]', "    rows: []"))
+    (tmp / "arm_typo.yaml").write_text(_replace(hfl, "(0,0) S-SGD matched work: {study: ssgd_matched, overrides: [dataset.gamma=0",
+                                                "(0,0) S-SGD matched work: {study: ssgd_matched, overrides: [dataset.gama=0"))
     (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
     (tmp / "amended_before.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - '2026-11-01: more seeds'\n"))
     for name, entry in (("future", "'2099-01-01: more seeds'"), ("no_day", "'2026-13-45: more seeds'"),
@@ -353,6 +355,9 @@ REFUSALS = [
     (REPRODUCE, [str(REPO / "sweeps" / "fedbuff_sent140_wandb.yaml")], {}, f"{REPO}/sweeps/fedbuff_sent140_wandb.yaml is "
                                                                           "a W&B sweep"),
     (REPRODUCE, ["{tmp}/no_such.yaml"], {}, "{tmp}/no_such.yaml does not exist"),
+    # every arm's command composed before the first run (here a smoke point's, whose reference arm is another)
+    (REPRODUCE, ["{tmp}/arm_typo.yaml", "--smoke", "--runs-dir", "{tmp}/typo_runs", "--out", "{tmp}/typo_out"], {},
+     "arm '(0,0) S-SGD matched work' (ssgd_matched) does not run: Could not override 'dataset.gama'"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
      "--in-process runs one command at a time in this process: use --jobs 1, not 2"),
