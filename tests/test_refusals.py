@@ -186,7 +186,13 @@ REFUSALS = [
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.batch=next_token"], {}, "task.batch=next_token needs token sequences (integer inputs of shape"),
     (FL_BENCH, ["dataset=datamodule", "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled"], {},
-     "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled's items are Tensors, not (input, label) pairs"),
+     "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled's items are Tensors, not (input, label) pairs: "
+     "every example needs an integer label as its second element (validation accuracy compares"),
+    # a partition refused for what the data lacks suggests only the options the data can take
+    (FL_BENCH, ["dataset=digits", "partition=natural"], {}, "partition=natural needs a dataset with natural clients (LEAF "
+     "datasets, synthetic), and this one has none: choose one of iid, dirichlet, one_class, two_labels, label_groups"),
+    (FL_BENCH, ["dataset=digits", "partition=pachinko", "partition.num_clients=10"], {}, "partition=pachinko needs coarse "
+     "labels (CIFAR-100), and this dataset has none: choose one of iid, dirichlet, one_class, two_labels, label_groups"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.buffers=global"], {}, "task.buffers='global' is not allowed: choose one of federated, local, reset"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier", "dp=ftrl"],

@@ -27,8 +27,9 @@ from fl_bench.errors import ConfigError
 from fl_bench.schema import require, schema
 
 
-def _materialise(dataset: Any, where: str) -> Examples:
-    """Every item of a map-style dataset as arrays (inputs as stored: float32, or int64 token ids)."""
+def _materialise(dataset: Any, where: str, partition_cfg: PartitionConfig) -> Examples:
+    """Every item of a map-style dataset as arrays (inputs as stored: float32, or int64 token ids); a
+    refusal of items without labels names what reads them (the partition only where it does)."""
     try:
         items = [dataset[i] for i in range(len(dataset))]
     except TypeError:
@@ -38,8 +39,11 @@ def _materialise(dataset: Any, where: str) -> Examples:
         raise ConfigError(f"{where} is empty: the partition needs examples to split into clients")
     first = items[0]
     if not (isinstance(first, (tuple, list)) and len(first) == 2):
-        raise ConfigError(f"{where}'s items are {type(first).__name__}s, not (input, label) pairs: a partition "
-                          f"reads each example's label from the second element")
+        reader = (f"partition={partition_cfg.name} splits the examples by it, and " if "labels" in partition_cfg.needs
+                  else "")
+        raise ConfigError(f"{where}'s items are {type(first).__name__}s, not (input, label) pairs: every example needs "
+                          f"an integer label as its second element ({reader}validation accuracy compares the model's "
+                          f"predictions with it)")
     labels = [item[1] for item in items]
     if not all(isinstance(v, (int, np.integer)) or (isinstance(v, torch.Tensor) and v.numel() == 1
                                                      and not v.is_floating_point()) for v in labels):
@@ -69,12 +73,12 @@ def load_datamodule(cfg: "DataModuleConfig", partition_cfg: PartitionConfig) -> 
     if isinstance(source, LightningDataModule):
         source.prepare_data()
         source.setup("fit")
-        train = _materialise(source.train_dataloader().dataset, f"{where}'s train_dataloader().dataset")
+        train = _materialise(source.train_dataloader().dataset, f"{where}'s train_dataloader().dataset", partition_cfg)
         has_val = type(source).val_dataloader is not LightningDataModule.val_dataloader
-        test = (_materialise(source.val_dataloader().dataset, f"{where}'s val_dataloader().dataset") if has_val
+        test = (_materialise(source.val_dataloader().dataset, f"{where}'s val_dataloader().dataset", partition_cfg) if has_val
                 else Examples(train.x[:0], train.y[:0]))
     elif isinstance(source, torch.utils.data.Dataset):
-        train, test = _materialise(source, where), None
+        train, test = _materialise(source, where, partition_cfg), None
     else:
         raise ConfigError(f"{where} is a {type(source).__name__}: give a LightningDataModule or a torch Dataset")
     if test is None or len(test) == 0:
