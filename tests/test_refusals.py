@@ -26,6 +26,7 @@ PLUGIN = REPO / "tests" / "example_plugin"
 MODULES = "my_fl_extensions.lightning_modules"
 MISTAKES = "my_fl_extensions.mistakes"  # modules and DataModules written wrongly, as users do
 USER_DATA = ("dataset=datamodule", "partition.num_clients=20", "concurrency=10", "model=mlp")
+PLUGIN_CONF = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
 LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
 GOOD_RUN = ("max_trips=60", "eval_every=30")  # what {run} holds
 
@@ -119,6 +120,8 @@ def write_files(tmp: Path) -> None:
                                                         '    readings: {"another": ["hfl_convex_smoke: (0,1) HFLL"]}\n'))
     (tmp / "headline_empty.yaml").write_text(_replace(hfl, '    rows: ["hfl_convex_smoke: (0,0) S-SGD", "hfl_convex_smoke: (0,1) '
                                                       'S-SGD", "hfl_convex_smoke: digits S-SGD"]', "    rows: []"))
+    (tmp / "arm_typo.yaml").write_text(_replace(hfl, "(0,0) S-SGD matched work: {study: ssgd_matched, overrides: [dataset.gamma=0",
+                                                "(0,0) S-SGD matched work: {study: ssgd_matched, overrides: [dataset.gama=0"))
     (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
     (tmp / "amended_before.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - '2026-11-01: more seeds'\n"))
     for name, entry in (("future", "'2099-01-01: more seeds'"), ("no_day", "'2026-13-45: more seeds'"),
@@ -185,7 +188,13 @@ REFUSALS = [
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.batch=next_token"], {}, "task.batch=next_token needs token sequences (integer inputs of shape"),
     (FL_BENCH, ["dataset=datamodule", "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled"], {},
-     "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled's items are Tensors, not (input, label) pairs"),
+     "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled's items are Tensors, not (input, label) pairs: "
+     "every example needs an integer label as its second element (validation accuracy compares"),
+    # a partition refused for what the data lacks suggests only the options the data can take
+    (FL_BENCH, ["dataset=digits", "partition=natural"], {}, "partition=natural needs a dataset with natural clients (LEAF "
+     "datasets, synthetic), and this one has none: choose one of iid, dirichlet, one_class, two_labels, label_groups"),
+    (FL_BENCH, ["dataset=digits", "partition=pachinko", "partition.num_clients=10"], {}, "partition=pachinko needs coarse "
+     "labels (CIFAR-100), and this dataset has none: choose one of iid, dirichlet, one_class, two_labels, label_groups"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.buffers=global"], {}, "task.buffers='global' is not allowed: choose one of federated, local, reset"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier", "dp=ftrl"],
@@ -221,6 +230,13 @@ REFUSALS = [
                                                          "be imported: it called sys.exit(0)"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.raises"}, "plugin module 'broken.raises' (from "
                                                                           "FL_BENCH_PLUGINS) cannot be imported: RuntimeError"),
+    # a plugin algorithm's inherited server knobs that its code does not read (its schema's uses)
+    *[(FL_BENCH, [PLUGIN_CONF, "algorithm=trimmed_fedavg", bad], {"FL_BENCH_PLUGINS": "my_fl_extensions"},
+       f"{shown} is not allowed with algorithm=trimmed_fedavg: its code does not read it (TrimmedFedAvgConfig.uses is "
+       f"empty); leave it at {default}") for bad, shown, default in (
+        ("algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
+        ("algorithm.reduction=sum", "algorithm.reduction='sum'", "'mean'"),
+        ("algorithm.server_optimizer.lr=2", "algorithm.server_optimizer.lr=2.0", "1.0"))],
     # device behaviour
     (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: 3, start: 1, end: 2}]"], {},
      "behaviour.outages[0].clients=3 is not allowed: must be a non-empty list of integer client ids"),
@@ -405,6 +421,9 @@ REFUSALS = [
     (REPRODUCE, [str(REPO / "sweeps" / "fedbuff_sent140_wandb.yaml")], {}, f"{REPO}/sweeps/fedbuff_sent140_wandb.yaml is "
                                                                           "a W&B sweep"),
     (REPRODUCE, ["{tmp}/no_such.yaml"], {}, "{tmp}/no_such.yaml does not exist"),
+    # every arm's command composed before the first run (here a smoke point's, whose reference arm is another)
+    (REPRODUCE, ["{tmp}/arm_typo.yaml", "--smoke", "--runs-dir", "{tmp}/typo_runs", "--out", "{tmp}/typo_out"], {},
+     "arm '(0,0) S-SGD matched work' (ssgd_matched) does not run: Could not override 'dataset.gama'"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
      "--in-process runs one command at a time in this process: use --jobs 1, not 2"),

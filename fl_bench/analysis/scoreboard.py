@@ -12,7 +12,9 @@ the arm of the same table that changes one thing, and what it changes), with tha
 the reader sees whether changing that one thing moves the verdict (it explains the row where that arm
 reproduces the paper); else it says "unexplained", with what was tried (the cause, or an arm's
 ``tried``: arms that each changed one thing, with their verdicts). A
-table without an evidence file (never reproduced since evidence files exist) is listed as such.
+table without an evidence file (never reproduced since evidence files exist) is listed as such. A verdict
+read from fewer report seeds than the protocol's minimum (``Protocol.MIN_REPORT_SEEDS``: a ``--smoke``
+point's one seed) is no verdict under the protocol: it is listed apart, not counted, and answers no headline.
 
 Each paper's section opens with its headlines (a sweep file's ``headlines``: the paper's own sentences,
 from its abstract and its main tables' text), each answered in one line from the verdicts of the rows
@@ -32,6 +34,7 @@ import pandas as pd
 import yaml
 
 from fl_bench.analysis.guards import answer, shown_interval, shown_paper, tally
+from fl_bench.analysis.protocol import Protocol
 from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text
@@ -105,6 +108,9 @@ class Board:
     every: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COLUMNS))
     headlines: list[dict] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # tables whose evidence holds other claims than their sweep file
+    # verdicts read from fewer report seeds than the protocol's minimum ('table: arm (verdict, N seeds)'; a
+    # --smoke point's one seed): shown apart, not counted, no headline's answer
+    few_seeds: list[str] = field(default_factory=list)
 
 
 def gather(out: Path, sweep_files: list[Path]) -> Board:
@@ -126,12 +132,20 @@ def gather(out: Path, sweep_files: list[Path]) -> Board:
                 stale.append(table)  # its verdicts read claims the sweep file no longer registers
             frames.append(frame)
     every = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    few = (every["verdict"] != "") & (pd.to_numeric(every["seeds"], errors="coerce").fillna(0) < Protocol.MIN_REPORT_SEEDS)
+    few_seeds = [f"{row['table']}: {row['arm']} ({row['verdict']}, {_seeds(row['seeds'])})" for _, row in every[few].iterrows()]
+    every.loc[few, "verdict"] = ""  # no verdict under the protocol: a headline reads none from it
     rows = every[every["verdict"] != ""].reset_index(drop=True)
     rows["cause"] = [_cause_verdict(row, every) for _, row in rows.iterrows()]
     unstable = [f"{row['table']}: {row['arm']}" for _, row in every.iterrows() if "unstable: " in row["guard"]]
     degenerate = [f"{row['table']}: {row['arm']} ({row['guard'].split('degenerate: ', 1)[1].split('; ')[0]})"
                   for _, row in every.iterrows() if "degenerate: " in row["guard"]]
-    return Board(rows[COLUMNS], tables, unstable, degenerate, every, headlines, stale)
+    return Board(rows[COLUMNS], tables, unstable, degenerate, every, headlines, stale, few_seeds)
+
+
+def _seeds(count) -> str:
+    number = pd.to_numeric(count, errors="coerce")
+    return "no seed count" if pd.isna(number) else f"{int(number)} seed{'' if number == 1 else 's'}"
 
 
 def _headline_rows(headline: dict, every: pd.DataFrame, rows: list[str] | None = None) -> list[tuple[str, str, str]]:
@@ -257,6 +271,10 @@ def markdown(board: Board) -> str:
              f"Degenerate (a tuned setting equal to its special case: that method run again, not counted), on "
              f"{len(degenerate)} arm{'' if len(degenerate) == 1 else 's'}{': ' + '; '.join(degenerate) if degenerate else ''}.",
              ""]
+    if board.few_seeds:
+        lines += [f"Not counted (a verdict from fewer report seeds than the protocol's minimum, "
+                  f"{Protocol.MIN_REPORT_SEEDS}: a --smoke point or a partial reproduction; reproduce the table in full), "
+                  f"{len(board.few_seeds)} row{'' if len(board.few_seeds) == 1 else 's'}: {'; '.join(board.few_seeds)}.", ""]
     for paper in dict.fromkeys(p for p, _, _ in tables):
         mine = rows[rows["paper"] == paper]
         lines += [f"## {paper}", ""]
@@ -264,7 +282,8 @@ def markdown(board: Board) -> str:
         if answered:
             lines += ["Headlines (the paper's words; each answered from the verdicts of the rows that test it: holds, "
                       "holds in direction only, does not hold, undecided):", "", *answered, ""]
-        quiet = [t for p, t, found in tables if p == paper and found and t not in set(mine["table"])]
+        short = {entry.split(": ", 1)[0] for entry in board.few_seeds}  # (their rows are listed above)
+        quiet = [t for p, t, found in tables if p == paper and found and t not in set(mine["table"]) and t not in short]
         if quiet:
             lines += [f"No verdict (no paper number to test; the page ranks or measures): "
                       f"{', '.join(f'[{t}]({t}.md)' for t in quiet)}.", ""]

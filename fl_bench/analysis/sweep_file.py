@@ -155,7 +155,7 @@ class Table:
     arms: dict[str, ArmSpec] = MISSING
     notes: str = ""  # findings; measured numbers only as placeholders {effect:ARM}, {median:ARM}, {verdict:ARM}, {seeds:ARM}
     measure: str = "trips"
-    at: Optional[list[int]] = None  # measure=fairness: the trips at which weight shares are read
+    at: Optional[list[int]] = None  # measure=fairness: the aggregation counts (server steps) at which accuracy is read
 
 
 @dataclass

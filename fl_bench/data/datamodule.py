@@ -45,8 +45,9 @@ def _item(dataset: Any, i: int, where: str, size: int) -> Any:
                           f"{size}): every index below len() must give an (input, label) pair") from error
 
 
-def _materialise(dataset: Any, where: str) -> Examples:
-    """Every item of a map-style dataset as arrays (inputs as stored: float32, or int64 token ids)."""
+def _materialise(dataset: Any, where: str, partition_cfg: PartitionConfig) -> Examples:
+    """Every item of a map-style dataset as arrays (inputs as stored: float32, or int64 token ids); a
+    refusal of items without labels names what reads them (the partition only where it does)."""
     try:
         size = len(dataset)
     except TypeError:
@@ -57,8 +58,11 @@ def _materialise(dataset: Any, where: str) -> Examples:
         raise ConfigError(f"{where} is empty: the partition needs examples to split into clients")
     first = items[0]
     if not (isinstance(first, (tuple, list)) and len(first) == 2):
-        raise ConfigError(f"{where}'s items are {type(first).__name__}s, not (input, label) pairs: a partition "
-                          f"reads each example's label from the second element")
+        reader = (f"partition={partition_cfg.name} splits the examples by it, and " if "labels" in partition_cfg.needs
+                  else "")
+        raise ConfigError(f"{where}'s items are {type(first).__name__}s, not (input, label) pairs: every example needs "
+                          f"an integer label as its second element ({reader}validation accuracy compares the model's "
+                          f"predictions with it)")
     labels = [item[1] for item in items]
     if not all(isinstance(v, (int, np.integer)) or (isinstance(v, torch.Tensor) and v.numel() == 1
                                                      and not v.is_floating_point()) for v in labels):
@@ -157,7 +161,7 @@ def load_datamodule(cfg: "DataModuleConfig", partition_cfg: PartitionConfig) -> 
                               f"training set into clients; return one DataLoader")
         loader = loaders[0]
         train_set = _loader_dataset(loader, where, "train_dataloader")
-        train = _materialise(train_set, f"{where}'s train_dataloader().dataset")
+        train = _materialise(train_set, f"{where}'s train_dataloader().dataset", partition_cfg)
         varies = _varies(train_set, train.x)
         settings = {key: getattr(loader, key, None) for key in ("batch_size", "drop_last")}
         has_val = type(source).val_dataloader is not LightningDataModule.val_dataloader
@@ -167,7 +171,7 @@ def load_datamodule(cfg: "DataModuleConfig", partition_cfg: PartitionConfig) -> 
             parts = []
             for i, val in enumerate(vals):
                 name = f"{where}'s val_dataloader()" + (f"[{i}]" if len(vals) > 1 else "") + ".dataset"
-                parts.append(_materialise(_loader_dataset(val, where, "val_dataloader"), name))
+                parts.append(_materialise(_loader_dataset(val, where, "val_dataloader"), name, partition_cfg))
                 item = _varies(val.dataset, parts[-1].x)
                 if item is not None:
                     raise ConfigError(f"{name}[{item}] differs between two reads (random augmentation in "
@@ -178,7 +182,7 @@ def load_datamodule(cfg: "DataModuleConfig", partition_cfg: PartitionConfig) -> 
                 notes.append(f"validation set: the {len(parts)} loaders of val_dataloader() joined "
                              f"({' + '.join(str(len(p)) for p in parts)} examples)")
     elif isinstance(source, torch.utils.data.Dataset):
-        train_set, train, test = source, _materialise(source, where), None
+        train_set, train, test = source, _materialise(source, where, partition_cfg), None
         varies = _varies(source, train.x)
     else:
         raise ConfigError(f"{where} is a {type(source).__name__}: give a LightningDataModule or a torch Dataset")

@@ -56,6 +56,15 @@ def test_a_plain_dataset_holds_out_its_validation_split_and_a_run_learns(tmp_pat
         assert summary["final_val_accuracy"] > 0.8  # four well-separated blobs
 
 
+def test_items_without_labels_are_refused_for_what_reads_labels_not_for_a_partition_that_reads_none():
+    with pytest.raises(ConfigError) as iid:  # (dataset=datamodule's partition: iid)
+        data(f"{DM}.Unlabelled")
+    assert "every example needs an integer label" in str(iid.value) and "partition" not in str(iid.value)
+    assert "validation accuracy compares the model's predictions with it" in str(iid.value)
+    with pytest.raises(ConfigError, match=r"\(partition=dirichlet splits the examples by it, and validation accuracy"):
+        data(f"{DM}.Unlabelled", "partition=dirichlet", "partition.num_clients=2")
+
+
 @pytest.mark.parametrize("overrides, message", [
     ((), r"^dataset.datamodule._target_=None is not allowed: name your LightningDataModule or Dataset class"),
     ((f"{DM}.Unlabelled",), r"Unlabelled's items are Tensors, not \(input, label\) pairs"),
