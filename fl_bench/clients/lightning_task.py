@@ -664,7 +664,7 @@ class LightningClientTrainer(ClientTrainer):
             raise ConfigError(f"{type(self.module).__qualname__} has no configure_optimizers: under this algorithm a "
                               f"client trip steps the module's own optimizer; add one (as lightning.Trainer needs)")
         self.schedulers: list[tuple[str, str, int]] = []  # (class, interval, frequency) of the module's own
-        self._host: tuple[Any, Any] | None = None  # Python's and numpy's generators' host states (_local_sgd)
+        self._host: tuple[Any, Any, Any] | None = None  # the host's generator states during trips (_local_sgd)
         self._defined: frozenset[str] = frozenset()  # the trip hooks the module has (_hook), found per trip
         if own_optimizer:
             self._check_schedulers()
@@ -754,16 +754,19 @@ class LightningClientTrainer(ClientTrainer):
             self._restore_host()
 
     def full_gradient(self, client: int, seed: int, out: torch.Tensor, chunk: int = 512) -> torch.Tensor:
-        """As :meth:`ClientTrainer.full_gradient` (Mimelite's, before a trip), with Python's and numpy's
-        generators the host's, as outside any trip (:meth:`_local_sgd`)."""
+        """As :meth:`ClientTrainer.full_gradient` (Mimelite's, before a trip), with the host's generators,
+        as outside any trip (:meth:`_local_sgd`)."""
         self._restore_host()
         return super().full_gradient(client, seed, out, chunk)
 
     def _restore_host(self) -> None:
-        """Python's and numpy's generators back as they were before the first trip since the last restore."""
+        """Python's, numpy's and (on the CPU) torch's generators back as they were before the first trip
+        since the last restore."""
         if self._host is not None:
             random.setstate(self._host[0])
             np.random.set_state(self._host[1])
+            if self._host[2] is not None:
+                torch.set_rng_state(self._host[2])
             self._host = None
 
     def _start_buffers(self, client: int, start: Broadcast) -> None:
@@ -793,9 +796,13 @@ class LightningClientTrainer(ClientTrainer):
                 raise raised from error
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, list[Any]]:
-        """A fresh optimizer and its scheduler configs (:meth:`_configured`), the optimizer set up by Fabric."""
+        """A fresh optimizer and its scheduler configs (:meth:`_configured`), the optimizer set up by
+        Fabric's strategy, which steps it (its precision: a GradScaler's step under 16-mixed). Not
+        through ``fabric.setup_optimizers``, whose wrapper creates a class for every optimizer (every
+        trip) to step it the same way (fl_bench's strategies, single device or DDP, give it no
+        callbacks or DeepSpeed engine); the hooks get the optimizer itself, as lightning.Trainer's do."""
         optimizer, configs = self._configured()
-        return self.fabric.setup_optimizers(optimizer), configs
+        return self.fabric.strategy.setup_optimizer(optimizer), configs
 
     def _configured(self) -> tuple[torch.optim.Optimizer, list[Any]]:
         """A fresh optimizer and its scheduler configs from the module's configure_optimizers (every
@@ -889,22 +896,22 @@ class LightningClientTrainer(ClientTrainer):
                    ) -> None:
         """One trip's local steps on the loaded model through the module (class docstring). The
         module's own random draws (dropout) and a Dataset's augmentation come from the trip's seed (torch's,
-        numpy's and Python's generators, restored after the trip, numpy's and Python's after the batch of
-        trips), so that a trip's result does not depend on which
-        process trains it or on the trips before it."""
-        cuda = [self.device] if self.device.type == "cuda" else []
-        # Python's and numpy's host states are saved before the first trip of a train() call and restored
-        # after its last (:meth:`_restore_host`; before Mimelite's full gradient, the one host code that
-        # draws between trips): saving and restoring numpy's cost 0.1 ms a trip. torch's is forked per trip.
+        numpy's and Python's generators, restored after the batch of trips), so that a trip's result does
+        not depend on which process trains it or on the trips before it."""
+        # The host's states are saved before the first trip of a train() call and restored after its last
+        # (:meth:`_restore_host`; also before Mimelite's full gradient, the one host code that draws between
+        # trips): saving and restoring them per trip cost 0.1 ms (numpy's state is read out number by number).
+        cpu = self.device.type == "cpu"
         if self._host is None:
-            self._host = random.getstate(), np.random.get_state()
-        with torch.random.fork_rng(devices=cuda):
-            if self.device.type == "cpu":  # torch.manual_seed's CPU part: its lazy CUDA, XPU and MTIA seeding
-                torch.default_generator.manual_seed(seed)  # formats stack traces, 0.18 ms a trip
-            else:
-                torch.manual_seed(seed)
-            random.seed(seed)
-            np.random.seed(seed % 2**32)
+            self._host = random.getstate(), np.random.get_state(), torch.get_rng_state() if cpu else None
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        if cpu:  # torch.manual_seed's CPU part: its lazy seeding of CUDA, XPU and MTIA formats stack traces (0.18 ms)
+            torch.default_generator.manual_seed(seed)
+            self._trip(client, seed, start, state, rows, counts, version, first_gradient)
+            return
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(seed)
             self._trip(client, seed, start, state, rows, counts, version, first_gradient)
 
     def _trip(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
@@ -913,7 +920,8 @@ class LightningClientTrainer(ClientTrainer):
         x, y = self.data.client(client)
         gen = torch.Generator().manual_seed(seed)  # augmentation draws
         per_epoch = int(local.batches_per_epoch(len(y)))
-        anchors = views(start, self.shapes)
+        # y_0's views: for FedProx's term and the algorithm's rule (not made for a plain trip: 30 µs)
+        anchors = views(start, self.shapes) if self.update.prox_mu or not self.own_optimizer else None
         state_views = {k: views(v, self.shapes) for k, v in state.items()}
         self._start_buffers(client, self._downloads[seed])
         task.metrics.trip = seed
@@ -946,7 +954,7 @@ class LightningClientTrainer(ClientTrainer):
                     group["lr"] = lr * scale
                 self._hook("on_before_optimizer_step", optimizer)
                 with user_code(self.module, "configure_optimizers' optimizer step"):
-                    optimizer.step()
+                    self.fabric.strategy.optimizer_step(optimizer)
                 for group, lr in zip(optimizer.param_groups, lrs):
                     group["lr"] = lr
                 self._hook("on_before_zero_grad", optimizer)
