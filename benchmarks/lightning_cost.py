@@ -10,8 +10,8 @@
 and, with ``--logged``, (d) the same module with ``self.log("train_loss", loss)`` in its step.
 Each run is a whole ``run_experiment`` (event loop, server, per-trip log, evaluations) in its own
 process; trips/s is trips trained per second of simulation (summary.json's ``simulate_seconds``).
-The paths run interleaved, ``--repeats`` times; the table gives the median of each, and the ratios of
-the medians.
+The paths run interleaved, ``--repeats`` times; the table gives the median of each, and ``time x (a)``,
+``time x (b)``: how many times (a)'s, (b)'s time per trip a path takes (ratios of the medians).
 
     python benchmarks/lightning_cost.py --trips 1000 --repeats 5
     python benchmarks/lightning_cost.py --profile 300   # cProfile of (c)'s trips, top 25 by own time
