@@ -99,16 +99,26 @@ def user_code(module: nn.Module, hook: str, hint: str = "") -> Iterator[None]:
     and the error (``FL_BENCH_TRACEBACK=1`` keeps the traceback, chained); fl_bench's own errors pass."""
     try:
         yield
-    except FLBenchError as error:
-        if str(error).startswith("self.log"):  # (what it logged: say where)
-            raise ConfigError(f"{type(module).__qualname__}.{hook}: {error}") from error
-        raise
     except Exception as error:
-        if "self.trainer" in str(error) or "not attached to a `Trainer`" in str(error):
-            hint = hint or ("fl_bench runs no lightning.Trainer (a client trip's length varies with its client's "
-                            "examples): give what the module reads from self.trainer as its own argument")
-        raise ConfigError(f"{type(module).__qualname__}.{hook} raised {_first_line(error)}"
-                          + ((" " if hint.startswith("(") else ": ") + hint if hint else "")) from error
+        raised = _user_error(module, hook, error, hint)
+        if raised is error:
+            raise
+        raise raised from error
+
+
+def _user_error(module: nn.Module, hook: str, error: Exception, hint: str = "") -> Exception:
+    """What :func:`user_code` raises for ``error``, raised by the module's ``hook`` (``error`` itself:
+    fl_bench's own). A trip's per-step calls catch their errors with a plain ``try`` and raise this
+    (``from error``): entering a context manager at every hook cost more than an empty hook."""
+    if isinstance(error, FLBenchError):
+        if str(error).startswith("self.log"):  # (what it logged: say where)
+            return ConfigError(f"{type(module).__qualname__}.{hook}: {error}")
+        return error
+    if "self.trainer" in str(error) or "not attached to a `Trainer`" in str(error):
+        hint = hint or ("fl_bench runs no lightning.Trainer (a client trip's length varies with its client's "
+                        "examples): give what the module reads from self.trainer as its own argument")
+    return ConfigError(f"{type(module).__qualname__}.{hook} raised {_first_line(error)}"
+                       + ((" " if hint.startswith("(") else ": ") + hint if hint else ""))
 
 
 def _overrides(module: nn.Module, hook: str) -> bool:
@@ -116,6 +126,21 @@ def _overrides(module: nn.Module, hook: str) -> bool:
     from lightning import LightningModule
 
     return getattr(type(module), hook, None) is not getattr(LightningModule, hook, None)
+
+
+# The hooks a trip calls (module docstring); LightningModule's own are empty, so a trip calls only those
+# the module overrides (by its class or on the instance): each call of an empty one cost a few microseconds.
+TRIP_HOOKS = ("on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start",
+              "on_train_batch_end", "on_before_backward", "on_after_backward", "on_before_optimizer_step",
+              "on_before_zero_grad")
+
+
+def _hooks_defined(module: nn.Module) -> frozenset[str]:
+    """The trip hooks that do something: those whose method is not LightningModule's empty default."""
+    from lightning import LightningModule
+
+    return frozenset(hook for hook in TRIP_HOOKS
+                     if getattr(getattr(module, hook), "__func__", None) is not getattr(LightningModule, hook))
 
 
 def build_lightning_task(cfg: LightningTaskConfig, model: nn.Module, data: FederatedData) -> "LightningTask":
@@ -223,6 +248,8 @@ class LightningTask(nn.Module):
 
     def reset_buffers(self) -> None:
         """The module's initial buffers back (task.buffers=reset: every trip starts from them)."""
+        if not self._initial_buffers:  # (none: walking the module's buffers cost 8 µs a trip)
+            return
         for buffer, initial in zip(self.module.buffers(), self._initial_buffers):
             buffer.copy_(initial)
 
@@ -242,8 +269,13 @@ class LightningTask(nn.Module):
 
     def training_loss(self, batch: Any, batch_idx: int) -> tuple[torch.Tensor | None, Any]:
         """The module's ``training_step`` output and its loss (None: the module skips this batch)."""
-        with user_code(self.module, "training_step"):
+        try:  # (user_code's conversion, without a context manager at every step)
             output = self.module.training_step(batch, batch_idx)
+        except Exception as error:
+            raised = _user_error(self.module, "training_step", error)
+            if raised is error:
+                raise
+            raise raised from error
         loss = output.get("loss") if isinstance(output, dict) else output
         name = type(self.module).__qualname__
         if loss is not None and not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
@@ -567,6 +599,22 @@ def _scalar(name: str, value: Any) -> float:
                       f"Metric (or MetricCollection, through self.log_dict) whose value is one number")
 
 
+_CLOSURE_NEEDED: dict[type, bool] = {}  # by optimizer class: inspecting a signature every trip cost 14 µs
+
+
+def _needs_closure(optimizer: Any) -> bool:
+    """Whether ``optimizer.step`` needs a closure (LBFGS)."""
+    cls = type(optimizer)
+    own = "step" in getattr(optimizer, "__dict__", {})  # (a step set on the instance is its own: not cached)
+    if own or cls not in _CLOSURE_NEEDED:
+        closure = inspect.signature(optimizer.step).parameters.get("closure")
+        needed = closure is not None and closure.default is inspect.Parameter.empty
+        if own:
+            return needed
+        _CLOSURE_NEEDED[cls] = needed
+    return _CLOSURE_NEEDED[cls]
+
+
 def _gather_by_seed(mine: dict[int, torch.Tensor], seeds: list[int], width: int, gather: Any) -> dict[int, torch.Tensor]:
     """Every process's {seed: buffers} for the trips ``seeds`` (each trained by one process): rows in
     ``seeds`` order, zeros where this process did not train the trip, summed over processes."""
@@ -616,6 +664,8 @@ class LightningClientTrainer(ClientTrainer):
             raise ConfigError(f"{type(self.module).__qualname__} has no configure_optimizers: under this algorithm a "
                               f"client trip steps the module's own optimizer; add one (as lightning.Trainer needs)")
         self.schedulers: list[tuple[str, str, int]] = []  # (class, interval, frequency) of the module's own
+        self._host: tuple[Any, Any, Any] | None = None  # the host's generator states during trips (_local_sgd)
+        self._defined: frozenset[str] = frozenset()  # the trip hooks the module has (_hook), found per trip
         if own_optimizer:
             self._check_schedulers()
 
@@ -701,6 +751,23 @@ class LightningClientTrainer(ClientTrainer):
             return super().train(starts, clients, seeds, out, steps)
         finally:
             self._downloads = {}
+            self._restore_host()
+
+    def full_gradient(self, client: int, seed: int, out: torch.Tensor, chunk: int = 512) -> torch.Tensor:
+        """As :meth:`ClientTrainer.full_gradient` (Mimelite's, before a trip), with the host's generators,
+        as outside any trip (:meth:`_local_sgd`)."""
+        self._restore_host()
+        return super().full_gradient(client, seed, out, chunk)
+
+    def _restore_host(self) -> None:
+        """Python's, numpy's and (on the CPU) torch's generators back as they were before the first trip
+        since the last restore."""
+        if self._host is not None:
+            random.setstate(self._host[0])
+            np.random.set_state(self._host[1])
+            if self._host[2] is not None:
+                torch.set_rng_state(self._host[2])
+            self._host = None
 
     def _start_buffers(self, client: int, start: Broadcast) -> None:
         if self.buffer_rule == "federated":
@@ -717,13 +784,25 @@ class LightningClientTrainer(ClientTrainer):
             self.client_buffers[client] = self._trip_buffers[seed] = flat_buffers(self.module)
 
     def _hook(self, name: str, *args: Any) -> None:
-        with user_code(self.module, name):
-            getattr(self.module, name)(*args)
+        """Call the module's hook ``name``, where it has one of its own (``self._defined``, found at the
+        start of each trip: LightningModule's are empty)."""
+        if name in self._defined:
+            try:
+                getattr(self.module, name)(*args)
+            except Exception as error:
+                raised = _user_error(self.module, name, error)
+                if raised is error:
+                    raise
+                raise raised from error
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, list[Any]]:
-        """A fresh optimizer and its scheduler configs (:meth:`_configured`), the optimizer set up by Fabric."""
+        """A fresh optimizer and its scheduler configs (:meth:`_configured`), the optimizer set up by
+        Fabric's strategy, which steps it (its precision: a GradScaler's step under 16-mixed). Not
+        through ``fabric.setup_optimizers``, whose wrapper creates a class for every optimizer (every
+        trip) to step it the same way (fl_bench's strategies, single device or DDP, give it no
+        callbacks or DeepSpeed engine); the hooks get the optimizer itself, as lightning.Trainer's do."""
         optimizer, configs = self._configured()
-        return self.fabric.setup_optimizers(optimizer), configs
+        return self.fabric.strategy.setup_optimizer(optimizer), configs
 
     def _configured(self) -> tuple[torch.optim.Optimizer, list[Any]]:
         """A fresh optimizer and its scheduler configs from the module's configure_optimizers (every
@@ -732,20 +811,28 @@ class LightningClientTrainer(ClientTrainer):
         from lightning.pytorch.core.optimizer import _configure_optimizers, _configure_schedulers_automatic_opt
 
         name = f"{type(self.module).__qualname__}.configure_optimizers"
-        arguments = {k: v for k, v in self.task.cfg.module.items() if k != "_target_"}
-        with user_code(self.module, "configure_optimizers", f"(task.module's arguments: {arguments})" if arguments else ""):
+        try:  # (called every trip: the hint, the module's arguments, is only written out where it raised)
             returned = self.module.configure_optimizers()
+        except Exception as error:
+            arguments = {k: v for k, v in self.task.cfg.module.items() if k != "_target_"}
+            raised = _user_error(self.module, "configure_optimizers", error,
+                                 f"(task.module's arguments: {arguments})" if arguments else "")
+            if raised is error:
+                raise
+            raise raised from error
         forms = ("return an optimizer, a list of them, ([optimizers], [schedulers]) or a dict with 'optimizer' "
                  "(and 'lr_scheduler'), as lightning.Trainer takes")
-        try:
-            optimizers, schedulers, monitor = _configure_optimizers(returned)
-        except (MisconfigurationException, KeyError, TypeError, ValueError):
-            raise ConfigError(f"{name} returned {_described(returned)}: {forms}") from None
+        if isinstance(returned, torch.optim.Optimizer):  # what Lightning's parser makes of one (its Protocol check is slow)
+            optimizers, schedulers, monitor = [returned], [], None
+        else:
+            try:
+                optimizers, schedulers, monitor = _configure_optimizers(returned)
+            except (MisconfigurationException, KeyError, TypeError, ValueError):
+                raise ConfigError(f"{name} returned {_described(returned)}: {forms}") from None
         if len(optimizers) != 1:
             raise ConfigError(f"{name} returned {len(optimizers)} optimizers: a client trip steps one (automatic "
                               f"optimization); return one" + (f" ({forms})" if not optimizers else ""))
-        step = inspect.signature(optimizers[0].step).parameters.get("closure")
-        if step is not None and step.default is inspect.Parameter.empty:
+        if _needs_closure(optimizers[0]):
             raise ConfigError(f"{name} returned {type(optimizers[0]).__name__}, whose step needs a closure that "
                               f"re-evaluates the loss: a client trip steps once per minibatch; use an optimizer that "
                               f"steps without one (SGD, Adam, ...)")
@@ -809,19 +896,23 @@ class LightningClientTrainer(ClientTrainer):
                    ) -> None:
         """One trip's local steps on the loaded model through the module (class docstring). The
         module's own random draws (dropout) and a Dataset's augmentation come from the trip's seed (torch's,
-        numpy's and Python's generators, restored after), so that a trip's result does not depend on which
-        process trains it or on the trips before it."""
-        cuda = [self.device] if self.device.type == "cuda" else []
-        host = random.getstate(), np.random.get_state()
-        try:
-            with torch.random.fork_rng(devices=cuda):
-                torch.manual_seed(seed)
-                random.seed(seed)
-                np.random.seed(seed % 2**32)
-                self._trip(client, seed, start, state, rows, counts, version, first_gradient)
-        finally:
-            random.setstate(host[0])
-            np.random.set_state(host[1])
+        numpy's and Python's generators, restored after the batch of trips), so that a trip's result does
+        not depend on which process trains it or on the trips before it."""
+        # The host's states are saved before the first trip of a train() call and restored after its last
+        # (:meth:`_restore_host`; also before Mimelite's full gradient, the one host code that draws between
+        # trips): saving and restoring them per trip cost 0.1 ms (numpy's state is read out number by number).
+        cpu = self.device.type == "cpu"
+        if self._host is None:
+            self._host = random.getstate(), np.random.get_state(), torch.get_rng_state() if cpu else None
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        if cpu:  # torch.manual_seed's CPU part: its lazy seeding of CUDA, XPU and MTIA formats stack traces (0.18 ms)
+            torch.default_generator.manual_seed(seed)
+            self._trip(client, seed, start, state, rows, counts, version, first_gradient)
+            return
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            self._trip(client, seed, start, state, rows, counts, version, first_gradient)
 
     def _trip(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
               rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None) -> None:
@@ -829,10 +920,12 @@ class LightningClientTrainer(ClientTrainer):
         x, y = self.data.client(client)
         gen = torch.Generator().manual_seed(seed)  # augmentation draws
         per_epoch = int(local.batches_per_epoch(len(y)))
-        anchors = views(start, self.shapes)
+        # y_0's views: for FedProx's term and the algorithm's rule (not made for a plain trip: 30 µs)
+        anchors = views(start, self.shapes) if self.update.prox_mu or not self.own_optimizer else None
         state_views = {k: views(v, self.shapes) for k, v in state.items()}
         self._start_buffers(client, self._downloads[seed])
         task.metrics.trip = seed
+        self._defined = _hooks_defined(self.module)
         optimizer, schedulers = self._optimizer() if self.own_optimizer else (None, [])
         self._hook("on_train_start")
         for step, count in enumerate(counts):
@@ -861,7 +954,7 @@ class LightningClientTrainer(ClientTrainer):
                     group["lr"] = lr * scale
                 self._hook("on_before_optimizer_step", optimizer)
                 with user_code(self.module, "configure_optimizers' optimizer step"):
-                    optimizer.step()
+                    self.fabric.strategy.optimizer_step(optimizer)
                 for group, lr in zip(optimizer.param_groups, lrs):
                     group["lr"] = lr
                 self._hook("on_before_zero_grad", optimizer)

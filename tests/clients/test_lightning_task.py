@@ -386,3 +386,23 @@ def test_a_dataset_that_augments_in_getitem_is_read_afresh_for_every_batch_under
     assert not torch.equal(first, stored) and not torch.equal(first, second)  # drawn per read
     assert (first - stored).abs().max() < 1 and torch.equal(first, again)  # its noise, from the trip's seed
     assert any("training inputs read afresh from the dataset for every batch" in line for line in exp.describe())
+
+
+def test_a_trip_draws_from_its_seed_and_leaves_the_host_generators_as_they_were():
+    """DrawsEverywhere draws from torch's, numpy's and Python's generators (and dropout) in every step:
+    trips trained in one batch give what each gives alone, and the host's three generators are where
+    they were (they are saved once per batch of trips and restored after it)."""
+    import random
+
+    import numpy as np
+
+    exp = built(*lightning("DrawsEverywhere", "algorithm.local_epochs=2"))
+    start = exp.server.broadcast()
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    host = random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state()
+    together = exp.trainer.train([start] * 3, [0, 1, 2], [11, 12, 13])
+    assert random.getstate() == host[0] and np.array_equal(np.random.get_state()[1], host[1])
+    assert torch.equal(torch.get_rng_state(), host[2])
+    alone = [exp.trainer.train([start], [client], [seed])[0] for client, seed in ((2, 13), (0, 11), (1, 12))]
+    assert torch.equal(together, torch.stack([alone[1], alone[2], alone[0]]))
+    assert not torch.equal(together[0], exp.trainer.train([start], [0], [14])[0])  # (it draws: another seed differs)

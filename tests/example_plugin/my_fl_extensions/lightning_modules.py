@@ -9,8 +9,10 @@ about fl_bench.
 from __future__ import annotations
 
 import math
+import random
 
 import lightning as L
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -268,6 +270,30 @@ class RecordsInputs(L.LightningModule):
         x, y = batch
         self.seen.append(x.detach().clone())
         return F.cross_entropy(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class DrawsEverywhere(L.LightningModule):
+    """Dropout, and noise on its inputs from torch's, numpy's and Python's global generators, in every
+    training step: a trip's draws come from its seed (tests compare trips and the host's generators)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, lr: float = 0.1):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 32), nn.ReLU(), nn.Dropout(0.2),
+                                 nn.Linear(32, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        noise = torch.randn_like(x) + float(np.random.normal()) + random.gauss(0.0, 1.0)
+        loss = F.cross_entropy(self(x + 0.01 * noise), y)
+        self.log("train_loss", loss)
+        return loss
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
