@@ -12,16 +12,23 @@ composes the config; ``__post_init__`` checks value ranges (with :func:`require`
 A package outside ``fl_bench`` adds components the same way: its modules use ``@schema`` and are
 imported before Hydra composes, which :func:`load_plugins` does for the modules named by the
 ``fl_bench.plugins`` entry point group (an installed package) and by the ``FL_BENCH_PLUGINS``
-environment variable (comma-separated modules; anything importable).
+environment variable (comma-separated modules; anything importable). A plugin package's own YAML
+options, in a ``conf/`` directory inside the package (package data: ``conf/<group>/<option>.yaml``),
+are on every command's config search path without ``hydra.searchpath`` (:func:`plugin_conf_dirs`, read by
+the Hydra search path plugin ``hydra_plugins/fl_bench_plugins``).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
+import re
+import warnings
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from hydra.core.config_store import ConfigStore
@@ -96,6 +103,33 @@ def plugin_modules() -> list[str]:
     return list(dict.fromkeys(named))
 
 
+def plugin_conf_dirs() -> list[Path]:
+    """The ``conf/`` directory inside each plugin module's top-level package, where it has one, in the order
+    of :func:`plugin_modules` (found without importing the module: a module that cannot be imported is
+    :func:`load_plugins`' one line, not the search path's)."""
+    found = []
+    for module in plugin_modules():
+        try:
+            spec = importlib.util.find_spec(module.split(".")[0])
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec is not None else []:
+            conf = Path(location) / "conf"
+            if conf.is_dir() and conf not in found:
+                found.append(conf)
+    return found
+
+
+def _quiet_pkg_searchpath_warnings() -> None:
+    """Hydra warns that ``hydra.searchpath=[pkg://PLUGIN/conf]`` "is not available" when that directory holds
+    no ``__init__.py`` (its test of a pkg:// path), yet reads its YAML: for a plugin's ``conf/``, which is on
+    the search path anyway (:func:`plugin_conf_dirs`), that warning is false."""
+    for conf in plugin_conf_dirs():
+        package = re.escape(conf.parent.name)
+        warnings.filterwarnings("ignore", message=rf"provider=hydra\.searchpath in [\w-]+, path=(pkg://)?{package}[./]conf/? "
+                                                  rf"is not available\.", category=UserWarning)
+
+
 def load_plugins() -> None:
     """Import every plugin module (their ``@schema`` classes register themselves); ConfigError naming the
     module and the first line of its error for one that cannot be imported, whatever it raised."""
@@ -116,3 +150,4 @@ def load_plugins() -> None:
             first = str(err).strip().splitlines()
             raise ConfigError(f"plugin module {module!r} (from {source}) cannot be imported: "
                               f"{': '.join([type(err).__name__, *first[:1]])}") from None
+    _quiet_pkg_searchpath_warnings()

@@ -4,6 +4,7 @@ range checks as the built-in ones."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +14,9 @@ import pytest
 import torch
 from hydra.errors import ConfigCompositionException
 
+from fl_bench.algorithms.base import ServerAlgorithm
+from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
+from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.errors import ConfigError
 from fl_bench.schema import load_plugins, plugin_modules, schema
 
@@ -98,3 +102,116 @@ def test_an_option_name_is_registered_once():
         @schema("delay", "uniform", "somewhere.Else")
         class Another:
             pass
+
+
+@pytest.mark.parametrize("override, words", [
+    ("algorithm.weighting=examples", "algorithm.weighting='examples' is not allowed with algorithm=trimmed_fedavg: its code "
+                                     "does not read it (TrimmedFedAvgConfig.uses is empty); leave it at 'uniform'"),
+    ("algorithm.reduction=sum", "algorithm.reduction='sum' is not allowed with algorithm=trimmed_fedavg"),
+    ("algorithm.staleness_exponent=0", "algorithm.staleness_exponent=0.0 is not allowed"),
+    ("algorithm.step_normalisation=fednova", "algorithm.step_normalisation='fednova' is not allowed"),
+    ("algorithm.server_optimizer.lr=2", "algorithm.server_optimizer.lr=2.0 is not allowed with algorithm=trimmed_fedavg: "
+                                        "its code does not read it (TrimmedFedAvgConfig.uses is empty); leave it at 1.0"),
+    ("+algorithm/server_optimizer=adam", "algorithm/server_optimizer=adam is not allowed with algorithm=trimmed_fedavg"),
+])
+def test_a_plugin_algorithm_refuses_the_shared_knobs_its_code_does_not_read(plugin, compose_config, override, words):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        compose_config(SEARCHPATH, "algorithm=trimmed_fedavg", override)
+    # at their defaults they are no setting: what the runs' presets set for every method passes
+    cfg = compose_config(SEARCHPATH, "algorithm=trimmed_fedavg", "algorithm.weighting=uniform", "algorithm.server_optimizer.lr=1")
+    assert cfg.algorithm.weighting == "uniform"
+
+
+class FedBuffVariant(FedBuff):
+    """FedBuff's own code (a subclass): FedBuff's declaration of the knobs it reads is true of it."""
+
+
+@schema("algorithm", "test_fedbuff_variant", FedBuffVariant)
+class FedBuffVariantConfig(FedBuffConfig):
+    pass
+
+
+class OwnBuffered(ServerAlgorithm):
+    """Code of its own on FedBuff's schema (for its buffer_size and server_optimizer defaults)."""
+
+    step_policy = BufferedAsync
+
+    def add(self, upload):
+        pass
+
+    def _step(self):
+        pass
+
+
+@schema("algorithm", "test_own_on_fedbuff_schema", OwnBuffered)
+class OwnBufferedConfig(FedBuffConfig):
+    pass
+
+
+@schema("algorithm", "test_declares_a_typo", OwnBuffered)
+class DeclaresATypoConfig(FedBuffConfig):
+    uses = ("weightng",)
+
+
+def test_a_built_in_declaration_holds_only_for_that_algorithm_s_code():
+    assert FedBuffVariantConfig(weighting="examples", reduction="mean").weighting == "examples"
+    assert OwnBufferedConfig(buffer_size=3).buffer_size == 3  # the step policy's knobs are not the algorithm's
+    with pytest.raises(ConfigError, match=r"algorithm.weighting='examples' is not allowed with "
+                                          r"algorithm=test_own_on_fedbuff_schema: its code does not read it "
+                                          r"\(OwnBufferedConfig.uses is empty\)"):
+        OwnBufferedConfig(weighting="examples")
+    with pytest.raises(ConfigError, match=r"DeclaresATypoConfig.uses=\['weightng'\] is not allowed: name shared server "
+                                          r"knobs: weighting, reduction"):
+        DeclaresATypoConfig()
+
+
+TAIL_MODULE = """
+import math
+
+from fl_bench.engine.delays import Delay, DelayConfig
+from fl_bench.schema import schema
+
+
+class LogNormalTail(Delay):
+    def __init__(self, cfg):
+        self.sigma = cfg.sigma
+
+    def sample(self, rng, num_examples):
+        return float(rng.lognormal(0.0, self.sigma))
+
+    def mean(self, num_examples):
+        return math.exp(self.sigma**2 / 2) * (num_examples * 0 + 1)
+
+
+@schema("delay", "lognormal_tail", LogNormalTail)
+class LogNormalTailConfig(DelayConfig):
+    sigma: float = 1.0
+"""
+
+
+def test_an_installed_plugin_s_own_options_need_no_searchpath(tmp_path, monkeypatch, compose_config):
+    """A package installed with an entry point and its YAML options as package data (tail_plugin/conf/): its
+    options compose by name with no hydra.searchpath, and naming its conf/ as pkg:// (no __init__.py there)
+    warns of nothing."""
+    from fl_bench.analysis.protocol import plugin_spaces
+
+    site = tmp_path / "site"
+    (site / "tail_plugin" / "conf" / "delay").mkdir(parents=True)
+    (site / "tail_plugin" / "conf" / "hparams_search").mkdir()
+    (site / "tail_plugin" / "__init__.py").write_text(TAIL_MODULE)
+    (site / "tail_plugin" / "conf" / "delay" / "lognormal_tail.yaml").write_text(
+        "defaults:\n  - /schema/delay@_here_: lognormal_tail\n  - _self_\nsigma: 2.0\n")
+    info = site / "tail_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tail-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[fl_bench.plugins]\ntail = tail_plugin\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delenv("FL_BENCH_PLUGINS", raising=False)
+    load_plugins()
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        load_plugins()  # as every command does before it composes
+        assert compose_config("delay=lognormal_tail").delay.sigma == 2.0  # the package's YAML, not the schema's 1.0
+        assert compose_config("hydra.searchpath=[pkg://tail_plugin/conf]", "delay=lognormal_tail").delay.sigma == 2.0
+    assert not [str(w.message) for w in shown]  # Hydra's "provider=..., path=tail_plugin.conf is not available" among them
+    assert site / "tail_plugin" / "conf" / "hparams_search" in plugin_spaces([])  # its search spaces, for reproduce

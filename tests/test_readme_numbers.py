@@ -207,3 +207,13 @@ def test_the_default_runs_times_are_results_benchmarks_threads_rows():
     rows = {(row[0], row[1]): row for row in _markdown_rows(section, "| busy processes | threads |")}
     quoted = re.findall(r"about\s+(\d+) s", _readme_paragraph("Install and run the main job"))
     assert [int(q) for q in quoted] == [round(float(rows["0", "default"][2])), round(float(rows["2", "default"][2]))]
+
+
+def test_a_lightning_modules_cost_is_results_benchmarks_lightning_cost_row():
+    text = (RESULTS / "benchmarks.md").read_text()
+    section = text[text.index("## A user's LightningModule as the client task"):]
+    rows = {row[0]: row for row in _markdown_rows(section, "| path | trips/s (median) |")}
+    plain = rows["(c) task=lightning, PlainMLP"]
+    paragraph = " ".join(_readme_paragraph("- Such modules train one trip at a time").split())
+    assert f"about {float(plain[4]):.1f}× the built-in task's time" in paragraph
+    assert f"and {float(plain[5]):.1f}× its batched trips'" in paragraph

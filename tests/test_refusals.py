@@ -24,6 +24,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "example_plugin"
 MODULES = "my_fl_extensions.lightning_modules"
+MISTAKES = "my_fl_extensions.mistakes"  # modules and DataModules written wrongly, as users do
+USER_DATA = ("dataset=datamodule", "partition.num_clients=20", "concurrency=10", "model=mlp")
+PLUGIN_CONF = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
 LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
 GOOD_RUN = ("max_trips=60", "eval_every=30")  # what {run} holds
 
@@ -111,8 +114,14 @@ def write_files(tmp: Path) -> None:
                        ("no_paper", '    rows: ["hfl_convex_smoke: (0,1) S-SGD matched work", '),
                        ("twice", '    rows: ["hfl_convex_smoke: (0,1) S-SGD", ')):
         (tmp / f"headline_{name}.yaml").write_text(_replace(hfl, headline, rows))
+    (tmp / "headline_placeholder.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {headline:9}\n"))
+    (tmp / "headline_reading.yaml").write_text(_replace(hfl, '    where: Sec. 6, comparison to benchmarks\n',
+                                                        '    where: Sec. 6, comparison to benchmarks\n'
+                                                        '    readings: {"another": ["hfl_convex_smoke: (0,1) HFLL"]}\n'))
     (tmp / "headline_empty.yaml").write_text(_replace(hfl, '    rows: ["hfl_convex_smoke: (0,0) S-SGD", "hfl_convex_smoke: (0,1) '
                                                       'S-SGD", "hfl_convex_smoke: digits S-SGD"]', "    rows: []"))
+    (tmp / "arm_typo.yaml").write_text(_replace(hfl, "(0,0) S-SGD matched work: {study: ssgd_matched, overrides: [dataset.gamma=0",
+                                                "(0,0) S-SGD matched work: {study: ssgd_matched, overrides: [dataset.gama=0"))
     (tmp / "undated.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - more seeds\n"))
     (tmp / "amended_before.yaml").write_text(_replace(hfl, "  amended:\n", "  amended:\n    - '2026-11-01: more seeds'\n"))
     for name, entry in (("future", "'2099-01-01: more seeds'"), ("no_day", "'2026-13-45: more seeds'"),
@@ -179,7 +188,13 @@ REFUSALS = [
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.batch=next_token"], {}, "task.batch=next_token needs token sequences (integer inputs of shape"),
     (FL_BENCH, ["dataset=datamodule", "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled"], {},
-     "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled's items are Tensors, not (input, label) pairs"),
+     "dataset.datamodule._target_=my_fl_extensions.datamodules.Unlabelled's items are Tensors, not (input, label) pairs: "
+     "every example needs an integer label as its second element (validation accuracy compares"),
+    # a partition refused for what the data lacks suggests only the options the data can take
+    (FL_BENCH, ["dataset=digits", "partition=natural"], {}, "partition=natural needs a dataset with natural clients (LEAF "
+     "datasets, synthetic), and this one has none: choose one of iid, dirichlet, one_class, two_labels, label_groups"),
+    (FL_BENCH, ["dataset=digits", "partition=pachinko", "partition.num_clients=10"], {}, "partition=pachinko needs coarse "
+     "labels (CIFAR-100), and this dataset has none: choose one of iid, dirichlet, one_class, two_labels, label_groups"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.buffers=global"], {}, "task.buffers='global' is not allowed: choose one of federated, local, reset"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier", "dp=ftrl"],
@@ -193,6 +208,11 @@ REFUSALS = [
     (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=12", "max_trips=2000"], {},
      "dp.max_participations=1 lets 1000 clients upload 1000 times, and this run's budget is 2000 uploads"),
     (FL_BENCH, ["dataset=sent140", "data_root={tmp}/data"], {}, "dataset 'sent140' is not prepared"),
+    *[(FL_BENCH, ["dataset.num_clients=40", f"dataset.num_centres={k}"], {}, f"dataset.num_centres={k} is not allowed: "
+       "must be null (a centre per device) or an integer in [1, num_clients = 40]") for k in (0, 41)],
+    (FL_BENCH, ["algorithm=hfl", "speed=stragglers", "algorithm.lambda_0=0", "algorithm.lambda_schedule=constant"], {},
+     "algorithm.lambda_schedule='constant' is not allowed: reads lambda for late merges, and algorithm.lambda_0=0 merges "
+     "nothing late"),
     (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
     # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")
     (FL_BENCH, ["devices=[5]", "seed=1"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU (accelerator=auto)"),
@@ -210,6 +230,13 @@ REFUSALS = [
                                                          "be imported: it called sys.exit(0)"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.raises"}, "plugin module 'broken.raises' (from "
                                                                           "FL_BENCH_PLUGINS) cannot be imported: RuntimeError"),
+    # a plugin algorithm's inherited server knobs that its code does not read (its schema's uses)
+    *[(FL_BENCH, [PLUGIN_CONF, "algorithm=trimmed_fedavg", bad], {"FL_BENCH_PLUGINS": "my_fl_extensions"},
+       f"{shown} is not allowed with algorithm=trimmed_fedavg: its code does not read it (TrimmedFedAvgConfig.uses is "
+       f"empty); leave it at {default}") for bad, shown, default in (
+        ("algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
+        ("algorithm.reduction=sum", "algorithm.reduction='sum'", "'mean'"),
+        ("algorithm.server_optimizer.lr=2", "algorithm.server_optimizer.lr=2.0", "1.0"))],
     # device behaviour
     (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: 3, start: 1, end: 2}]"], {},
      "behaviour.outages[0].clients=3 is not allowed: must be a non-empty list of integer client ids"),
@@ -253,6 +280,64 @@ REFUSALS = [
      "SkipsEveryBatch.training_step returned None"),
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.NotALightningModule"], {},
      f"task.module._target_={MODULES}.NotALightningModule is not a LightningModule class"),
+    # ... written wrongly in the ways users do: refused while the run is built, before its first trip
+    *[(FL_BENCH, [*LIGHTNING, f"task.module._target_={MISTAKES}.{name}", *extra], {}, words) for name, extra, words in (
+        ("DetachedLoss", [], "DetachedLoss.training_step returned a loss that does not require grad"),
+        ("IntLoss", [], "IntLoss.training_step returned int: return the loss as a scalar tensor"),
+        ("LogsAString", [], "LogsAString.training_step: self.log('phase', ...) got str: log a number"),
+        ("LogMisspelt", [], "LogMisspelt.training_step: self.log(..., on_epochs=...): on_epochs is not an argument of "
+                            "LightningModule.log (did you mean on_epoch?)"),
+        ("NoOptimizer", [], "NoOptimizer.configure_optimizers returned None: return an optimizer, a list of them"),
+        ("IntOptimizer", [], "IntOptimizer.configure_optimizers returned 1: return an optimizer"),
+        ("DictWithoutOptimizer", [], "DictWithoutOptimizer.configure_optimizers returned a dict with keys "
+                                     "['lr_scheduler']: return an optimizer"),
+        ("TwoOptimizers", [], "TwoOptimizers.configure_optimizers returned 2 optimizers: a client trip steps one"),
+        ("Lbfgs", [], "Lbfgs.configure_optimizers returned LBFGS, whose step needs a closure"),
+        ("OneCycle", [], "OneCycle.configure_optimizers raised AttributeError: Your LightningModule code tried to "
+                         "access `self.trainer.estimated_stepping_batches`"),
+        ("FortnightScheduler", [], "FortnightScheduler.configure_optimizers: The \"interval\" key in lr scheduler dict "
+                                   "must be \"step\" or \"epoch\" but is \"fortnight\""),
+        ("NoParameters", [], f"task.module._target_={MISTAKES}.NoParameters has no trainable parameters"),
+        ("TupleForward", [], "TupleForward.forward returned a tuple: task.evaluation=logits scores its forward's class "
+                             "logits, of shape [batch, 10]"),
+        ("Classifier", ["+task.module.lr=-1"], "Classifier.configure_optimizers raised ValueError: Invalid learning "
+                                               "rate: -1 (task.module's arguments: {'lr': -1})"),
+        ("Classifier", ["+task.module.lr=abc"], "Classifier.configure_optimizers raised TypeError: '<' not supported "
+                                                "between instances of 'str' and 'float' (task.module's arguments: "
+                                                "{'lr': 'abc'})"))],
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.EpochStepLR"], {},
+     "EpochStepLR's lr scheduler StepLR (interval epoch, frequency 1) never changes the lr within a trip, and each "
+     "trip starts a fresh optimizer and scheduler"),
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.BatchNormClassifier", "task.drop_last=false"], {},
+     "client 21's minibatches include one of a single example (33 examples in batches of 32, drop_last=False), and "
+     "the task's loss fails on it (BatchNormClassifier.training_step raised ValueError: Expected more than 1 value "
+     "per channel when training, got input size torch.Size([1, 64])): set task.drop_last=true"),
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.BatchNormClassifier", "algorithm.batch_size=1"], {},
+     "client 0's minibatches include one of a single example (20 examples in batches of 1, drop_last=True), and the "
+     "task's loss fails on it (BatchNormClassifier.training_step raised ValueError: Expected more than 1 value per "
+     "channel when training, got input size torch.Size([1, 64])): use algorithm.batch_size >= 2"),
+    # a user's DataModule or Dataset written wrongly
+    *[(FL_BENCH, [*USER_DATA, f"dataset.datamodule._target_={MISTAKES}.{name}"], {},
+       f"dataset.datamodule._target_={MISTAKES}.{name}{words}") for name, words in (
+        ("FailingPrepare", "'s prepare_data() raised RuntimeError: cannot download the data: no network"),
+        ("NoTrainLoader", "'s train_dataloader() returned None: return a DataLoader over a map-style Dataset"),
+        ("TextClasses", "'s num_classes='4' is not allowed: an integer >= 1"),
+        ("ZeroClasses", "'s num_classes=0 is not allowed: an integer >= 1"),
+        ("Words", "'s inputs are strs (e.g. 'sentence 0'), not numbers"),
+        ("LongerThanItsData", "[600] raised IndexError: index 600 is out of bounds for dimension 0 with size 600 (its "
+                              "len() is 610)"),
+        ("ThreeExamples", " has 3 examples: too few to hold out dataset.val_fraction=0.2 of every label"),
+        ("NoExamples", " is empty: the partition needs examples"))],
+    (FL_BENCH, [*USER_DATA, "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobs"], {},
+     "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobs's training items differ between two reads "
+     "(item 0: random augmentation in __getitem__?) and it has no validation set of its own"),
+    (FL_BENCH, [*USER_DATA, "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobsDataModule"], {},
+     "dataset.datamodule's training items differ between reads (random augmentation in __getitem__), and "
+     "task=builtin trains on stored examples: its first draw would be frozen; use task=lightning"),
+    (FL_BENCH, [*USER_DATA, "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobsDataModule",
+                "+dataset.datamodule.noisy_validation=true"], {},
+     "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobsDataModule's val_dataloader().dataset[0] "
+     "differs between two reads (random augmentation in __getitem__?): evaluation needs fixed items"),
     # tuning with a pruner (hydra_plugins/fl_bench_optuna)
     (FL_BENCH, ["-m", "hparams_search=synthetic_lr", "hydra.sweeper.pruner.name=bogus",
                 "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
@@ -336,6 +421,9 @@ REFUSALS = [
     (REPRODUCE, [str(REPO / "sweeps" / "fedbuff_sent140_wandb.yaml")], {}, f"{REPO}/sweeps/fedbuff_sent140_wandb.yaml is "
                                                                           "a W&B sweep"),
     (REPRODUCE, ["{tmp}/no_such.yaml"], {}, "{tmp}/no_such.yaml does not exist"),
+    # every arm's command composed before the first run (here a smoke point's, whose reference arm is another)
+    (REPRODUCE, ["{tmp}/arm_typo.yaml", "--smoke", "--runs-dir", "{tmp}/typo_runs", "--out", "{tmp}/typo_out"], {},
+     "arm '(0,0) S-SGD matched work' (ssgd_matched) does not run: Could not override 'dataset.gama'"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
      "--in-process runs one command at a time in this process: use --jobs 1, not 2"),
@@ -430,6 +518,10 @@ REFUSALS = [
      "S-SGD', 'hfl_convex_smoke: (0,1) S-SGD', 'hfl_convex_smoke: digits S-SGD'] is not allowed: each row once"),
     (REPRODUCE, ["{tmp}/headline_empty.yaml"], {}, "{tmp}/headline_empty.yaml: headlines[0].rows=[] is not allowed: a "
      "headline quotes the paper and names the rows that test it"),
+    (REPRODUCE, ["{tmp}/headline_placeholder.yaml"], {}, "{tmp}/headline_placeholder.yaml: tables.hfl_convex_smoke.notes: "
+     "'{headline:9}' names no headline of the file: write {headline:N} with N from 1 to 2"),
+    (REPRODUCE, ["{tmp}/headline_reading.yaml"], {}, "{tmp}/headline_reading.yaml: headlines[0].readings.another[0] arm="
+     "'(0,1) HFLL' is not defined: did you mean (0,1) HFL?"),
     (REPRODUCE, ["{tmp}/claim_kind.yaml"], {}, "{tmp}/claim_kind.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.claim='gap' "
      "is not allowed"),
     (REPRODUCE, ["{tmp}/claim_loose.yaml"], {}, "{tmp}/claim_loose.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance=5.0 "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -255,10 +256,56 @@ REDUCTIONS = ("sum", "mean")
 STEP_NORMALISATIONS = ("none", "fednova")
 
 
+# The server knobs every algorithm's config inherits (AlgorithmConfig's, SyncConfig's server_optimizer) that only
+# an algorithm whose own code reads them honours; the client knobs (ClientConfig) and the step policy's
+# (buffer_size, cohort, deadline, ...) are read by the engine and the client trainer for every algorithm.
+SHARED_SERVER_KEYS = ("weighting", "reduction", "staleness_exponent", "step_normalisation", "server_optimizer")
+
+
+def _plain(value):
+    """A knob's value as compared with its default: a nested config (server_optimizer) as its fields, so
+    that the bare schema's SGD and server_optimizer/sgd.yaml's are the same setting."""
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+
+
+def _default(spec: dataclasses.Field):
+    return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
+
+
+def _built_in(cls: type) -> bool:
+    return cls.__module__.split(".")[0] == "fl_bench"
+
+
+def declared_uses(cls: type, target: str) -> tuple[str, ...]:
+    """The shared server knobs (SHARED_SERVER_KEYS) that the algorithm ``target`` of config class ``cls`` reads:
+    the ``uses`` that ``cls`` or a plugin class above it declares; one declared by a built-in algorithm's
+    schema only where ``target`` is (a subclass of) that algorithm, whose code the declaration describes.
+    None otherwise: an algorithm written from ServerAlgorithm reads none of them."""
+    from hydra.utils import get_object
+
+    owner = next(klass for klass in cls.__mro__ if "uses" in vars(klass))
+    if owner is cls or not _built_in(owner):
+        return tuple(owner.uses)
+    try:
+        inherited = issubclass(get_object(target), get_object(vars(owner)["_target_"]))
+    except Exception:  # a base schema without an algorithm of its own (AsyncConfig), or a target that is no class
+        inherited = False
+    return tuple(owner.uses) if inherited else ()
+
+
 @dataclass
 class AlgorithmConfig(ClientConfig):
     """Client training (``ClientConfig``) and aggregation knobs shared by every algorithm (FedBuff
-    Table 4)."""
+    Table 4).
+
+    ``uses`` declares which of the shared server knobs (:data:`SHARED_SERVER_KEYS`) the algorithm's code
+    reads. An algorithm from outside fl_bench (a plugin) refuses, in one line before any run, every other
+    one set to anything but its schema's default: a knob it inherits and ignores would be a silent wrong
+    result. (The built-in algorithms declare theirs too, but are not refused: the papers' presets set a
+    knob such as weighting for every method of a comparison, FedLaAvg's included.)"""
+
+    # (a ClassVar: a declaration of the class, not a config key)
+    uses: ClassVar[tuple[str, ...]] = ()
 
     name: str = MISSING
     # The ServerAlgorithm class (fl_bench.algorithms); a new algorithm names its own.
@@ -284,6 +331,34 @@ class AlgorithmConfig(ClientConfig):
         choice(a + "reduction", self.reduction, REDUCTIONS)
         choice(a + "step_normalisation", self.step_normalisation, STEP_NORMALISATIONS)
         require(self.staleness_exponent >= 0, a + "staleness_exponent", self.staleness_exponent, "must be >= 0")
+        if not _built_in(type(self)):
+            self._refuse_unread()
+
+    def _refuse_unread(self) -> None:
+        """ConfigError naming the first shared server knob that this plugin algorithm does not read and
+        that is set to anything but its default."""
+        cls = type(self)
+        uses = declared_uses(cls, self._target_)
+        unknown = [key for key in uses if key not in SHARED_SERVER_KEYS]
+        require(not unknown, f"{cls.__name__}.uses", list(uses), f"name shared server knobs: {', '.join(SHARED_SERVER_KEYS)}")
+        declared = f"{cls.__name__}.uses " + (f"lists only {', '.join(uses)}" if uses else "is empty")
+        fix = f"if the algorithm reads it, add it to {cls.__name__}.uses"
+        for spec in dataclasses.fields(self):
+            if spec.name not in SHARED_SERVER_KEYS or spec.name in uses:
+                continue
+            value, default = _plain(getattr(self, spec.name)), _plain(_default(spec))
+            if value == default:
+                continue
+            if isinstance(value, dict):  # server_optimizer: the option chosen, or the first knob of it that differs
+                if value.get("name") != default.get("name"):
+                    shown, leave = f"algorithm/server_optimizer={value.get('name')}", f"{default.get('name')}"
+                else:
+                    sub = next(k for k in value if value[k] != default.get(k))
+                    shown, leave = f"algorithm.server_optimizer.{sub}={value[sub]!r}", repr(default.get(sub))
+            else:
+                shown, leave = f"algorithm.{spec.name}={value!r}", repr(default)
+            raise ConfigError(f"{shown} is not allowed with algorithm={self.name}: its code does not read it "
+                              f"({declared}); leave it at {leave}, or {fix}")
 
 
 LATE_UPLOADS = ("drop", "deliver")

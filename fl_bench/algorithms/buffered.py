@@ -123,10 +123,16 @@ class FedAsync(ServerAlgorithm):
         self._client_model = None
 
 
+# The shared server knobs FedBuff's aggregation reads (the FedAvg family's too: fl_bench.algorithms.synchronous)
+FEDBUFF_USES = ("weighting", "reduction", "staleness_exponent", "step_normalisation", "server_optimizer")
+
+
 @schema("algorithm", "fedbuff", FedBuff)
 class FedBuffConfig(AsyncConfig):
     """FedBuff (Nguyen et al. 2022): a server step every K = ``buffer_size`` uploads, each scaled
     by s(tau), with a server optimizer; App. B.2's sum reduction and Sec. 5's LR-norm by default."""
+
+    uses = FEDBUFF_USES
 
     buffer_size: int = 10  # K
     lr_norm: bool = True  # FedBuff Sec. 5
@@ -138,6 +144,7 @@ class FedBuffConfig(AsyncConfig):
 class FedAsyncConfig(AsyncConfig):
     """FedAsync (Xie et al. 2019): w <- (1 - a_t) w + a_t w_client with a_t = mixing * s(tau)."""
 
+    uses = ("staleness_exponent",)
     weighting: str = "uniform"
     mixing: float = 0.5  # a (FedBuff Table 4's eta_g column for FedAsync)
 

@@ -121,6 +121,8 @@ class GlobalStatisticsConfig(SyncConfig):
     s_t and take ``local_steps`` K steps; x_{t+1} = mean of the uploaded models (uniform, Alg. 1).
     ``beta`` is SGDm's / RMSProp's beta and Adam's beta1; Adam's beta2 and eps as in Sec. 5."""
 
+    uses = ("weighting",)  # x_{t+1}: the uploads' mean, weighted or not; no server optimizer
+
     optimizer: str = "sgdm"
     beta: float = 0.9
     beta2: float = 0.99

@@ -7,7 +7,7 @@ import math
 from typing import Optional
 
 from fl_bench.algorithms.base import SyncConfig
-from fl_bench.algorithms.buffered import FedBuff
+from fl_bench.algorithms.buffered import FEDBUFF_USES, FedBuff
 from fl_bench.engine.protocol import Rounds
 from fl_bench.schema import require, schema
 
@@ -43,16 +43,22 @@ class FedAvgConfig(SyncConfig):
     """FedAvg (McMahan et al. 2017): synchronous rounds; the server steps with the examples-weighted
     mean of the round's updates (``server_optimizer``: plain SGD unless chosen)."""
 
+    uses = FEDBUFF_USES
+
 
 @schema("algorithm", "fedavgm", FedAvgM)
 class FedAvgMConfig(SyncConfig):
     """Server momentum: conf/algorithm/fedavgm.yaml chooses algorithm/server_optimizer=momentum (beta 0.9)."""
+
+    uses = FEDBUFF_USES
 
 
 @schema("algorithm", "fedprox", FedProx)
 class FedProxConfig(SyncConfig):
     """FedProx (Li et al. 2020): FedAvg with the proximal term (mu/2)||y - w||^2, mu = ``prox_mu``,
     in the local objective."""
+
+    uses = FEDBUFF_USES
 
     prox_mu: float = 0.01  # 0 is FedAvg, FedProx's nested special case (a protocol's search must reach it)
 
@@ -62,11 +68,15 @@ class AdaptiveFedOptConfig(SyncConfig):
     """AdaptiveFedOpt (FedGBO's AFO): FedAvg with a server SGDm / RMSProp / Adam step
     (conf/algorithm/adaptive_fedopt.yaml chooses algorithm/server_optimizer=adam, eps 1e-3)."""
 
+    uses = FEDBUFF_USES
+
 
 @schema("algorithm", "fedmax", FedMAX)
 class FedMAXConfig(SyncConfig):
     """FedMAX (Chen et al. 2020): FedAvg with alpha KL(U || softmax(a)), alpha = ``entropy_weight``,
     in the local loss."""
+
+    uses = FEDBUFF_USES
 
     entropy_weight: float = 0.1
 

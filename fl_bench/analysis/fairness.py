@@ -19,13 +19,17 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import machine
 from fl_bench.runs.run_dir import unfinished
-from fl_bench.runs.fairness import client_groups, client_shares, jain_index, share_over_steps, weight_shares
+from fl_bench.runs.fairness import (client_groups, client_shares, has_step_weights, jain_index, share_over_steps,
+                                    weight_shares)
+
+NO_STEP_WEIGHTS = "no step weights"  # the cell of a weight column for a method whose algorithm logs none
 
 
 def run_rows(run_dir: Path, checkpoints: list[int]) -> tuple[dict, pd.DataFrame, np.ndarray]:
     """One finished run's table row (group weight and update shares, Jain's index, group
     accuracies, and the accuracy of the last evaluation by each aggregation count in
-    ``checkpoints``), its groups' weight shares over server steps, and each client's group."""
+    ``checkpoints``, NaN for a count the run never reached), its groups' weight shares over server steps
+    (none for an algorithm without step weights), and each client's group."""
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
     summary = json.loads((run_dir / "summary.json").read_text())
     trips = pd.read_csv(run_dir / "trips.csv")
@@ -35,16 +39,19 @@ def run_rows(run_dir: Path, checkpoints: list[int]) -> tuple[dict, pd.DataFrame,
     by_class = summary["final_val_accuracy_by_class"]
     shares = weight_shares(trips, groups)
     used = trips[trips["used"] == 1]
+    steps = int(summary["server_steps"])
     row = {"method": summary["algorithm"], "seed": summary["seed"], "final_accuracy": 100 * summary["final_val_accuracy"],
            "aggregations_to_target": summary["steps_to_target"], "jain_index": jain_index(client_shares(trips, len(groups)))}
     for g, labels in enumerate(label_groups):
         row[f"group {g} weight share"] = 100 * shares[g]
         row[f"group {g} update share"] = 100 * float((groups[used["client"].to_numpy()] == g).mean())
         row[f"group {g} accuracy (labels {min(labels)}-{max(labels)})"] = 100 * float(np.mean([by_class[c] for c in labels]))
-    for step in checkpoints:
+    for step in checkpoints:  # (a run that ended before the count has no accuracy there, not its last one)
         at = metrics[metrics["server_step"] <= step]
-        row[f"accuracy at {step}"] = 100 * float(at["val_accuracy"].iloc[-1]) if len(at) else float("nan")
-    return row, share_over_steps(trips, groups, max(1, int(summary["server_steps"]) // 20)), groups
+        row[f"accuracy at {step}"] = 100 * float(at["val_accuracy"].iloc[-1]) if len(at) and step <= steps else float("nan")
+    row["server_steps"], row["step_weights"] = steps, has_step_weights(trips)
+    over_steps = share_over_steps(trips, groups, max(1, steps // 20)) if row["step_weights"] else None
+    return row, over_steps, groups
 
 
 def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[int], notes: str = "",
@@ -57,11 +64,21 @@ def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[i
         for run in run_dirs:
             row, over_steps, _ = run_rows(run, at)
             rows.append({**row, "method": method})
-            curves.setdefault(method, []).append(over_steps)
+            if over_steps is not None:
+                curves.setdefault(method, []).append(over_steps)
     table = pd.DataFrame(rows)
-    summary = table.drop(columns="seed").groupby("method", sort=False).agg(["mean", "std"])
+    by_method = table.drop(columns=["seed", "server_steps", "step_weights"]).groupby("method", sort=False)
+    summary = by_method.agg(["mean", "std"])
     shown = pd.DataFrame({column: [f"{m:.2f} ± {s:.2f}" if pd.notna(m) else "–" for m, s in summary[column].to_numpy()]
                           for column in summary.columns.levels[0] if column in summary}, index=summary.index)
+    ended = table.groupby("method", sort=False)["server_steps"].min()
+    for step in at:  # a count some seed never reached is no mean over the others
+        column = f"accuracy at {step}"
+        short = by_method[column].apply(lambda values: values.isna().any())
+        shown.loc[short, column] = [f"not reached (ended at {ended[m]:,})" for m in short.index[short]]
+    weightless = ~table.groupby("method", sort=False)["step_weights"].all()
+    weights = ["jain_index", *(c for c in shown.columns if c.endswith(" weight share"))]
+    shown.loc[weightless, weights] = NO_STEP_WEIGHTS
     shown.insert(0, "seeds", table.groupby("method", sort=False).size())
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
@@ -80,8 +97,9 @@ def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[i
     (out / f"{name}.md").write_text(
         f"# {name}\n\n{title + chr(10) * 2 if title else ''}Fairness of aggregation, mean ± std over seeds {', '.join(map(str, seeds))}: each group's share of "
         "the total aggregation weight and of the uploads, Jain's index of the clients' weight shares (1: equal "
-        "influence), each label group's accuracy of the final model, accuracy (%) at fixed aggregation counts and "
-        "aggregations to the target.\n\n"
+        "influence), each label group's accuracy of the final model, accuracy (%) at fixed aggregation counts ("
+        "'not reached' where the runs ended before that count) and aggregations to the target; "
+        f"'{NO_STEP_WEIGHTS}' where the method's algorithm logs no upload's share of its step.\n\n"
         f"{shown.T.to_markdown()}\n\n{notes.strip() + chr(10) * 2 if notes.strip() else ''}"
         f"{len(table)} runs, {wall:,.0f} s of wall time in all; report written on {machine()}.\n\n"
         f"![weight share]({name}_weight_share.png)\n"

@@ -331,8 +331,8 @@ def samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, 
 
 def _accuracy(measure: str) -> str:
     """The summary key an accuracy measure reads: the final accuracy after the budget for FedBuff
-    Fig. 4 (privacy), the best within it otherwise."""
-    return "final_val_accuracy" if measure == "privacy" else "best_val_accuracy"
+    Fig. 4 (privacy) and ``final_accuracy`` (the model the run ends with), the best within it otherwise."""
+    return "final_val_accuracy" if measure in ("privacy", "final_accuracy") else "best_val_accuracy"
 
 
 def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float, float]:
@@ -504,14 +504,59 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
 
 
 PLACEHOLDER = re.compile(r"\{(effect|median|verdict|seeds):([^{}]+)\}")
-PLACEHOLDER_KINDS = ("effect", "median", "verdict", "seeds")
+PLACEHOLDER_KINDS = ("effect", "median", "verdict", "seeds", "headline")  # {headline:N}: the file's N-th headline
+HEADLINE = re.compile(r"\{headline:(\d+)\}")
+ANSWERS = ("holds", "holds in direction only", "does not hold", "undecided")
+
+
+def answer(verdicts: list[str]) -> str:
+    """A headline's answer (one of ANSWERS) from the verdicts of the rows that test it ('' for a row with
+    none: degenerate, or not run; "paper split" tests nothing): "does not hold" where any row differs (a
+    headline states one claim for every row it names), else "undecided" where a row is undecided
+    (inconclusive, underpowered, not reached, tuning failed) or none has a verdict, else "holds in
+    direction only" where a row holds its side and not its size ("same side, ..."), else "holds"."""
+    counted = [v for v in verdicts if v and v != "paper split"]
+    if "differs" in counted:
+        return "does not hold"
+    if not counted or any(v != "reproduces" and not v.startswith("same side") for v in counted):
+        return "undecided"
+    return "holds in direction only" if any(v.startswith("same side") for v in counted) else "holds"
+
+
+def tally(verdicts: list[str]) -> str:
+    """'3 rows: 2 differs, 1 reproduces' for a headline's rows."""
+    words = [("reproduces" if v == "reproduces" else "same side" if v.startswith("same side")
+              else "underpowered" if v.startswith("underpowered") else v or "no verdict") for v in verdicts]
+    counted = pd.Series(words, dtype=object).value_counts()
+    return f"{len(verdicts)} row{'' if len(verdicts) == 1 else 's'}: " + ", ".join(f"{n} {w}" for w, n in counted.items())
+
+
+def headline_sentence(headline: dict, verdict_of: dict[str, str]) -> str:
+    """One sentence: whether a headline holds here under the registered reading and under any of its
+    ``readings`` (alternative rows that test the same sentence another way), from ``verdict_of`` ('TABLE:
+    ARM' -> verdict; a row without one is '')."""
+    def answered(rows: list[str]) -> tuple[str, str]:
+        verdicts = [verdict_of.get(row, "") for row in rows]
+        return answer(verdicts), tally(verdicts)
+
+    registered, counts = answered(headline["rows"])
+    text = f"The paper's \"{headline['quote']}\" ({headline['where']}) {registered} here ({counts})"
+    readings = {name: answered(rows) for name, rows in (headline.get("readings") or {}).items()}
+    if not readings:
+        return text + "."
+    holding = [name for name, (said, _) in readings.items() if said in ("holds", "holds in direction only")]
+    shown = "; ".join(f"{name}: {said} ({counts})" for name, (said, counts) in readings.items())
+    found = (f"it holds under {', '.join(holding)}" if holding
+             else f"it holds under none of the {len(readings)} other readings tried")
+    return f"{text}; {found} ({shown})."
 TYPED_INTERVAL = re.compile(r"\[\s*[+-]?\d[\d.,]*\s*,\s*[+-]?\d[\d.,]*\s*\]")
 
 
-def fill_notes(notes: str, found: pd.DataFrame) -> str:
+def fill_notes(notes: str, found: pd.DataFrame, headlines: list[dict] = (), table: str = "") -> str:
     """A table's findings with each placeholder ``{effect:ARM}``, ``{median:ARM}``, ``{verdict:ARM}`` or
-    ``{seeds:ARM}`` replaced by that arm's evidence, so that prose quoting a number cannot go stale
-    when the table is rerun. An arm this table did not run (as at a smoke point) is said once,
+    ``{seeds:ARM}`` replaced by that arm's evidence, and ``{headline:N}`` by the sentence that says
+    whether the sweep file's N-th headline (of ``headlines``, its rows in ``table``) holds, so that prose
+    quoting a number or a verdict cannot go stale when the table is rerun. An arm this table did not run (as at a smoke point) is said once,
     "(ARM: not run)", where it first appears: a placeholder of it in its own parentheses or right after
     another of it adds nothing ("FedAvgM {effect:fedavgm} ({verdict:fedavgm})" reads "FedAvgM (fedavgm:
     not run)"), and a later one elsewhere reads "(not run)"."""
@@ -527,7 +572,9 @@ def fill_notes(notes: str, found: pd.DataFrame) -> str:
                 "verdict": lambda r: r["verdict"] or "no verdict", "seeds": lambda r: str(r["seeds"])}[kind](row)
         return text or "(no comparison)"
 
-    filled = PLACEHOLDER.sub(value, notes)
+    verdict_of = {f"{table}: {arm}": rows.loc[arm, "verdict"] for arm in rows.index}
+    filled = HEADLINE.sub(lambda m: headline_sentence(headlines[int(m.group(1)) - 1], verdict_of), notes)
+    filled = PLACEHOLDER.sub(value, filled)
     filled = re.sub(r"\(\s*(\x00[^\x00]*\x00)\s*\)", r"\1", filled)  # its own parentheses
     filled = re.sub(r"(\x00([^\x00]*)\x00)(?:[\s,;]*\x00\2\x00)+", r"\1", filled)  # right after itself
     said: set[str] = set()
@@ -548,7 +595,7 @@ def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str,
     when already computed)."""
     table = evidence_table(runs, reference, arms, measure, found)
     unit = {"trips": "client trips to target", "rounds": "rounds to target",
-            "privacy": "final accuracy (%)"}.get(measure, "best accuracy (%)")
+            "privacy": "final accuracy (%)", "final_accuracy": "final accuracy (%)"}.get(measure, "best accuracy (%)")
     effect = ("ratio of medians (lower is better)" if measure in ("trips", "rounds")
               else "difference of medians in points (higher is better)")
     lines = [f"## Evidence\n\nMedian {unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "

@@ -14,12 +14,14 @@ from fl_bench.analysis.guards import SPACES, contains, search_space
 from fl_bench.runs.config import PRUNING_OBJECTIVES
 from fl_bench.runs.pruning import make_pruner
 from fl_bench.runs.tuning import AGGREGATES
+from fl_bench.schema import plugin_conf_dirs
 
 
 def plugin_spaces(overrides: list[str]) -> list[Path]:
-    """The ``hparams_search`` directories of the local config directories an override
-    ``hydra.searchpath=[file://DIR, ...]`` adds (a plugin's own search spaces)."""
-    directories = []
+    """The ``hparams_search`` directories of the installed plugins' own ``conf/`` (fl_bench.schema.plugin_conf_dirs),
+    then of the local config directories an override ``hydra.searchpath=[file://DIR, ...]`` adds (a plugin's own
+    search spaces), in the order Hydra searches them."""
+    directories = [conf / "hparams_search" for conf in plugin_conf_dirs()]
     for override in overrides:
         key, _, value = override.partition("=")
         if key.lstrip("+") == "hydra.searchpath":

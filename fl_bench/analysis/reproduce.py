@@ -14,7 +14,9 @@ study's when the same protocol, search space (its ranges) and overrides made it;
 made them), so an interrupted reproduction resumes, arms that several tables share run once, and a
 retuned study reruns its arms.
 
-A sweep file's ``protocol`` is the rule every arm follows, written before the runs and checked
+Every arm of the file (not only those this command runs: a smoke point's reference arm) is composed as
+it would run and checked, so that a misspelt override stops the reproduction in one line before any
+directory is made or any run starts. A sweep file's ``protocol`` is the rule every arm follows, written before the runs and checked
 before any of them starts (:class:`fl_bench.analysis.protocol.Protocol`): one tuner budget for every study (trials, random
 start-up trials, objective), tuning seeds (a trial's objective is its mean over them), optionally a
 confirmation of the search's best settings on seeds of their own (``tuner.confirm``), report seeds
@@ -136,7 +138,7 @@ class Reproduction:
 
     def check_arms(self, arms: list[Arm]) -> None:
         """Every arm's command composes into a config that passes its checks (a misspelt override or a
-        value out of range), before any study is tuned or any arm run."""
+        value out of range), before any study is tuned or any arm run (the tuned setting, not known yet, aside)."""
         self._check_composes([([*self.workload, *self.spec["studies"][arm.study]["overrides"], *arm.overrides],
                                f"arm {arm.label!r} ({arm.study}) does not run") for arm in arms])
 
@@ -162,12 +164,12 @@ class Reproduction:
             raise ValueError(f"unknown table {', '.join(unknown)}: choose from {', '.join(tables)}")
         return {n: tables[n] for n in names or tables}
 
-    def arms(self, table: dict) -> list[Arm]:
-        """The table's arms (with ``smoke`` only its reference arm, and each arm's smoke overrides); the
-        studies they name were checked when the file was read (fl_bench.analysis.sweep_file)."""
+    def arms(self, table: dict, every: bool = False) -> list[Arm]:
+        """The table's arms (with ``smoke`` only its reference arm unless ``every``, and each arm's smoke
+        overrides); the studies they name were checked when the file was read (fl_bench.analysis.sweep_file)."""
         arms = [Arm(label, a["study"], tuple([*a.get("overrides", []), *(a.get("smoke", []) if self.smoke else [])]))
                 for label, a in table["arms"].items()]
-        if self.smoke and not self.every_arm:  # one point per table: its reference arm, which the others are compared with
+        if self.smoke and not self.every_arm and not every:  # one point per table: its reference arm, which the others are compared with
             return [a for a in arms if a.label == table["reference"]]
         return arms
 
@@ -509,7 +511,7 @@ class Reproduction:
                 for label, arm in table["arms"].items()}
         found = evidence(view, table["reference"], arms, verdict_measure, needs, (self.protocol.power or {}).get("cap"))
         write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
-        notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found), self.power_note(needs, runs),
+        notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name), self.power_note(needs, runs),
                                             ledger.note(name, self.spec_path, tuple(self.protocol.amended)) if ledger else "",
                                             self.guards(chosen),
                                             self.held_out(chosen, directories), self.readings(),
@@ -528,12 +530,14 @@ class Reproduction:
         """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
         Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
         tables = self.tables(names)
+        # Every arm of the file, as this mode would run it, composes and passes its checks before any directory is
+        # made or any run starts: a misspelt override in the last arm must not wait for the others' runs.
+        self.check_arms(list({arm.key: arm for table in self.spec["tables"].values()
+                              for arm in self.arms(table, every=True)}.values()))
         for directory, what in ((out, "--out"), (self.runs_dir, "the runs directory (--runs-dir)"),
                                 *([] if self.smoke else [(self.tuned_dir, "tuned_dir")])):
             _check_writable(directory, what)  # before hours of runs
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
-        if not self.smoke:  # before hours of tuning (a smoke point's runs start at once and fail as fast)
-            self.check_arms(list(arms.values()))
         studies = {arm.study for arm in arms.values()}
         studies = {self.spec["studies"][s].get("setting_of", s) for s in studies}
         self._parallel(self.tuned, sorted(studies))

@@ -155,7 +155,7 @@ class Table:
     arms: dict[str, ArmSpec] = MISSING
     notes: str = ""  # findings; measured numbers only as placeholders {effect:ARM}, {median:ARM}, {verdict:ARM}, {seeds:ARM}
     measure: str = "trips"
-    at: Optional[list[int]] = None  # measure=fairness: the trips at which weight shares are read
+    at: Optional[list[int]] = None  # measure=fairness: the aggregation counts (server steps) at which accuracy is read
 
 
 @dataclass
@@ -166,6 +166,8 @@ class Headline:
     quote: str = MISSING  # the paper's own words
     where: str = MISSING  # where the paper says it: "abstract", "Sec. 5, after Table 1"
     rows: list[str] = MISSING  # "TABLE: ARM", each an arm of this file's tables that tests a paper number
+    # other readings of the paper, each the rows that test the same sentence under it (answered beside it)
+    readings: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -516,7 +518,7 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
             _check_paper(arm, label, table.get("measure", "trips"), f"{where}.arms.{label}", path)
             vs = arms.get(arm.get("vs") or table["reference"], {})
             _check_claim(arm, vs, table.get("measure", "trips"), f"{where}.arms.{label}", path)
-        _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known)
+        _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known, len(spec.get("headlines", [])))
     _check_headlines(spec, path, known)
 
 
@@ -529,17 +531,20 @@ def _check_headlines(spec: dict[str, Any], path: Path, known: Any) -> None:
             _refuse(path, where if not headline["rows"] else f"headlines[{i}].quote",
                     headline["rows"] if not headline["rows"] else headline["quote"],
                     "a headline quotes the paper and names the rows that test it ('TABLE: ARM')")
-        for j, row in enumerate(headline["rows"]):
+        rows = [(f"{where}[{j}]", row) for j, row in enumerate(headline["rows"])]
+        rows += [(f"headlines[{i}].readings.{name}[{j}]", row) for name, listed in (headline.get("readings") or {}).items()
+                 for j, row in enumerate(listed)]
+        for key, row in rows:
             table, colon, label = row.partition(": ")
             if not colon:
-                _refuse(path, f"{where}[{j}]", row, "write 'TABLE: ARM' (a table of this file, one of its arms)")
-            known(table, f"{where}[{j}] table", spec["tables"])
+                _refuse(path, key, row, "write 'TABLE: ARM' (a table of this file, one of its arms)")
+            known(table, f"{key} table", spec["tables"])
             found = spec["tables"][table]
-            known(label, f"{where}[{j}] arm", found["arms"])
+            known(label, f"{key} arm", found["arms"])
             arm = found["arms"][label]
             vs = found["arms"].get(arm.get("vs") or found["reference"], {})
             if not paper_effect(arm, vs, found.get("measure", "trips")):
-                _refuse(path, f"{where}[{j}]", row, "that arm tests no paper number (no paper: in it), so it has no "
+                _refuse(path, key, row, "that arm tests no paper number (no paper: in it), so it has no "
                         "verdict to answer the headline with: name an arm that has one")
         if len(set(headline["rows"])) < len(headline["rows"]):
             _refuse(path, where, headline["rows"], "each row once: a row named twice would count twice")
@@ -615,7 +620,7 @@ def _paper_number(value: Any, bounds: str) -> float | None:
     return float(value)
 
 
-def _check_notes(notes: str, arms: dict[str, Any], where: str, known: Any) -> None:
+def _check_notes(notes: str, arms: dict[str, Any], where: str, known: Any, headlines: int = 0) -> None:
     """Findings quote measured numbers only through placeholders of this table's arms: a typed interval
     would go stale the first time the table is rerun on other seeds."""
     typed = TYPED_INTERVAL.search(notes)
@@ -628,4 +633,9 @@ def _check_notes(notes: str, arms: dict[str, Any], where: str, known: Any) -> No
         if kind not in PLACEHOLDER_KINDS or not arm:
             raise ConfigError(f"{where}: {brace.group(0)!r} is not a placeholder: write {{KIND:ARM}} with KIND one of "
                               f"{', '.join(PLACEHOLDER_KINDS)}")
+        if kind == "headline":
+            if not (arm.isdigit() and 1 <= int(arm) <= headlines):
+                raise ConfigError(f"{where}: {brace.group(0)!r} names no headline of the file: write {{headline:N}} with "
+                                  f"N from 1 to {headlines} (the file's headlines, in order)")
+            continue
         known(arm, f"{where.split(': ', 1)[1]} placeholder {brace.group(0)}", arms)

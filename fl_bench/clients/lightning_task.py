@@ -1,11 +1,16 @@
 """A user's LightningModule as the client task (``task=lightning``).
 
 A client trip calls the module's own ``training_step`` on each minibatch of the client's data, in
-the order of the trip's minibatch plan (fl_bench.clients.trainer), and steps:
+the order of the trip's minibatch plan (fl_bench.clients.trainer; ``task.drop_last`` leaves out each
+epoch's short last batch, by default for a module with BatchNorm layers, which cannot train on a batch
+of one), and steps:
 
 - with the optimizer (and scheduler) its ``configure_optimizers`` returns, created afresh for every
   trip (a client starts from the model it downloaded, with no optimizer state), under algorithms
-  whose client rule is plain SGD (FedBuff, FedAvg and its family, FedAsync, FedStaleWeight).
+  whose client rule is plain SGD (FedBuff, FedAvg and its family, FedAsync, FedStaleWeight). Its
+  schedulers step as the Trainer steps them, within the trip (interval epoch: at the end of each local
+  epoch; step: after each step; every ``frequency``), and start afresh with it; one that would never
+  change the lr within a trip is refused (across trips the lr moves with ``algorithm.lr_decay``).
   Around it, fl_bench applies the algorithm's client knobs: FedProx's (mu/2)||y - y_0||^2 is added to
   the module's loss, and each step's lr is the optimizer's lr times LR-norm's n/B and the lr
   schedule's factor (``lr_decay^t``, or 1/(1+t)); ``algorithm.client_lr`` is not used;
@@ -27,12 +32,14 @@ it or on the process that trained it.
 The train hooks that make sense for one trip are called around it: ``on_train_start`` /
 ``on_train_end`` per trip, ``on_train_epoch_start`` / ``on_train_epoch_end`` per local epoch,
 ``on_train_batch_start`` / ``on_train_batch_end``, ``on_before_backward``, ``on_after_backward``,
-``on_before_optimizer_step`` and ``on_before_zero_grad`` per step.
+``on_before_optimizer_step`` and ``on_before_zero_grad`` per step. A trip's random draws (dropout, and
+the augmentation of a user's Dataset whose items differ between reads, whose batches it reads afresh:
+``FederatedData.reads``) come from its seed.
 
 Buffers (BatchNorm's running statistics), ``task.buffers``: ``federated`` (default, FedAvg as usually
-run) sends the global buffers with the model, each trip starts from those of the version it
-downloaded, and after each server step the global buffers are the mean of the consumed trips' final
-buffers, weighted by each upload's share of the step where the algorithm states it (the FedBuff
+run) sends the global buffers with the model (counted in their own dtypes, both ways), each trip
+starts from those of the version it downloaded, and after each server step the global buffers are the
+mean of the consumed trips' final buffers, weighted by each upload's share of the step where the algorithm states it (the FedBuff
 family, FedStaleWeight) and by its examples otherwise; integer buffers (``num_batches_tracked``) take
 the weighted mean rounded. ``local`` keeps each client's own (FedBN): a trip starts from its
 client's last, and evaluation uses their examples-weighted mean. ``reset``: every trip starts from the
@@ -45,16 +52,26 @@ returns (a scalar tensor, or a dict with ``task.loss_key`` or ``loss``) is used 
 under ``task.loss_key``, and the run's first lines say which; otherwise the
 module's forward gives logits scored by cross-entropy and accuracy. Such modules train one trip at
 a time (the batched path cannot prove that a user's step batches to the same result).
+
+The module is tried while the run is built, before any output is written, so that what a trip cannot
+run stops in one line: ``training_step`` on a batch (through the FLOP count; its loss, its ``self.log``
+calls), on one example where a client's plan holds such a batch, ``configure_optimizers`` and its
+schedulers (LBFGS's closure, two optimizers, an interval other than step or epoch, ``self.trainer``),
+the validation step or the logits' shape. Whatever the module's code raises, there or in a trip, reaches
+the user as one line naming the hook (:func:`user_code`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import inspect
-import math
+import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -64,11 +81,44 @@ from fl_bench.clients.task import LightningTaskConfig, model_inputs
 from fl_bench.clients.trainer import ClientTrainer, views
 from fl_bench.data import FederatedData
 from fl_bench.engine.messages import Broadcast
-from fl_bench.errors import ConfigError
+from fl_bench.errors import ConfigError, FLBenchError
 
 # Constructor arguments a module may take from the run when its config does not set them.
 FROM_RUN = ("model", "num_classes", "input_shape", "vocab_size")
 EVAL_BATCH = 1024  # validation examples per validation_step call
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0].rstrip('.')}" if text else type(error).__name__
+
+
+@contextlib.contextmanager
+def user_code(module: nn.Module, hook: str, hint: str = "") -> Iterator[None]:
+    """Run the module's ``hook`` so that whatever it raises reaches the user as one line naming the hook
+    and the error (``FL_BENCH_TRACEBACK=1`` keeps the traceback, chained); fl_bench's own errors pass."""
+    try:
+        yield
+    except Exception as error:
+        raised = _user_error(module, hook, error, hint)
+        if raised is error:
+            raise
+        raise raised from error
+
+
+def _user_error(module: nn.Module, hook: str, error: Exception, hint: str = "") -> Exception:
+    """What :func:`user_code` raises for ``error``, raised by the module's ``hook`` (``error`` itself:
+    fl_bench's own). A trip's per-step calls catch their errors with a plain ``try`` and raise this
+    (``from error``): entering a context manager at every hook cost more than an empty hook."""
+    if isinstance(error, FLBenchError):
+        if str(error).startswith("self.log"):  # (what it logged: say where)
+            return ConfigError(f"{type(module).__qualname__}.{hook}: {error}")
+        return error
+    if "self.trainer" in str(error) or "not attached to a `Trainer`" in str(error):
+        hint = hint or ("fl_bench runs no lightning.Trainer (a client trip's length varies with its client's "
+                        "examples): give what the module reads from self.trainer as its own argument")
+    return ConfigError(f"{type(module).__qualname__}.{hook} raised {_first_line(error)}"
+                       + ((" " if hint.startswith("(") else ": ") + hint if hint else ""))
 
 
 def _overrides(module: nn.Module, hook: str) -> bool:
@@ -76,6 +126,21 @@ def _overrides(module: nn.Module, hook: str) -> bool:
     from lightning import LightningModule
 
     return getattr(type(module), hook, None) is not getattr(LightningModule, hook, None)
+
+
+# The hooks a trip calls (module docstring); LightningModule's own are empty, so a trip calls only those
+# the module overrides (by its class or on the instance): each call of an empty one cost a few microseconds.
+TRIP_HOOKS = ("on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start",
+              "on_train_batch_end", "on_before_backward", "on_after_backward", "on_before_optimizer_step",
+              "on_before_zero_grad")
+
+
+def _hooks_defined(module: nn.Module) -> frozenset[str]:
+    """The trip hooks that do something: those whose method is not LightningModule's empty default."""
+    from lightning import LightningModule
+
+    return frozenset(hook for hook in TRIP_HOOKS
+                     if getattr(getattr(module, hook), "__func__", None) is not getattr(LightningModule, hook))
 
 
 def build_lightning_task(cfg: LightningTaskConfig, model: nn.Module, data: FederatedData) -> "LightningTask":
@@ -101,6 +166,9 @@ def build_lightning_task(cfg: LightningTaskConfig, model: nn.Module, data: Feder
     except Exception as error:
         cause = error.__cause__ or error
         raise ConfigError(f"task.module._target_={target} could not be built: {str(cause).splitlines()[0]}") from None
+    if not any(p.requires_grad for p in module.parameters()):
+        raise ConfigError(f"task.module._target_={target} has no trainable parameters: a client trip trains and "
+                          f"uploads them; give the module layers with parameters (or take the run's model)")
     if not _overrides(module, "training_step"):
         raise ConfigError(f"task.module._target_={target} has no training_step: a client trip calls it on each "
                           f"minibatch for the loss; add one (as lightning.Trainer needs)")
@@ -169,17 +237,19 @@ class LightningTask(nn.Module):
         """Fabric moves the module to its device; its ``self.log`` and ``self.log_dict`` go to
         ``metrics`` (module docstring). With validation examples, one validation step on a few of
         them finds where the validation loss is read from (logged or returned); what it logged and
-        its metrics' states are discarded."""
+        its metrics' states are discarded; scored by logits, its forward on a few is checked."""
         fabric.setup_module(self.module)
         self.fabric, self.metrics = fabric, metrics
         self._initial_buffers = [b.to(fabric.device) for b in self._initial_buffers]
         install_logging(self.module, metrics)
-        if self.evaluation == "steps" and x_val is not None and len(y_val):
+        if self.evaluation in ("steps", "logits") and x_val is not None and len(y_val):
             self.evaluate(x_val[:8], y_val[:8])
             metrics.discard()
 
     def reset_buffers(self) -> None:
         """The module's initial buffers back (task.buffers=reset: every trip starts from them)."""
+        if not self._initial_buffers:  # (none: walking the module's buffers cost 8 µs a trip)
+            return
         for buffer, initial in zip(self.module.buffers(), self._initial_buffers):
             buffer.copy_(initial)
 
@@ -199,24 +269,38 @@ class LightningTask(nn.Module):
 
     def training_loss(self, batch: Any, batch_idx: int) -> tuple[torch.Tensor | None, Any]:
         """The module's ``training_step`` output and its loss (None: the module skips this batch)."""
-        output = self.module.training_step(batch, batch_idx)
+        try:  # (user_code's conversion, without a context manager at every step)
+            output = self.module.training_step(batch, batch_idx)
+        except Exception as error:
+            raised = _user_error(self.module, "training_step", error)
+            if raised is error:
+                raise
+            raise raised from error
         loss = output.get("loss") if isinstance(output, dict) else output
+        name = type(self.module).__qualname__
         if loss is not None and not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
-            raise ConfigError(f"{type(self.module).__qualname__}.training_step returned {type(loss).__name__}: "
-                              f"return the loss as a scalar tensor, a dict with 'loss', or None")
+            shape = f"a tensor of shape {list(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise ConfigError(f"{name}.training_step returned {shape}: return the loss as a scalar tensor, a dict "
+                              f"with 'loss', or None")
+        if loss is not None and torch.is_grad_enabled() and not loss.requires_grad:
+            raise ConfigError(f"{name}.training_step returned a loss that does not require grad (detached, "
+                              f"computed under torch.no_grad, or from no parameter): return the loss its step "
+                              f"differentiates")
         return loss, output
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """The loss of one minibatch of stored examples through ``training_step`` (the FLOP count and
         Mimelite's full-batch gradient), scored as an epoch of its own (:meth:`own_epoch`). Before
-        Fabric is set up, ``self.log`` has nowhere to go: its warning is silenced and metric states
-        touched are reset."""
+        Fabric is set up, what ``self.log`` takes is checked and dropped, and metric states touched
+        are reset."""
         if self.metrics is None:
             from torchmetrics import Metric
 
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*self.log.*")
+            install_logging(self.module, task_metrics_logger())  # (checked as in a trip, then dropped)
+            try:
                 loss = self.own_epoch(self.batch(x, y, True, generator))
+            finally:
+                del self.module.log, self.module.log_dict  # LightningModule's own again, until set_up
             for metric in self.module.modules():
                 if isinstance(metric, Metric):
                     metric.reset()
@@ -231,14 +315,27 @@ class LightningTask(nn.Module):
     def own_epoch(self, batch: Any, batch_idx: int = 0) -> torch.Tensor | None:
         """training_step's loss on ``batch`` outside a trip, between the train-epoch hooks: state a
         module keeps across an epoch's batches (an RNN's hidden state) starts afresh and is cleared."""
-        self.module.on_train_epoch_start()
+        with user_code(self.module, "on_train_epoch_start"):
+            self.module.on_train_epoch_start()
         loss, _ = self.training_loss(batch, batch_idx)
-        self.module.on_train_epoch_end()
+        with user_code(self.module, "on_train_epoch_end"):
+            self.module.on_train_epoch_end()
         return loss
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The module's output on stored examples (evaluation inputs)."""
-        return self.module(model_inputs(self.transform, x, False))
+        with user_code(self.module, "forward"):
+            return self.module(model_inputs(self.transform, x, False))
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The module's forward on stored examples as class logits [n, num_classes] (float), or one line."""
+        out = self(x)
+        if not (isinstance(out, torch.Tensor) and out.shape == (len(x), self.num_classes)):
+            got = f"a tensor of shape {list(out.shape)}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
+            raise ConfigError(f"{type(self.module).__qualname__}.forward returned {got}: task.evaluation=logits scores "
+                              f"its forward's class logits, of shape [batch, {self.num_classes}]; return them, or add "
+                              f"a validation_step")
+        return out.float()
 
     @torch.no_grad()
     def evaluate(self, x: torch.Tensor, y: torch.Tensor, chunk: int = EVAL_BATCH) -> tuple[float, float]:
@@ -255,7 +352,7 @@ class LightningTask(nn.Module):
             if self.evaluation == "logits":
                 loss, correct = 0.0, 0.0
                 for s in range(0, len(y), chunk):
-                    logits = self(x[s: s + chunk]).float()
+                    logits = self.logits(x[s: s + chunk])
                     loss += F.cross_entropy(logits, y[s: s + chunk], reduction="sum").item()
                     correct += (logits.argmax(-1) == y[s: s + chunk]).sum().item()
                 return loss / len(y), correct / len(y)
@@ -264,7 +361,9 @@ class LightningTask(nn.Module):
             returned, total = [], 0
             for i, s in enumerate(range(0, len(y), chunk)):
                 self.metrics.batch_size = n = len(y[s: s + chunk])
-                loss = self._returned_loss(step(self.batch(x[s: s + chunk], y[s: s + chunk], False), i))
+                with user_code(self.module, self.evaluator):
+                    output = step(self.batch(x[s: s + chunk], y[s: s + chunk], False), i)
+                loss = self._returned_loss(output)
                 returned.append(None if loss is None else loss * n)
                 total += n
             logged = self.last_validation = self.metrics.take_validation()
@@ -320,7 +419,10 @@ def install_logging(module: nn.Module, metrics: "TaskMetrics") -> None:
     def check(options: dict[str, Any], known: set[str], call: str) -> None:
         unknown = sorted(set(options) - known)
         if unknown:
-            raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
+            near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+            raise ConfigError(f"self.{call}(..., {unknown[0]}=...): {unknown[0]} is not an argument of "
+                              f"LightningModule.{call}" + (f" (did you mean {near[0]}?)" if near else "")
+                              + f"; it takes {', '.join(sorted(known))}")
 
     def record(name: str, value: Any, options: dict[str, Any]) -> None:
         metrics.record(name, value, options.get("on_step"), options.get("on_epoch"), options.get("reduce_fx", "mean"),
@@ -479,6 +581,13 @@ def task_metrics_logger() -> Any:
     return TaskMetrics()
 
 
+def _described(value: Any) -> str:
+    """A value a hook returned, in a few words."""
+    if isinstance(value, dict):
+        return f"a dict with keys {sorted(map(str, value))}"
+    return repr(value) if value is None or isinstance(value, (int, float, str)) else f"a {type(value).__name__}"
+
+
 def _scalar(name: str, value: Any) -> float:
     """A logged value as a number; one line for what ``self.log`` cannot take."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
@@ -488,6 +597,22 @@ def _scalar(name: str, value: Any) -> float:
     shape = f"a tensor of shape {list(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
     raise ConfigError(f"self.log({name!r}, ...) got {shape}: log a number, a one-element tensor, or a torchmetrics "
                       f"Metric (or MetricCollection, through self.log_dict) whose value is one number")
+
+
+_CLOSURE_NEEDED: dict[type, bool] = {}  # by optimizer class: inspecting a signature every trip cost 14 µs
+
+
+def _needs_closure(optimizer: Any) -> bool:
+    """Whether ``optimizer.step`` needs a closure (LBFGS)."""
+    cls = type(optimizer)
+    own = "step" in getattr(optimizer, "__dict__", {})  # (a step set on the instance is its own: not cached)
+    if own or cls not in _CLOSURE_NEEDED:
+        closure = inspect.signature(optimizer.step).parameters.get("closure")
+        needed = closure is not None and closure.default is inspect.Parameter.empty
+        if own:
+            return needed
+        _CLOSURE_NEEDED[cls] = needed
+    return _CLOSURE_NEEDED[cls]
 
 
 def _gather_by_seed(mine: dict[int, torch.Tensor], seeds: list[int], width: int, gather: Any) -> dict[int, torch.Tensor]:
@@ -529,6 +654,7 @@ class LightningClientTrainer(ClientTrainer):
         self.own_optimizer = own_optimizer  # the module's configure_optimizers, else the algorithm's rule
         self.buffer_rule = task.cfg.buffers if any(True for _ in self.module.buffers()) else "reset"
         initial = flat_buffers(self.module)
+        self.buffer_bytes = sum(b.numel() * b.element_size() for b in self.module.buffers())  # as the module holds them
         self.global_buffers = initial.clone()  # federated: the current version's
         self.client_buffers: dict[int, torch.Tensor] = {}  # local: each client's own
         self._trip_buffers: dict[int, torch.Tensor] = {}  # federated: trained trips' final buffers, by seed
@@ -537,6 +663,11 @@ class LightningClientTrainer(ClientTrainer):
         if own_optimizer and not _overrides(self.module, "configure_optimizers"):
             raise ConfigError(f"{type(self.module).__qualname__} has no configure_optimizers: under this algorithm a "
                               f"client trip steps the module's own optimizer; add one (as lightning.Trainer needs)")
+        self.schedulers: list[tuple[str, str, int]] = []  # (class, interval, frequency) of the module's own
+        self._host: tuple[Any, Any, Any] | None = None  # the host's generator states during trips (_local_sgd)
+        self._defined: frozenset[str] = frozenset()  # the trip hooks the module has (_hook), found per trip
+        if own_optimizer:
+            self._check_schedulers()
 
     def autocast(self):
         """Fabric's precision context for the module's steps."""
@@ -546,6 +677,10 @@ class LightningClientTrainer(ClientTrainer):
         """The task and how its trips step, for the run's first lines."""
         how = ("its configure_optimizers' optimizer (algorithm.client_lr is not used)" if self.own_optimizer else
                f"the algorithm's rule at algorithm.client_lr={self.local.lr} (configure_optimizers is not used)")
+        if self.schedulers:
+            kinds = " and ".join(f"{kind} (per {interval})" for kind, interval, _ in self.schedulers)
+            how += (f", its lr scheduler {kinds} acting within each trip and starting afresh with every trip "
+                    f"(across trips: algorithm.lr_decay)")
         return f"{self.task.describe()}; trips step with {how}"
 
     # ------------------------------------------------------------------ buffers (module docstring)
@@ -555,8 +690,15 @@ class LightningClientTrainer(ClientTrainer):
 
     @property
     def extra_upload_bytes(self) -> int:
-        """What an upload carries besides the algorithm's: a trip's buffers, when federated (as float32)."""
-        return 4 * self.global_buffers.numel() if self.buffer_rule == "federated" else 0
+        """What an upload carries besides the algorithm's: a trip's buffers, when federated, in their own
+        dtypes (BatchNorm's statistics float32, its counter int64)."""
+        return self.buffer_bytes if self.buffer_rule == "federated" else 0
+
+    @property
+    def extra_download_bytes(self) -> int:
+        """What a download carries besides the algorithm's broadcast: the global buffers, when federated,
+        in the module's own dtypes (here they are held as one float64 vector, for exact averaging)."""
+        return self.buffer_bytes if self.buffer_rule == "federated" else 0
 
     def after_server_step(self, seeds: list[int], clients: list[int], weights: list[float] | None) -> None:
         """Federated: the global buffers become the weighted mean of the consumed trips' final buffers."""
@@ -609,6 +751,23 @@ class LightningClientTrainer(ClientTrainer):
             return super().train(starts, clients, seeds, out, steps)
         finally:
             self._downloads = {}
+            self._restore_host()
+
+    def full_gradient(self, client: int, seed: int, out: torch.Tensor, chunk: int = 512) -> torch.Tensor:
+        """As :meth:`ClientTrainer.full_gradient` (Mimelite's, before a trip), with the host's generators,
+        as outside any trip (:meth:`_local_sgd`)."""
+        self._restore_host()
+        return super().full_gradient(client, seed, out, chunk)
+
+    def _restore_host(self) -> None:
+        """Python's, numpy's and (on the CPU) torch's generators back as they were before the first trip
+        since the last restore."""
+        if self._host is not None:
+            random.setstate(self._host[0])
+            np.random.set_state(self._host[1])
+            if self._host[2] is not None:
+                torch.set_rng_state(self._host[2])
+            self._host = None
 
     def _start_buffers(self, client: int, start: Broadcast) -> None:
         if self.buffer_rule == "federated":
@@ -625,31 +784,133 @@ class LightningClientTrainer(ClientTrainer):
             self.client_buffers[client] = self._trip_buffers[seed] = flat_buffers(self.module)
 
     def _hook(self, name: str, *args: Any) -> None:
-        getattr(self.module, name)(*args)
+        """Call the module's hook ``name``, where it has one of its own (``self._defined``, found at the
+        start of each trip: LightningModule's are empty)."""
+        if name in self._defined:
+            try:
+                getattr(self.module, name)(*args)
+            except Exception as error:
+                raised = _user_error(self.module, name, error)
+                if raised is error:
+                    raise
+                raise raised from error
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, list[Any]]:
+        """A fresh optimizer and its scheduler configs (:meth:`_configured`), the optimizer set up by
+        Fabric's strategy, which steps it (its precision: a GradScaler's step under 16-mixed). Not
+        through ``fabric.setup_optimizers``, whose wrapper creates a class for every optimizer (every
+        trip) to step it the same way (fl_bench's strategies, single device or DDP, give it no
+        callbacks or DeepSpeed engine); the hooks get the optimizer itself, as lightning.Trainer's do."""
+        optimizer, configs = self._configured()
+        return self.fabric.strategy.setup_optimizer(optimizer), configs
+
+    def _configured(self) -> tuple[torch.optim.Optimizer, list[Any]]:
         """A fresh optimizer and its scheduler configs from the module's configure_optimizers (every
-        form Lightning accepts), the optimizer set up by Fabric."""
+        form Lightning accepts); what a trip cannot step is refused in one line."""
+        from lightning.fabric.utilities.exceptions import MisconfigurationException
         from lightning.pytorch.core.optimizer import _configure_optimizers, _configure_schedulers_automatic_opt
 
-        optimizers, schedulers, monitor = _configure_optimizers(self.module.configure_optimizers())
+        name = f"{type(self.module).__qualname__}.configure_optimizers"
+        try:  # (called every trip: the hint, the module's arguments, is only written out where it raised)
+            returned = self.module.configure_optimizers()
+        except Exception as error:
+            arguments = {k: v for k, v in self.task.cfg.module.items() if k != "_target_"}
+            raised = _user_error(self.module, "configure_optimizers", error,
+                                 f"(task.module's arguments: {arguments})" if arguments else "")
+            if raised is error:
+                raise
+            raise raised from error
+        forms = ("return an optimizer, a list of them, ([optimizers], [schedulers]) or a dict with 'optimizer' "
+                 "(and 'lr_scheduler'), as lightning.Trainer takes")
+        if isinstance(returned, torch.optim.Optimizer):  # what Lightning's parser makes of one (its Protocol check is slow)
+            optimizers, schedulers, monitor = [returned], [], None
+        else:
+            try:
+                optimizers, schedulers, monitor = _configure_optimizers(returned)
+            except (MisconfigurationException, KeyError, TypeError, ValueError):
+                raise ConfigError(f"{name} returned {_described(returned)}: {forms}") from None
         if len(optimizers) != 1:
-            raise ConfigError(f"{type(self.module).__qualname__}.configure_optimizers returned {len(optimizers)} "
-                              f"optimizers: a client trip steps one (automatic optimization)")
-        configs = _configure_schedulers_automatic_opt(schedulers, monitor)
+            raise ConfigError(f"{name} returned {len(optimizers)} optimizers: a client trip steps one (automatic "
+                              f"optimization); return one" + (f" ({forms})" if not optimizers else ""))
+        if _needs_closure(optimizers[0]):
+            raise ConfigError(f"{name} returned {type(optimizers[0]).__name__}, whose step needs a closure that "
+                              f"re-evaluates the loss: a client trip steps once per minibatch; use an optimizer that "
+                              f"steps without one (SGD, Adam, ...)")
+        try:
+            configs = _configure_schedulers_automatic_opt(schedulers, monitor)
+        except MisconfigurationException as error:
+            raise ConfigError(f"{name}: {str(error).splitlines()[0]}") from None
         if any(config.monitor is not None for config in configs):
             raise ConfigError(f"{type(self.module).__qualname__}'s lr scheduler monitors a metric "
                               f"({configs[0].monitor}): a client trip has no validation to read it from")
-        return self.fabric.setup_optimizers(optimizers[0]), configs
+        return optimizers[0], configs
+
+    def _check_schedulers(self, horizon: int = 10_000) -> None:
+        """Build the module's optimizer once, before any trip (what cannot step stops here), and step its
+        schedulers through the longest trip as a trip steps them: one that never moves the lr before the
+        trip's last step, but would within ``horizon`` steps of its interval (a fit's), is refused, as it
+        would do nothing here (each trip starts a fresh optimizer and scheduler). One that never moves it
+        (StepLR with gamma 1) is left alone: it does nothing anywhere."""
+        optimizer, configs = self._configured()
+        self.schedulers = [(type(c.scheduler).__name__, c.interval, c.frequency) for c in configs]
+        if not configs:
+            return
+        sizes = np.asarray(self._sizes, dtype=np.int64)
+        steps = self.local.num_steps(sizes)
+        epochs = -(-steps // self.local.batches_per_epoch(sizes))
+        longest, most_epochs = int(steps.max()), int(epochs.max())
+        ticks = {"step": longest - 1, "epoch": most_epochs - 1}  # scheduler steps before a trip's last step
+
+        def moved() -> bool:
+            return any(group["lr"] != group.get("initial_lr", group["lr"]) for group in optimizer.param_groups)
+
+        acted = moved()  # (a warm-up's factor applies from the first step)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*before `optimizer.step\\(\\)`")
+            for interval, count in ticks.items():
+                for tick in range(1, count + 1):
+                    with user_code(self.module, "configure_optimizers' lr scheduler"):
+                        self._step_schedulers(configs, interval, tick)
+                    acted = acted or moved()
+            later = False
+            for interval, count in ticks.items():  # beyond a trip: what a longer fit would have seen
+                for tick in range(count + 1, max(count, horizon) + 1):
+                    try:
+                        self._step_schedulers(configs, interval, tick)
+                    except Exception:  # (OneCycleLR past its total_steps: that fit would have stopped)
+                        break
+                    if moved():
+                        later = True
+                        break
+        if not acted and later:
+            kinds = ", ".join(f"{kind} (interval {interval}, frequency {frequency})" for kind, interval, frequency
+                              in self.schedulers)
+            raise ConfigError(f"{type(self.module).__qualname__}'s lr scheduler {kinds} never changes the lr within a "
+                              f"trip, and each trip starts a fresh optimizer and scheduler: the longest trip has "
+                              f"{longest} steps in {most_epochs} epoch(s) (algorithm.local_epochs="
+                              f"{self.local.epochs}); let it act within a trip (interval step, more local epochs), or "
+                              f"decay the lr across trips with algorithm.lr_decay")
 
     def _local_sgd(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
                    rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None = None,
                    ) -> None:
         """One trip's local steps on the loaded model through the module (class docstring). The
-        module's own random draws (dropout) come from the trip's seed, so that a trip's result does not
-        depend on which process trains it or on the trips before it."""
-        cuda = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):
+        module's own random draws (dropout) and a Dataset's augmentation come from the trip's seed (torch's,
+        numpy's and Python's generators, restored after the batch of trips), so that a trip's result does
+        not depend on which process trains it or on the trips before it."""
+        # The host's states are saved before the first trip of a train() call and restored after its last
+        # (:meth:`_restore_host`; also before Mimelite's full gradient, the one host code that draws between
+        # trips): saving and restoring them per trip cost 0.1 ms (numpy's state is read out number by number).
+        cpu = self.device.type == "cpu"
+        if self._host is None:
+            self._host = random.getstate(), np.random.get_state(), torch.get_rng_state() if cpu else None
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        if cpu:  # torch.manual_seed's CPU part: its lazy seeding of CUDA, XPU and MTIA formats stack traces (0.18 ms)
+            torch.default_generator.manual_seed(seed)
+            self._trip(client, seed, start, state, rows, counts, version, first_gradient)
+            return
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
             self._trip(client, seed, start, state, rows, counts, version, first_gradient)
 
@@ -658,18 +919,26 @@ class LightningClientTrainer(ClientTrainer):
         local, params, task = self.local, self.params, self.task
         x, y = self.data.client(client)
         gen = torch.Generator().manual_seed(seed)  # augmentation draws
-        per_epoch = math.ceil(len(y) / local.batch_size)
-        anchors = views(start, self.shapes)
+        per_epoch = int(local.batches_per_epoch(len(y)))
+        # y_0's views: for FedProx's term and the algorithm's rule (not made for a plain trip: 30 µs)
+        anchors = views(start, self.shapes) if self.update.prox_mu or not self.own_optimizer else None
         state_views = {k: views(v, self.shapes) for k, v in state.items()}
         self._start_buffers(client, self._downloads[seed])
         task.metrics.trip = seed
+        self._defined = _hooks_defined(self.module)
         optimizer, schedulers = self._optimizer() if self.own_optimizer else (None, [])
         self._hook("on_train_start")
         for step, count in enumerate(counts):
             batch_idx = step % per_epoch
             if batch_idx == 0:
                 self._hook("on_train_epoch_start")
-            batch = task.batch(*(t[rows[step, :count]] for t in (x, y)), True, gen)
+            picked = rows[step, :count]
+            if self.data.reads is not None:  # a Dataset that augments in __getitem__: this batch's own draw
+                offset = int(self.data.offsets[client])
+                inputs = self.data.reads(offset + picked.cpu().numpy()).to(x.device)
+            else:
+                inputs = x[picked]
+            batch = task.batch(inputs, y[picked], True, gen)
             self._hook("on_train_batch_start", batch, batch_idx)
             with self.autocast():
                 loss, output = task.training_loss(batch, batch_idx)
@@ -684,7 +953,8 @@ class LightningClientTrainer(ClientTrainer):
                 for group, lr in zip(optimizer.param_groups, lrs):
                     group["lr"] = lr * scale
                 self._hook("on_before_optimizer_step", optimizer)
-                optimizer.step()
+                with user_code(self.module, "configure_optimizers' optimizer step"):
+                    self.fabric.strategy.optimizer_step(optimizer)
                 for group, lr in zip(optimizer.param_groups, lrs):
                     group["lr"] = lr
                 self._hook("on_before_zero_grad", optimizer)

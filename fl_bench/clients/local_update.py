@@ -64,10 +64,12 @@ class LocalTraining:
     prox_mu: float = 0.0  # FedProx: + (mu/2) ||y - y_0||^2 in the local objective
     decay: float = 1.0  # lr * decay^v for a trip that downloaded model version v (FedLaAvg Sec. 5)
     schedule: str = "exponential"  # exponential: lr * decay^v | inverse: lr / (1 + v) (HFL Sec. 5)
+    drop_last: bool = False  # each epoch's short last batch left out (task=lightning's task.drop_last)
 
     @classmethod
-    def from_config(cls, cfg: ClientConfig) -> "LocalTraining":
-        """The settings of an algorithm config's client knobs (:class:`ClientConfig`)."""
+    def from_config(cls, cfg: ClientConfig, drop_last: bool = False) -> "LocalTraining":
+        """The settings of an algorithm config's client knobs (:class:`ClientConfig`), with the task's
+        ``drop_last``."""
         return cls(
             lr=cfg.client_lr,
             batch_size=cfg.batch_size,
@@ -77,22 +79,32 @@ class LocalTraining:
             prox_mu=cfg.prox_mu,
             decay=cfg.lr_decay,
             schedule=cfg.lr_schedule,
+            drop_last=drop_last,
         )
+
+    def batches_per_epoch(self, num_examples):
+        """Minibatches in one epoch of n examples (an integer or an array): ceil(n / B), or with
+        ``drop_last`` floor(n / B), at least one (a client with fewer than B examples takes them all)."""
+        if self.drop_last:
+            return np.maximum(num_examples // self.batch_size, 1)
+        return -(-num_examples // self.batch_size)
 
     def num_steps(self, num_examples: np.ndarray) -> np.ndarray:
         """Local steps of one trip per client, for an array of example counts n: ``steps`` (Q) if
-        fixed, else ``epochs * ceil(n / batch_size)``."""
+        fixed, else ``epochs`` times :meth:`batches_per_epoch`."""
         if self.steps is not None:
             return np.full_like(num_examples, self.steps)
-        return self.epochs * -(-num_examples // self.batch_size)
+        return self.epochs * self.batches_per_epoch(num_examples)
 
     def examples_per_trip(self, num_examples: np.ndarray) -> np.ndarray:
         """Examples one trip trains on: whole epochs of n, or with Q fixed steps the epochs of the
-        minibatch plan repeated (full epochs, then Q mod ceil(n/B) full batches)."""
+        minibatch plan repeated (full epochs, then Q mod ceil(n/B) full batches); with ``drop_last``
+        an epoch is its full batches (all n where n < B)."""
+        per_epoch = self.batches_per_epoch(num_examples)
+        epoch = np.minimum(per_epoch * self.batch_size, num_examples) if self.drop_last else num_examples
         if self.steps is None:
-            return self.epochs * num_examples
-        per_epoch = -(-num_examples // self.batch_size)
-        return (self.steps // per_epoch) * num_examples + (self.steps % per_epoch) * self.batch_size
+            return self.epochs * epoch
+        return (self.steps // per_epoch) * epoch + (self.steps % per_epoch) * self.batch_size
 
     def step_lr(self, count, version=0):
         """The lr of a local step on ``count`` examples (an integer, or a tensor of counts per trip)
@@ -119,6 +131,12 @@ class LocalTraining:
         """eta_t: the client lr of trips from model version ``version`` (servers that step with the
         clients' lr, FedLaAvg and HFL, use it too)."""
         return self.lr * self._scale(version)
+
+
+def has_batch_norm(module: torch.nn.Module) -> bool:
+    """Whether ``module`` has BatchNorm layers (training on a batch of one example raises), which
+    makes ``task.drop_last=null`` drop each epoch's short last batch."""
+    return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in module.modules())
 
 
 def _per_trip(lr: torch.Tensor, tensors: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -53,6 +53,10 @@ class LightningTaskConfig(TaskConfig):
     # logits by cross-entropy and accuracy), training_step (the mean of its loss over the validation
     # set, no accuracy); auto: steps where the module has them, else logits for pair batches, else training_step
     evaluation: str = "auto"
+    # DataLoader's drop_last for the clients' minibatches: true leaves out each epoch's short last batch
+    # (a client with fewer than algorithm.batch_size examples still trains on them all, as one batch);
+    # null: true for a module with BatchNorm layers (which cannot train on a batch of one), else false
+    drop_last: Optional[bool] = None
 
     BUFFER_RULES = ("federated", "local", "reset")
     BATCHES = ("pair", "inputs", "next_token")
@@ -71,6 +75,23 @@ class LightningTaskConfig(TaskConfig):
                 "name your LightningModule class, e.g. task.module._target_=my_package.MyModule")
         require(self.batch_keys is None or (len(self.batch_keys) == 2 and len(set(self.batch_keys)) == 2),
                 "task.batch_keys", self.batch_keys, "null (tuple batches) or two distinct names, e.g. [image, label]")
+
+
+def drop_last(cfg: TaskConfig, model: nn.Module, loader: dict[str, Any] | None = None) -> tuple[bool, str]:
+    """Whether the clients' minibatch plans leave out each epoch's short last batch, and why:
+    ``task.drop_last``; where it is null (and for the built-in task, which has no such key) true if a
+    user's DataModule's training DataLoader sets drop_last=True (``loader``) or ``model`` has BatchNorm
+    layers, which cannot train on a batch of one example."""
+    from fl_bench.clients.local_update import has_batch_norm
+
+    choice = getattr(cfg, "drop_last", None)
+    if choice is not None:
+        return bool(choice), f"task.drop_last={bool(choice)}"
+    if (loader or {}).get("drop_last"):
+        return True, "the DataModule's train_dataloader() sets drop_last=True"
+    if has_batch_norm(model):
+        return True, "the model has BatchNorm layers, which cannot train on a batch of one example"
+    return False, ""
 
 
 def model_inputs(transform: ImageTransform | None, x: torch.Tensor, train: bool,

@@ -60,13 +60,14 @@ def minibatch_plan(sizes: np.ndarray, seeds: list[int], local: LocalTraining,
     given, cuts trip i's plan after that many steps (partial work: fl_bench.engine.behaviour).
 
     Each epoch visits the client's examples in a fresh random order (the last batch of an epoch
-    may be short); with fixed Q steps the epochs repeat as needed. The order comes from a
+    may be short; with ``local.drop_last`` it is left out, unless it is the client's only one); with
+    fixed Q steps the epochs repeat as needed. The order comes from a
     counter-based hash of (trip seed, epoch, example), so a trip's minibatches depend only on its
     seed, not on which other trips share its batch or on the training path.
     """
     n = torch.as_tensor(np.asarray(sizes, dtype=np.int64))
     bsz = local.batch_size
-    per_epoch = -(-n // bsz)
+    per_epoch = torch.as_tensor(local.batches_per_epoch(np.asarray(sizes, dtype=np.int64)))
     full = local.num_steps(np.asarray(sizes, dtype=np.int64))
     steps = torch.as_tensor(full if steps is None else np.minimum(full, np.asarray(steps, dtype=np.int64)))
     epochs = int((-(-steps // per_epoch)).max())

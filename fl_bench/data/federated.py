@@ -6,8 +6,8 @@ zero-copy slice and there is no per-client Python object, even for 660k clients.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -64,6 +64,13 @@ class FederatedData:
     # [C + 1] int64: client i's held-out rows are x_val[val_offsets[i]:val_offsets[i+1]], where the
     # validation set is split per client (split_clients); None where it is pooled (a test split).
     val_offsets: np.ndarray | None = None
+    # A user's DataModule (dataset=datamodule): its training DataLoader's batch_size and drop_last, and
+    # what the run's first lines say about how its data was read
+    loader: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    # A user's Dataset whose items differ between reads (random augmentation in __getitem__): training
+    # inputs read afresh for every batch, ``reads(rows)`` for rows of x (x holds a first read); None: x
+    reads: Any = None
 
     def __post_init__(self) -> None:
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
@@ -95,14 +102,15 @@ class FederatedData:
         """Every client's examples as one client (centralized training on the same data)."""
         val_offsets = None if self.val_offsets is None else np.array([0, len(self.y_val)])
         return FederatedData(self.name, self.x, self.y, np.array([0, len(self.y)]), self.x_val, self.y_val,
-                             self.num_classes, self.transform, self.vocab, val_offsets)
+                             self.num_classes, self.transform, self.vocab, val_offsets, self.loader, self.notes,
+                             self.reads)
 
     def to(self, device: torch.device) -> "FederatedData":
         """The same data with its tensors on ``device`` (offsets, transform and vocabulary shared)."""
         return FederatedData(
             self.name, self.x.to(device), self.y.to(device), self.offsets,
             self.x_val.to(device), self.y_val.to(device), self.num_classes, self.transform, self.vocab,
-            self.val_offsets,
+            self.val_offsets, self.loader, self.notes, self.reads,
         )
 
 

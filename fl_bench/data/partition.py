@@ -10,6 +10,7 @@ once, and give every client at least one example.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ from omegaconf import MISSING
 from fl_bench.data.federated import Examples, FederatedData
 from fl_bench.data.transforms import ImageTransform
 from fl_bench.errors import ConfigError
-from fl_bench.schema import build, require, schema
+from fl_bench.schema import SCHEMAS, build, require, schema
 
 Partition = tuple[np.ndarray, np.ndarray]
 
@@ -99,8 +100,25 @@ def pachinko_partition(cfg: PachinkoPartitionConfig, pool: Examples, num_classes
     """partition=pachinko: :func:`pachinko` over the pool's coarse labels (refused without them)."""
     _check_enough(cfg.num_clients, len(pool), cfg.name)
     if pool.coarse is None:
-        raise ConfigError("partition=pachinko needs coarse labels (CIFAR-100): this dataset has none")
+        raise ConfigError(f"partition=pachinko needs coarse labels (CIFAR-100), and this dataset has none: "
+                          f"{suggest(pool)}")
     return pachinko(pool.y, pool.coarse, cfg.num_clients, cfg.alpha, cfg.beta, np.random.default_rng(cfg.seed))
+
+
+# What a partition may read of the examples besides their count (PartitionConfig.needs), and whether a pool has it.
+NEEDS = {"labels": "y", "owners": "user", "coarse labels": "coarse"}
+
+
+def _has(pool: Examples, need: str) -> bool:
+    return getattr(pool, NEEDS[need], None) is not None
+
+
+def suggest(pool: Examples) -> str:
+    """'choose one of A, B' over the partition options whose ``needs`` the pool has, so that a refusal for
+    what the data lacks never sends the user to another one that lacks it (natural's to pachinko on data
+    without coarse labels). Their knobs (num_clients, groups) keep their own refusals."""
+    fitting = [name for name, cls in SCHEMAS.get("partition", {}).items() if all(_has(pool, need) for need in cls.needs)]
+    return "choose one of " + ", ".join(fitting)
 
 
 # ----------------------------------------------------------------------------- splitters
@@ -116,10 +134,8 @@ def natural(pool: Examples) -> Partition:
     """One client per natural owner (LEAF user). Keeps the stored order when it is already grouped,
     so a prepared cache is used in place (no copy of a 660k-client dataset)."""
     if pool.user is None:
-        raise ConfigError(
-            "partition=natural needs a dataset with natural clients (LEAF datasets, synthetic): "
-            "choose iid, dirichlet, one_class, two_labels, label_groups or pachinko"
-        )
+        raise ConfigError(f"partition=natural needs a dataset with natural clients (LEAF datasets, synthetic), and this "
+                          f"one has none: {suggest(pool)}")
     user = np.asarray(pool.user)
     grouped = len(user) < 2 or bool(np.all(user[1:] >= user[:-1]))
     order = np.arange(len(user)) if grouped else np.argsort(user, kind="stable")
@@ -322,7 +338,11 @@ def _apportion(total: int, weights: np.ndarray, minimum: int = 0) -> np.ndarray:
 
 @dataclass
 class PartitionConfig:
-    """How the training examples are split into clients (seeded)."""
+    """How the training examples are split into clients (seeded). ``needs``: what of the examples it reads
+    besides their count (:data:`NEEDS`); a plugin's reads their labels unless it says otherwise (a refusal
+    suggests only the options whose needs the data has)."""
+
+    needs: ClassVar[tuple[str, ...]] = ("labels",)
 
     name: str = MISSING
     seed: int = 0
@@ -330,9 +350,12 @@ class PartitionConfig:
     _target_: str = MISSING
 
 
+
 @schema("partition", "natural", natural_partition)
 class NaturalPartitionConfig(PartitionConfig):
     """One client per natural owner: a LEAF user, or a generated Synthetic(gamma, xi) device."""
+
+    needs = ("owners",)
 
 
 @dataclass
@@ -346,6 +369,8 @@ class _CountedPartitionConfig(PartitionConfig):
 @schema("partition", "iid", iid_partition)
 class IIDPartitionConfig(_CountedPartitionConfig):
     """Shuffle, then deal the examples into num_clients near-equal shares."""
+
+    needs = ()  # no label: any examples
 
 
 @schema("partition", "dirichlet", dirichlet_partition)
@@ -413,6 +438,7 @@ class PachinkoPartitionConfig(_CountedPartitionConfig):
     """Pachinko allocation (Li & McCallum 2006; Reddi et al. 2021's CIFAR-100): per client a
     Dirichlet(alpha) over coarse labels and Dirichlet(beta) over each coarse label's fine labels."""
 
+    needs = ("labels", "coarse labels")
     num_clients: int = 500
     alpha: float = 0.1
     beta: float = 10.0

@@ -4,10 +4,16 @@ Per device i (SPEC.md section 3): u_i ~ N(0, gamma), W_i ~ N(u_i, 1) (dim x clas
 b_i ~ N(u_i, 1); B_i ~ N(0, xi), v_i ~ N(B_i, 1); x ~ N(v_i, Sigma) with Sigma_jj = j^-1.2;
 y = argmax softmax(W_i^T x + b_i). gamma and xi are used as standard deviations, as in Li et al.'s
 generator (identical at the default gamma = xi = 1). With ``shared_labelling`` one W, b labels every
-device (Li et al.'s Synthetic-IID labelling) and only the inputs differ between devices (xi).
+device (Li et al.'s Synthetic-IID labelling) and only the inputs differ between devices (xi). With
+``num_centres`` = k the devices share k input centres, device i drawing around centre i mod k (each
+centre v_c ~ N(B_c, 1), B_c ~ N(0, xi), on a stream of its own): every centre is then several devices'
+data, as every label of FashionMNIST split two labels a device over 100 devices is (HFL Sec. 5), so a
+straggler's data is also normal devices' data.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 
@@ -28,6 +34,13 @@ def shared_labelling(cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(0.0, 1.0, (cfg.dim, cfg.num_classes)), rng.normal(0.0, 1.0, cfg.num_classes)
 
 
+def shared_centres(cfg: SyntheticConfig) -> np.ndarray:
+    """The ``num_centres`` input centres v_c ~ N(B_c, 1), B_c ~ N(0, xi) that devices share, drawn from
+    the data seed on a stream of their own."""
+    rng = np.random.default_rng([cfg.data_seed, 2])
+    return rng.normal(rng.normal(0.0, cfg.xi, cfg.num_centres)[:, None], 1.0, (cfg.num_centres, cfg.dim))
+
+
 def generate_synthetic(cfg: SyntheticConfig, partition: PartitionConfig | None = None) -> FederatedData:
     """Generated clients, each its own distribution: ``partition`` (if given) must be natural."""
     require_natural(cfg, partition)
@@ -37,6 +50,7 @@ def generate_synthetic(cfg: SyntheticConfig, partition: PartitionConfig | None =
     v_center = rng.normal(0.0, cfg.xi, cfg.num_clients)
     std_x = np.arange(1, cfg.dim + 1, dtype=np.float64) ** (-1.2 / 2)
     shared = shared_labelling(cfg) if cfg.shared_labelling else None
+    centres = shared_centres(cfg) if cfg.num_centres is not None else None
     xs, ys = [], []
     for i, n in enumerate(sizes):
         if shared is None:  # the device's own labelling
@@ -45,10 +59,13 @@ def generate_synthetic(cfg: SyntheticConfig, partition: PartitionConfig | None =
         else:
             w, b = shared
         v = rng.normal(v_center[i], 1.0, cfg.dim)
+        if centres is not None:  # (v is still drawn: the devices' sizes and noise stay those of the default)
+            v = centres[i % cfg.num_centres]
         x = v + std_x * rng.standard_normal((n, cfg.dim))
         xs.append(x.astype(np.float32))
         ys.append(np.argmax(x @ w + b, axis=1).astype(np.int64))  # softmax is monotone
-    name = f"synthetic({cfg.gamma:g},{cfg.xi:g})" + (" shared labelling" if cfg.shared_labelling else "")
+    name = (f"synthetic({cfg.gamma:g},{cfg.xi:g})" + (" shared labelling" if cfg.shared_labelling else "")
+            + (f" {cfg.num_centres} shared centres" if cfg.num_centres is not None else ""))
     return split_clients(name, xs, ys, cfg.val_fraction, cfg.num_classes, cfg.data_seed)
 
 
@@ -70,6 +87,9 @@ class SyntheticConfig(DatasetConfig):
     # One labelling W, b for every device (Li et al.'s Synthetic-IID labels; the inputs keep xi's
     # heterogeneity): labels are then a shared function of x, as in FashionMNIST. false: W_i, b_i per device.
     shared_labelling: bool = False
+    # Input centres the devices share (device i draws around centre i mod num_centres); null: each device
+    # its own centre v_i, as Li et al.'s generator
+    num_centres: Optional[int] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -78,6 +98,8 @@ class SyntheticConfig(DatasetConfig):
         require(self.num_clients >= 1, "dataset.num_clients", self.num_clients, "must be >= 1")
         require(self.dim >= 1, "dataset.dim", self.dim, "must be >= 1")
         require(self.num_classes >= 2, "dataset.num_classes", self.num_classes, "must be >= 2")
+        require(self.num_centres is None or 1 <= self.num_centres <= self.num_clients, "dataset.num_centres",
+                self.num_centres, f"must be null (a centre per device) or an integer in [1, num_clients = {self.num_clients}]")
         require(self.min_examples >= 2, "dataset.min_examples", self.min_examples, "must be >= 2")
         # gamma spreads the per-device labellings, which shared_labelling replaces by one: a gamma
         # other than 0 would be ignored and the run mislabelled Synthetic(gamma, xi).

@@ -201,7 +201,9 @@ class Simulator:
         self._rows = UploadRows(params, policy.clients_at_once() + 16, width) if self._batch_all else None
         self._scratch = params.new_empty(0, width)
         self.weight_by_client = np.zeros(len(population))  # each client's total share of the steps so far
-        self.bytes_down = self._broadcast().nbytes
+        # What the trainer sends beside the algorithm's messages (a LightningModule's federated buffers) is
+        # counted in its own dtypes: it may travel in another form here (fl_bench.clients.lightning_task)
+        self.bytes_down = server.broadcast().nbytes + getattr(trainer, "extra_download_bytes", 0)
         self.bytes_up = server.upload_nbytes() + getattr(trainer, "extra_upload_bytes", 0)
         # FLOPs of one trip's local training, per client (fl_bench.clients.costs); 0 where not counted
         self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client

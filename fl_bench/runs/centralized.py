@@ -38,9 +38,10 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, Sequent
 
 from fl_bench.clients.hardware import check_cpu_devices, process_count, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining
-from fl_bench.clients.task import LightningTaskConfig, builtin_task
+from fl_bench.clients.task import LightningTaskConfig, builtin_task, drop_last
 from fl_bench.clients.trainer import minibatch_plan
 from fl_bench.data import FederatedData, build_dataset
+from fl_bench.data.datamodule import refuse_fresh_reads
 from fl_bench.engine.simulator import Progress
 from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.models import build_model
@@ -254,9 +255,9 @@ class CentralizedRun:
         if self.accelerator == "cpu":
             check_cpu_devices(cfg.accelerator, cfg.devices)
         data: FederatedData = build_dataset(cfg.dataset, cfg.partition).pooled()
+        refuse_fresh_reads(data, "algorithm=centralized trains on stored examples")
         self.data = data
         model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
-        self.local = LocalTraining.from_config(cfg.algorithm)
         self.loss_key, self.accuracy_key, self.target_key = "val_loss", "val_acc", None
         if isinstance(cfg.task, LightningTaskConfig):
             from fl_bench.clients.lightning_task import build_lightning_task
@@ -276,6 +277,8 @@ class CentralizedRun:
             self.collate = lambda batch, train: task.batch(*batch, train)
         else:
             task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
+        self.local = LocalTraining.from_config(cfg.algorithm, drop_last=drop_last(cfg.task, task.model, data.loader)[0])
+        if not isinstance(cfg.task, LightningTaskConfig):
             self.module = pooled_module(task, self.local, cfg.seed)
             self.collate = lambda batch, train: batch
         self.task = task

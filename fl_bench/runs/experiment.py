@@ -5,6 +5,7 @@ leaves its metrics.csv, trips.csv and summary.json (with its ``status``). Checkp
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -25,14 +26,15 @@ from fl_bench.clients.costs import example_flops, trip_flops
 from fl_bench.clients.distributed import DistributedTrainer, launched_rank
 from fl_bench.clients.hardware import Placement, place, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
-from fl_bench.clients.task import ClassificationTask, LightningTaskConfig, builtin_task
+from fl_bench.clients.task import ClassificationTask, LightningTaskConfig, builtin_task, drop_last
 from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data import FederatedData, build_dataset
+from fl_bench.data.datamodule import refuse_fresh_reads
 from fl_bench.data.partition import LabelGroupsPartitionConfig
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
-from fl_bench.errors import ConfigError, DivergenceError, NoProgressError
+from fl_bench.errors import ConfigError, DivergenceError, FLBenchError, NoProgressError
 from fl_bench.models import build_model
 from fl_bench.numerics import describe as describe_numerics
 from fl_bench.numerics import kernels, require_portable_process
@@ -80,11 +82,29 @@ class Experiment:
     simulator: Simulator
     example_flops: float = 0.0  # one example's forward + backward (fl_bench.clients.costs)
     placement: Placement | None = None  # device, batched trips, CUDA graphs (auto choices resolved)
+    notes: tuple[str, ...] = ()  # how the clients' minibatches and a user's data are read (data_notes)
 
     def describe(self) -> list[str]:
-        """The run's first lines: where and how clients train (and, for a LightningModule, how it steps)."""
+        """The run's first lines: where and how clients train (and, for a LightningModule, how it steps),
+        then how the clients' minibatches and a user's DataModule are read."""
         describe = getattr(self.trainer, "describe", None)
-        return [self.placement.describe(), *([describe()] if describe else [])]
+        return [self.placement.describe(), *([describe()] if describe else []), *self.notes]
+
+
+def data_notes(data: FederatedData, local: LocalTraining, why: str) -> tuple[str, ...]:
+    """The run's lines on what is not plain minibatch SGD over every example: short last batches left
+    out (and why), and a user's DataModule's loader settings that the clients' minibatches replace."""
+    notes = list(data.notes)
+    if local.drop_last:
+        notes.append(f"minibatches: each epoch's short last batch is left out ({why}); a client with fewer than "
+                     f"algorithm.batch_size={local.batch_size} examples trains on them all as one batch")
+    elif why:
+        notes.append(f"minibatches: each epoch's short last batch is kept ({why})")
+    size = data.loader.get("batch_size")
+    if size is not None and size != local.batch_size:
+        notes.append(f"dataset: train_dataloader()'s batch_size={size} is not used: clients step on minibatches of "
+                     f"algorithm.batch_size={local.batch_size} (set algorithm.batch_size={size} for the DataModule's)")
+    return tuple(notes)
 
 
 def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
@@ -110,7 +130,10 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
                               "module's training_step gives each trip the same result; use vmap_clients=null or false")
     else:
         task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
-    local = LocalTraining.from_config(cfg.algorithm)
+        refuse_fresh_reads(data, "task=builtin trains on stored examples")
+    drops, why = drop_last(cfg.task, task.model, data.loader)
+    local = LocalTraining.from_config(cfg.algorithm, drop_last=drops)
+    check_single_example_batches(task, data, local)
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
     metrics = task_metrics_logger() if lightning else None
     placement = place(accelerator, cfg.devices, cfg.num_nodes, cfg.strategy, cfg.precision,
@@ -174,7 +197,43 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         privacy=build_privacy(cfg, server, data.num_clients, device),
         behaviour=behaviour,
     )
-    return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement)
+    return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement,
+                      data_notes(data, local, why))
+
+
+def check_single_example_batches(task: Any, data: FederatedData, local: LocalTraining) -> None:
+    """Where a client's minibatches include one of a single example (task.drop_last off and n mod B = 1,
+    a client of one example, or B = 1), the task's loss must take one: BatchNorm cannot normalise a
+    single value per channel in training. Tried on a copy of the task, before any trip, where a batch
+    of two examples works (else the loss's own error is reported where it occurs)."""
+    sizes = np.asarray(data.sizes)
+    single = sizes == 1 if local.drop_last else sizes % local.batch_size == 1 % local.batch_size
+    if local.batch_size > 1 and not single.any():
+        return
+    client = int(np.flatnonzero(single)[0]) if single.any() else 0
+    probe = copy.deepcopy(task)
+    x, y = data.client(client)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        with torch.random.fork_rng():
+            torch.autograd.grad(probe.loss(x, y), [p for p in probe.parameters() if p.requires_grad])
+
+    try:
+        step(data.x[:2], data.y[:2])
+    except Exception:
+        return  # (not a matter of one example: the FLOP count's step reports it)
+    try:
+        step(x[:1], y[:1])
+    except Exception as error:  # the user's model: whatever it raises, one line
+        n = int(sizes[client])
+        fix = ("use algorithm.batch_size >= 2" if local.batch_size == 1 else
+               "use a partition whose clients hold at least 2 examples" if n == 1 else
+               "set task.drop_last=true (each epoch's short last batch is left out)")
+        text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        cause = text if isinstance(error, FLBenchError) else f"{type(error).__name__}: {text}"
+        raise ConfigError(f"client {client}'s minibatches include one of a single example ({n} examples in batches of "
+                          f"{local.batch_size}, drop_last={local.drop_last}), and the task's loss fails on it "
+                          f"({cause}): {fix}") from error
 
 
 def dp_plan(cfg: Config, num_clients: int) -> dict[str, Any]:

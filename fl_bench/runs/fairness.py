@@ -2,7 +2,8 @@
 aggregate each client and each group of clients got, and how well the final model serves each group.
 
 From trips.csv's ``weight`` (each upload's normalised share of its server step; every algorithm of
-the FedBuff family and FedStaleWeight logs it): each group's share of the total weight, Jain's index
+the FedBuff family, FedStaleWeight and HFL logs it; an algorithm that defines no ``step_weights`` leaves it
+empty, and its shares are NaN): each group's share of the total weight, Jain's index
 (sum x)^2 / (n sum x^2) of the clients' shares (1: equal influence) and the share per group against
 server steps. Groups are the ``label_groups`` partition's (clients numbered group by group, fast then
 slow). ``accuracy_by_group``: the final model's accuracy on any grouping of the clients' data (HFL's
@@ -49,10 +50,19 @@ def accuracy_by_group(correct: np.ndarray, y_val: np.ndarray, val_offsets: np.nd
     return {name: float(correct @ w / w.sum()) if w.sum() else float("nan") for name, w in weights.items()}, basis
 
 
+def has_step_weights(trips: pd.DataFrame) -> bool:
+    """Whether the run's algorithm logged each used upload's share of its step (``ServerAlgorithm.step_weights``):
+    one that defines none (a plugin's, FedLaAvg) leaves trips.csv's ``weight`` empty, and no share can be read."""
+    return bool(trips.loc[trips["used"] == 1, "weight"].notna().any())
+
+
 def weight_shares(trips: pd.DataFrame, groups: np.ndarray) -> pd.Series:
-    """Each group's share of the total aggregation weight over the uploads that were used."""
+    """Each group's share of the total aggregation weight over the uploads that were used (NaN for a run
+    without step weights: :func:`has_step_weights`)."""
     used = trips[(trips["used"] == 1) & trips["weight"].notna()]
     per_group = used.groupby(groups[used["client"].to_numpy()])["weight"].sum()
+    if not per_group.sum():
+        return pd.Series(float("nan"), index=range(groups.max() + 1))
     return (per_group / per_group.sum()).reindex(range(groups.max() + 1), fill_value=0.0)
 
 
@@ -64,10 +74,10 @@ def jain_index(values: np.ndarray) -> float:
 
 def client_shares(trips: pd.DataFrame, num_clients: int) -> np.ndarray:
     """Each of ``num_clients`` clients' share of the total aggregation weight over the used
-    uploads (0 for a client that never uploaded)."""
+    uploads (0 for a client that never uploaded; NaN for all without step weights)."""
     used = trips[(trips["used"] == 1) & trips["weight"].notna()]
     shares = used.groupby("client")["weight"].sum().reindex(range(num_clients), fill_value=0.0).to_numpy()
-    return shares / shares.sum()
+    return shares / shares.sum() if shares.sum() else np.full(num_clients, float("nan"))  # (NaN: no step weights)
 
 
 def share_over_steps(trips: pd.DataFrame, groups: np.ndarray, window: int) -> pd.DataFrame:

@@ -1,16 +1,20 @@
 """Server algorithm math on tiny cases computed by hand."""
 
+import contextlib
+
+import numpy as np
 import pytest
 import torch
+from hydra.utils import get_object
 
 from fl_bench.algorithms import staleness_scale
-from fl_bench.algorithms.base import AdamServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
+from fl_bench.algorithms.base import SHARED_SERVER_KEYS, AdamServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
 from fl_bench.algorithms.buffered import FedAsync, FedAsyncConfig, FedBuff, FedBuffConfig
 from fl_bench.algorithms.client_state import ClientDict, ClientTable
 from fl_bench.algorithms.synchronous import FedAvgM, FedAvgMConfig
 from fl_bench.engine.messages import Upload
 from fl_bench.errors import ConfigError
-from fl_bench.schema import build
+from fl_bench.schema import SCHEMAS, build
 
 
 def fedbuff(w0, lr=1.0, **kw):
@@ -215,3 +219,40 @@ def test_client_state_stores_report_their_memory():
     assert seen.get(7) == 0.0 and seen.nbytes == 0
     seen[7] = torch.zeros(5)
     assert 7 in seen and seen.nbytes == 20
+
+
+class _Recording:
+    """An algorithm's config that records the keys its algorithm reads."""
+
+    def __init__(self, cfg):
+        object.__setattr__(self, "_cfg", cfg)
+        object.__setattr__(self, "read", set())
+
+    def __getattr__(self, key):
+        self.read.add(key)
+        return getattr(self._cfg, key)
+
+
+BUILT_IN = [name for name, cls in SCHEMAS["algorithm"].items() if cls.__module__.startswith("fl_bench.") and name != "centralized"]
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_each_built_in_algorithm_declares_the_shared_server_knobs_its_code_reads(name):
+    # Every code path that reads the config: building, the local rule, fresh and stale uploads, steps, DP's check
+    cfg = SCHEMAS["algorithm"][name]()
+    recording = _Recording(cfg)
+    algorithm = get_object(cfg._target_)
+    server = algorithm(recording, torch.zeros(3), num_clients=4, client_sizes=np.array([1, 2, 3, 4]))
+    server.local_update()
+    for step in range(3):
+        for client in range(2):
+            stale = step > 0 and client == 1
+            server.add(Upload(client, server.version - stale, int(stale), client + 1, torch.full((3,), 0.1),
+                              extras={key: torch.zeros(3) for key in server.upload_keys}, steps=2))
+        server.step()
+    with contextlib.suppress(ConfigError):
+        server.dp_check("ftrl")
+    read = recording.read & set(SHARED_SERVER_KEYS)
+    refused = set() if algorithm.normalises_steps else {"step_normalisation"}  # ServerAlgorithm refuses it for them
+    assert set(cfg.uses) <= read <= set(cfg.uses) | refused, (name, read, cfg.uses)
+

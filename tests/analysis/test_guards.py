@@ -342,3 +342,33 @@ def test_a_censored_effect_is_a_bound_against_the_band():
     assert found.loc["slow", "verdict"] == "same side, more than 5x the paper's"  # its bound, >9.8x, is past 3x
     within = {"slow": {"vs": "base", "paper": {"trips": [8.0]}, "claim": "size"}}  # band 5.3x to 12x: a bound inside
     assert evidence_table(runs, "base", within, "trips").set_index("method").loc["slow", "verdict"] == "reproduces"
+
+
+def test_the_final_accuracy_measure_judges_the_model_each_run_ends_with():
+    """issue 55: HFL's evaluation reading: the same runs judged on final accuracy, not the best within the budget."""
+    runs = pd.DataFrame([{"method": m, "seed": s, "best_val_accuracy": best / 100, "final_val_accuracy": final / 100}
+                         for m, rows in {"hfl": [(80, 60), (81, 61), (79, 59)], "fedavg": [(70, 70), (71, 71), (69, 69)]}.items()
+                         for s, (best, final) in enumerate(rows)])
+    arms = {"hfl": {"paper": {"accuracy": 83.41}}, "fedavg": {"vs": "hfl", "paper": {"accuracy": 71.92}}}
+    best = evidence(runs, "hfl", arms, "best_accuracy").set_index("method").loc["fedavg"]
+    final = evidence(runs, "hfl", arms, "final_accuracy").set_index("method").loc["fedavg"]
+    assert best["effect"] == pytest.approx(-10.0) and best["verdict"] == "reproduces"
+    assert final["effect"] == pytest.approx(10.0) and final["verdict"] == "differs"
+
+
+def test_a_headline_sentence_says_whether_any_reading_restores_the_paper():
+    from fl_bench.analysis.guards import headline_sentence
+
+    headline = {"quote": "FedAvg is only 71.92%", "where": "Sec. 6", "rows": ["t: FedAvg", "t: FedAvg digits"],
+                "readings": {"lambda constant": ["t: HFL constant"], "lambda delay": ["t: HFL delay"]}}
+    verdicts = {"t: FedAvg": "differs", "t: FedAvg digits": "same side, 2.1x the paper's",
+                "t: HFL constant": "same side, 0.5x the paper's", "t: HFL delay": "differs"}
+    assert headline_sentence(headline, verdicts) == (
+        "The paper's \"FedAvg is only 71.92%\" (Sec. 6) does not hold here (2 rows: 1 differs, 1 same side); it holds "
+        "under lambda constant (lambda constant: holds in direction only (1 row: 1 same side); lambda delay: does not "
+        "hold (1 row: 1 differs)).")
+    verdicts["t: HFL constant"] = "inconclusive"
+    assert "it holds under none of the 2 other readings tried" in headline_sentence(headline, verdicts)
+    assert fill_notes("Headline: {headline:1}", pd.DataFrame(
+        {"method": ["FedAvg"], "verdict": ["differs"], "seeds": [5]}), [headline], "t").startswith(
+        "Headline: The paper's \"FedAvg is only 71.92%\" (Sec. 6) does not hold here (2 rows: 1 differs, 1 no verdict)")

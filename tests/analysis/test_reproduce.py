@@ -406,3 +406,21 @@ def test_an_arm_whose_kept_setting_is_its_special_case_is_found_from_the_tuned_f
     fedgbo = Reproduction(SPEC.parent / "fedgbo_smoke.yaml", smoke=False, runs_dir=tmp_path, jobs=1)
     assert fedgbo.degenerate(fedgbo.spec["tables"]["fedgbo_table4_smoke"]) == {"mimexlite": "algorithm.beta = 0.0"}
     assert not any(tmp_path.iterdir())  # read from results/tuned alone
+
+
+@pytest.mark.parametrize("every_arm", [False, True])
+def test_a_misspelt_arm_override_stops_the_reproduction_before_any_directory_or_run(tmp_path, monkeypatch, every_arm):
+    """A copy of a sweep file whose last arm (not the reference, which a smoke point runs alone) misspells an
+    override: refused in one line before the other arms run, in a smoke check as in a full reproduction."""
+    text = (SPEC.parent / "fedstaleweight_smoke.yaml").read_text()
+    old = "fedstaleweight alg1: {study: fedstaleweight_alg1,"
+    assert old in text
+    spec = tmp_path / "mine.yaml"
+    spec.write_text(text.replace(old, old + " overrides: [algorithm.staleness_emaa=0.3],"))
+    ran = []
+    monkeypatch.setattr(Reproduction, "_run", lambda self, command, log_dir, check=True: ran.append(command))
+    repro = Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, every_arm=every_arm)
+    with pytest.raises(ValueError, match=r"arm 'fedstaleweight alg1' \(fedstaleweight_alg1\) does not run: Could not "
+                                         r"override 'algorithm.staleness_emaa'"):
+        repro.run([], tmp_path / "out")
+    assert not ran and not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ import pytest
 
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.guards import evidence
+from fl_bench.analysis.protocol import Protocol
 from fl_bench.errors import ConfigError
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
@@ -184,3 +185,24 @@ def test_the_readme_summary_is_the_one_the_scoreboard_generates_from_the_shipped
     text = scoreboard.README.read_text()
     begin, end = text.index(scoreboard.README_BEGIN), text.index(scoreboard.README_END)
     assert text[begin:end + len(scoreboard.README_END)] == scoreboard.readme_block(board)
+
+
+def test_a_verdict_from_fewer_seeds_than_the_protocol_s_minimum_is_shown_apart_and_not_counted(tmp_path):
+    runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300], "plain": [60, 61, 59, 60, 62]})
+    arms = {"base": {}, "ahead": {"vs": "base", "paper": {"trips": [2.0]}}, "plain": {"vs": "base", "paper": {"trips": [2.0]}}}
+    spec = tmp_path / "mine.yaml"
+    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
+                    + "paper: Toy (2026)\n")
+    found = evidence(runs, "base", arms, "trips")
+    assert found.set_index("method").loc["plain", "verdict"] == "differs"
+    found.loc[found["method"] == "plain", "seeds"] = 1  # as a --smoke point leaves it: one seed
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    rows = scoreboard.write(tmp_path, [spec])
+    assert list(rows["arm"]) == ["ahead"]
+    page = (tmp_path / "README.md").read_text()
+    assert "All papers: 1 verdicts: 1 reproduces, 0 differs" in page
+    assert (f"Not counted (a verdict from fewer report seeds than the protocol's minimum, {Protocol.MIN_REPORT_SEEDS}: a "
+            "--smoke point or a partial reproduction; reproduce the table in full), 1 row: toy_table: plain (differs, "
+            "1 seed).") in page
+    board = scoreboard.gather(tmp_path, [spec])
+    assert board.every.set_index("arm").loc["plain", "verdict"] == ""  # a headline reads no verdict from it

@@ -31,7 +31,8 @@ def user_package(monkeypatch):
                  marks=pytest.mark.slow),  # (a 2-layer encoder-decoder: seconds)
     ("task.module._target_=lightning.pytorch.demos.BoringModel", "task.batch=inputs", "task.evaluation=training_step",
      f"{DATA}.BlobsDataset", "+dataset.datamodule.dim=32", "+dataset.datamodule.scale=0.1",
-     "partition.num_clients=10", "algorithm=fedbuff", "max_trips=40", "eval_every=20"),
+     # (two local epochs: its epoch-interval StepLR acts within a trip, where at one it would do nothing and is refused)
+     "partition.num_clients=10", "algorithm=fedbuff", "algorithm.local_epochs=2", "max_trips=40", "eval_every=20"),
 ], ids=["LightningTransformer", "BoringModel"])
 def test_lightnings_demo_modules_train_federated(tmp_path, overrides):
     summary = run_experiment(compose_run_config("task=lightning", "dataset=datamodule", "partition=iid", "concurrency=5",

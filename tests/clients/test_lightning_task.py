@@ -113,10 +113,12 @@ def test_a_run_logs_what_the_module_logs_without_warnings_and_scores_it_by_its_v
 
 def test_dict_batches_adam_an_epoch_scheduler_and_fl_benchs_own_evaluation(tmp_path):
     """A module reading {"image", "label"} batches (task.batch_keys), Adam with an epoch-interval
-    scheduler in Lightning's ([optimizers], [schedulers]) form, no validation_step: the run scores
-    its logits with cross-entropy and accuracy and reports accuracy per class."""
+    scheduler in Lightning's ([optimizers], [schedulers]) form (two local epochs, so that it acts within
+    a trip), no validation_step: the run scores its logits with cross-entropy and accuracy and reports
+    accuracy per class."""
     summary = run_experiment(compose_run_config(*lightning("DictBatchClassifier", "task.batch_keys=[image,label]",
-                                                           "algorithm=fedbuff")), tmp_path / "run")
+                                                           "algorithm=fedbuff", "algorithm.local_epochs=2")),
+                             tmp_path / "run")
     assert summary["status"] == "completed" and 0.1 < summary["final_val_accuracy"] <= 1
     assert len(summary["final_val_accuracy_by_class"]) == 10
     logged = pd.read_csv(tmp_path / "run" / "task_metrics.csv")
@@ -277,3 +279,130 @@ def test_federated_buffers_are_the_weighted_mean_of_the_trips_and_the_global_mod
         tracked.append(local.trainer.client_buffers[0][counters].item())
     assert tracked[0] > 0 and tracked[1] == 2 * tracked[0]  # batches counted over both trips
     assert "buffers" not in local.simulator._broadcast().state  # nothing of a client's own is sent
+
+
+@pytest.mark.parametrize("algorithm", ["fedbuff", "fedavg"])
+def test_a_batchnorm_module_as_the_docs_write_it_learns_on_the_default_partition(tmp_path, algorithm, caplog):
+    """BatchNormClassifier (Lightning's docs' Linear, BatchNorm1d, ReLU, Dropout, Linear, with no guard for a
+    batch of one) on digits' default partition, where clients of 33 and 65 examples end an epoch with a batch
+    of one: task.drop_last=null leaves out the short last batches of a BatchNorm module, says so, and it learns."""
+    caplog.set_level("INFO", logger="fl_bench.runs.experiment")
+    summary = run_experiment(compose_run_config("task=lightning", f"task.module._target_={MODULES}.BatchNormClassifier",
+                                                "dataset=digits", f"algorithm={algorithm}", "max_trips=300",
+                                                "eval_every=150", "accelerator=cpu"), tmp_path / "run")
+    assert summary["status"] == "completed" and summary["final_val_accuracy"] > 0.5  # (chance: 0.1)
+    assert any("short last batch is left out (the model has BatchNorm layers" in m for m in caplog.messages[:4])
+
+
+def test_drop_last_leaves_out_each_epoch_s_short_last_batch_and_keeps_a_small_client_whole():
+    """task.drop_last=true: every minibatch of a trip is a full one, except a client with fewer examples
+    than the batch size, which trains on them all; steps and FLOPs count the trips' own batches.
+    false (the default for a module without BatchNorm) keeps the short batches."""
+    from fl_bench.clients.trainer import minibatch_plan
+
+    common = ("algorithm.batch_size=16", "algorithm.local_epochs=2")
+    for flag in ("true", "false"):
+        exp = built(*lightning("WrappedNetwork", f"task.drop_last={flag}", *common))
+        sizes, local = exp.data.sizes, exp.trainer.local
+        clients = list(range(exp.data.num_clients))
+        plan = minibatch_plan(sizes[clients], [7 + c for c in clients], local)
+        counts = plan.mask.sum(-1)
+        for c in clients:
+            n, got = int(sizes[c]), counts[c, : plan.steps[c]].tolist()
+            expected = ([16] * (n // 16) if n >= 16 else [n]) if flag == "true" else [16] * (n // 16) + [n % 16] * (n % 16 > 0)
+            assert got == expected * 2, (c, n)
+            seen = plan.rows[c][plan.mask[c]].reshape(-1)
+            if flag == "false":  # every example in every epoch
+                assert sorted(seen.tolist()) == sorted(list(range(n)) * 2)
+        assert exp.simulator.steps_by_client.tolist() == plan.steps.tolist()
+    assert (sizes % 16 > 0).any() and (sizes < 16).any()  # (both kinds of client are there)
+
+
+def test_a_module_s_lr_scheduler_acts_within_a_trip_and_starts_afresh_with_every_trip(caplog):
+    """StepLR(step_size=1, gamma=0.5) with interval epoch: over two local epochs the second epoch's steps
+    take half the lr of the first; with interval step the lr halves at every step through both epochs; the
+    next trip starts again at the module's lr, and the run's first lines say so."""
+    for interval in ("epoch", "step"):
+        exp = built(*lightning("EpochStepLR", "+task.module.lr=0.4", f"+task.module.interval={interval}",
+                               "algorithm.local_epochs=2", "algorithm.batch_size=8", "task.drop_last=true"))
+        module = exp.task.module
+        per_epoch = int(exp.data.sizes[0]) // 8
+        trip_deltas(exp, clients=(0, 0), seeds=(1, 2))
+        if interval == "epoch":
+            trip = [0.4] * per_epoch + [0.2] * per_epoch
+        else:
+            trip = [0.4 * 0.5 ** k for k in range(2 * per_epoch)]
+        assert per_epoch >= 2 and module.seen_lrs == pytest.approx(trip * 2)
+        assert f"its lr scheduler StepLR (per {interval}) acting within each trip and starting afresh with every trip" \
+            in exp.describe()[1]
+
+
+def test_federated_buffers_are_counted_in_their_own_dtypes_both_ways():
+    """A BatchNorm1d(32)'s buffers: running mean and variance (float32) and its batch counter (int64), 32 * 4 * 2 + 8
+    bytes, down with the model and up with the update; none with task.buffers=local (nothing is sent)."""
+    for rule, extra in (("federated", 32 * 4 * 2 + 8), ("local", 0)):
+        exp = built(*lightning("DocsClassifier", "algorithm=fedavg", f"task.buffers={rule}"))
+        server, simulator = exp.server, exp.simulator
+        assert simulator.bytes_down - server.broadcast().nbytes == extra
+        assert simulator.bytes_up - server.upload_nbytes() == extra
+
+
+def test_a_datamodule_s_batch_size_is_stated_and_its_drop_last_honoured():
+    """The DataModule's DataLoader(batch_size=64) is not what clients step on (algorithm.batch_size is): the
+    run's first lines say so; its drop_last=True is the clients' too."""
+    data = ("dataset=datamodule", "dataset.datamodule._target_=my_fl_extensions.datamodules.BlobsDataModule",
+            "partition.num_clients=20", "task=lightning", f"task.module._target_={MODULES}.WrappedNetwork",
+            "model=mlp", "concurrency=10", "accelerator=cpu")
+    exp = built(*data, "+dataset.datamodule.batch_size=64", "+dataset.datamodule.drop_last=true")
+    assert exp.trainer.local.drop_last and exp.trainer.local.batch_size == 32
+    lines = exp.describe()
+    assert any("train_dataloader()'s batch_size=64 is not used: clients step on minibatches of algorithm.batch_size=32"
+               in line for line in lines)
+    assert any("short last batch is left out (the DataModule's train_dataloader() sets drop_last=True)" in line
+               for line in lines)
+    same = built(*data, "algorithm.batch_size=64", "+dataset.datamodule.batch_size=64")
+    assert not same.trainer.local.drop_last and not any("batch_size" in line for line in same.describe())
+
+
+def test_a_dataset_that_augments_in_getitem_is_read_afresh_for_every_batch_under_the_trip_s_seed():
+    """NoisyBlobsDataModule's training items draw noise on every read: a trip's batches are read from the
+    Dataset then, not from the stored first read, so the same example differs between trips (and from the
+    stored copy) while a trip repeated with its seed reads the same; the run's first lines say so."""
+    exp = built("task=lightning", f"task.module._target_={MODULES}.RecordsInputs", "dataset=datamodule",
+                "dataset.datamodule._target_=my_fl_extensions.datamodules.NoisyBlobsDataModule", "partition=iid",
+                "partition.num_clients=20", "algorithm.batch_size=64", "concurrency=5", "accelerator=cpu")
+    module, stored = exp.task.module, exp.data.client(3)[0]
+    assert len(stored) <= 64  # one batch: every example of client 3
+
+    def reads(seed):
+        module.seen.clear()
+        exp.trainer.train([exp.server.broadcast()], [3], [seed])
+        (batch,) = module.seen
+        nearest = torch.cdist(batch, stored).argmin(1)  # which example each row is (noise 0.1, blobs apart)
+        assert sorted(nearest.tolist()) == list(range(len(stored)))
+        return batch[nearest.argsort()]
+
+    first, second, again = reads(1), reads(2), reads(1)
+    assert not torch.equal(first, stored) and not torch.equal(first, second)  # drawn per read
+    assert (first - stored).abs().max() < 1 and torch.equal(first, again)  # its noise, from the trip's seed
+    assert any("training inputs read afresh from the dataset for every batch" in line for line in exp.describe())
+
+
+def test_a_trip_draws_from_its_seed_and_leaves_the_host_generators_as_they_were():
+    """DrawsEverywhere draws from torch's, numpy's and Python's generators (and dropout) in every step:
+    trips trained in one batch give what each gives alone, and the host's three generators are where
+    they were (they are saved once per batch of trips and restored after it)."""
+    import random
+
+    import numpy as np
+
+    exp = built(*lightning("DrawsEverywhere", "algorithm.local_epochs=2"))
+    start = exp.server.broadcast()
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    host = random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state()
+    together = exp.trainer.train([start] * 3, [0, 1, 2], [11, 12, 13])
+    assert random.getstate() == host[0] and np.array_equal(np.random.get_state()[1], host[1])
+    assert torch.equal(torch.get_rng_state(), host[2])
+    alone = [exp.trainer.train([start], [client], [seed])[0] for client, seed in ((2, 13), (0, 11), (1, 12))]
+    assert torch.equal(together, torch.stack([alone[1], alone[2], alone[0]]))
+    assert not torch.equal(together[0], exp.trainer.train([start], [0], [14])[0])  # (it draws: another seed differs)

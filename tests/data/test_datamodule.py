@@ -56,6 +56,15 @@ def test_a_plain_dataset_holds_out_its_validation_split_and_a_run_learns(tmp_pat
         assert summary["final_val_accuracy"] > 0.8  # four well-separated blobs
 
 
+def test_items_without_labels_are_refused_for_what_reads_labels_not_for_a_partition_that_reads_none():
+    with pytest.raises(ConfigError) as iid:  # (dataset=datamodule's partition: iid)
+        data(f"{DM}.Unlabelled")
+    assert "every example needs an integer label" in str(iid.value) and "partition" not in str(iid.value)
+    assert "validation accuracy compares the model's predictions with it" in str(iid.value)
+    with pytest.raises(ConfigError, match=r"\(partition=dirichlet splits the examples by it, and validation accuracy"):
+        data(f"{DM}.Unlabelled", "partition=dirichlet", "partition.num_clients=2")
+
+
 @pytest.mark.parametrize("overrides, message", [
     ((), r"^dataset.datamodule._target_=None is not allowed: name your LightningDataModule or Dataset class"),
     ((f"{DM}.Unlabelled",), r"Unlabelled's items are Tensors, not \(input, label\) pairs"),
@@ -66,3 +75,20 @@ def test_what_cannot_be_federated_is_refused_in_one_line(overrides, message):
     with pytest.raises(ConfigError, match=message) as error:
         data(*overrides)
     assert "\n" not in str(error.value)
+
+
+def test_several_validation_loaders_are_joined_into_the_validation_set_and_said(tmp_path):
+    """val_dataloader() returning a list of loaders (Lightning's several validation sets): the run's
+    validation set is all of them, each example once, and its first lines say so."""
+    from my_fl_extensions.datamodules import TwoValidationSets
+
+    fed = data(f"{DM}.TwoValidationSets", "partition.num_clients=20")
+    module = TwoValidationSets()
+    module.setup("fit")
+    shifted = np.stack([module.shifted_set[i][0].numpy() for i in range(100)])
+    assert len(fed.y_val) == 200 and np.array_equal(fed.x_val[100:].numpy(), shifted)
+    assert fed.notes == ["validation set: the 2 loaders of val_dataloader() joined (100 + 100 examples)"]
+    summary = run_experiment(compose_run_config("dataset=datamodule", f"{DM}.TwoValidationSets", "partition.num_clients=20",
+                                                "model=mlp", "concurrency=10", "max_trips=40", "eval_every=20"),
+                             tmp_path / "run")
+    assert summary["final_val_accuracy"] > 0.8

@@ -142,3 +142,17 @@ def test_dirichlet_picks_a_client_s_examples_in_one_pass_as_one_draw_per_example
         np.testing.assert_array_equal(partition.dirichlet(y, classes, sizes, alpha, fast)[0],
                                       per_example(y, classes, sizes, alpha, slow))
         assert fast.random() == slow.random()
+
+
+def test_a_partition_refused_for_what_the_data_lacks_suggests_only_options_the_data_can_take():
+    # natural needs owners, pachinko coarse labels: neither is suggested for data without them, nor natural for
+    # data without owners; pachinko is for data with coarse labels
+    with pytest.raises(ConfigError) as refused:
+        partition(NaturalPartitionConfig(), POOL, 10)
+    suggested = str(refused.value).split("choose one of ", 1)[1].split(", ")
+    assert "iid" in suggested and "dirichlet" in suggested and not {"natural", "pachinko"} & set(suggested)
+    with pytest.raises(ConfigError) as refused:
+        partition(PachinkoPartitionConfig(num_clients=5), POOL, 10)
+    assert "pachinko" not in str(refused.value).split("choose one of ", 1)[1]
+    with pytest.raises(ConfigError, match="choose one of .*pachinko"):
+        partition(NaturalPartitionConfig(), CIFAR100_LIKE, 100)

@@ -35,6 +35,20 @@ def test_shared_labelling_keeps_the_inputs_heterogeneous_by_device():
     assert means[:, 0].std() > 0.5  # v_i ~ N(B_i, 1), B_i ~ N(0, xi): device means spread by ~sqrt(2)
 
 
+def test_shared_centres_put_every_device_on_one_of_k_input_centres():
+    """HFL's stand-in (issue 55): with dataset.num_centres = k device i draws around centre i mod k, so
+    devices i and i + k hold inputs from one distribution, and the sizes are the default's."""
+    common = ("dataset.num_clients=40", "dataset.shared_labelling=true", "dataset.gamma=0", "dataset.xi=0")
+    own, shared = (generate_synthetic(compose_run_config(*common, *extra).dataset)
+                   for extra in ((), ("dataset.num_centres=4",)))
+    means = np.stack([shared.client(i)[0].numpy().mean(axis=0) for i in range(40)])
+    same = np.linalg.norm(means[0] - means[4])  # centre 0 both: only the sample means' noise apart
+    other = np.linalg.norm(means[0] - means[1])  # centres 0 and 1: v_c ~ N(0, 1) apart, |v_0 - v_1| ~ sqrt(2 * 60)
+    assert same < 0.2 * other
+    assert [len(own.client(i)[0]) for i in range(40)] == [len(shared.client(i)[0]) for i in range(40)]
+    assert "4 shared centres" in shared.name
+
+
 def test_shared_labelling_refuses_a_gamma_it_would_ignore():
     # gamma only spreads per-device labellings: under one shared labelling it would be a silent no-op
     with pytest.raises(ConfigError, match=r"dataset.gamma=1.0 is not allowed: must be 0 with dataset.shared_labelling"):

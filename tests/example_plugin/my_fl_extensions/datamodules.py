@@ -19,7 +19,7 @@ def blobs(n: int, num_classes: int, seed: int, dim: int = 8, scale: float = 1.0)
 class BlobsDataModule(L.LightningDataModule):
     """Its own train / validation split in setup, DataLoaders as Lightning's docs write them."""
 
-    def __init__(self, n: int = 1200, num_classes: int = 4, batch_size: int = 32, seed: int = 0):
+    def __init__(self, n: int = 1200, num_classes: int = 4, batch_size: int = 32, seed: int = 0, drop_last: bool = False):
         super().__init__()
         self.save_hyperparameters()
         self.num_classes = num_classes
@@ -30,7 +30,7 @@ class BlobsDataModule(L.LightningDataModule):
         self.train_set, self.val_set = random_split(full, [0.8, 0.2], generator=torch.Generator().manual_seed(1))
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=self.hparams.batch_size, shuffle=True)
+        return DataLoader(self.train_set, batch_size=self.hparams.batch_size, shuffle=True, drop_last=self.hparams.drop_last)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=self.hparams.batch_size)
@@ -92,3 +92,45 @@ class CountingDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=8)
+
+
+class TwoValidationSets(L.LightningDataModule):
+    """Two validation loaders (the blobs, and the same blobs shifted), as Lightning allows."""
+
+    def setup(self, stage: str) -> None:
+        x, y = blobs(800, 4, seed=0)
+        self.train_set, self.val_set = TensorDataset(x[:600], y[:600]), TensorDataset(x[600:700], y[600:700])
+        self.shifted_set = TensorDataset(x[700:] + 0.5, y[700:])
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=32, shuffle=True)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(self.val_set, batch_size=32), DataLoader(self.shifted_set, batch_size=32)]
+
+
+class NoisyBlobs(BlobsDataset):
+    """Random augmentation in __getitem__, as torchvision's transforms do: Gaussian noise on every read."""
+
+    def __getitem__(self, i: int):
+        return self.x[i] + 0.1 * torch.randn_like(self.x[i]), self.y[i]
+
+
+class NoisyBlobsDataModule(L.LightningDataModule):
+    """The blobs with random augmentation on the training set only (Gaussian noise on every read), a fixed
+    validation set, as image DataModules pair a random training transform with a deterministic one."""
+
+    def __init__(self, noisy_validation: bool = False):
+        super().__init__()
+        self.noisy_validation = noisy_validation
+
+    def setup(self, stage: str) -> None:
+        self.train_set, self.val_set = NoisyBlobs(600, 4), BlobsDataset(200, 4)
+        if self.noisy_validation:
+            self.val_set = NoisyBlobs(200, 4)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=32, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=32)

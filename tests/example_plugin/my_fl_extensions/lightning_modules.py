@@ -9,8 +9,10 @@ about fl_bench.
 from __future__ import annotations
 
 import math
+import random
 
 import lightning as L
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -194,3 +196,104 @@ class SkipsEveryBatch(NoTrainingStep):
 
     def training_step(self, batch, batch_idx):
         return None
+
+
+class BatchNormClassifier(L.LightningModule):
+    """The classifier of Lightning's docs, as written there: Linear, BatchNorm1d, ReLU, Dropout, Linear,
+    with no guard against a batch of one example (BatchNorm cannot normalise it in training)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, hidden: int = 64, lr: float = 0.1):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.BatchNorm1d(hidden),
+                                 nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.log("val_loss", F.cross_entropy(logits, y))
+        self.log("val_acc", (logits.argmax(-1) == y).float().mean())
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class EpochStepLR(L.LightningModule):
+    """SGD with a StepLR stepped per epoch (Lightning's default interval): the lr is multiplied by
+    ``gamma`` after every ``step_size`` epochs. Records the lr of every optimizer step."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, lr: float = 0.1, step_size: int = 1, gamma: float = 0.5,
+                 interval: str = "epoch"):
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = nn.Linear(math.prod(input_shape), num_classes)
+        self.seen_lrs: list[float] = []
+
+    def forward(self, x):
+        return self.layer(x.flatten(1))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=self.hparams.step_size, gamma=self.hparams.gamma)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": self.hparams.interval}}
+
+    def on_before_optimizer_step(self, optimizer):
+        self.seen_lrs.append(optimizer.param_groups[0]["lr"])
+
+
+class RecordsInputs(L.LightningModule):
+    """A linear classifier that keeps every training batch's inputs (tests read them)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, lr: float = 0.1):
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = nn.Linear(math.prod(input_shape), num_classes)
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, x):
+        return self.layer(x.flatten(1))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        self.seen.append(x.detach().clone())
+        return F.cross_entropy(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class DrawsEverywhere(L.LightningModule):
+    """Dropout, and noise on its inputs from torch's, numpy's and Python's global generators, in every
+    training step: a trip's draws come from its seed (tests compare trips and the host's generators)."""
+
+    def __init__(self, input_shape: tuple, num_classes: int, lr: float = 0.1):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 32), nn.ReLU(), nn.Dropout(0.2),
+                                 nn.Linear(32, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        noise = torch.randn_like(x) + float(np.random.normal()) + random.gauss(0.0, 1.0)
+        loss = F.cross_entropy(self(x + 0.01 * noise), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
