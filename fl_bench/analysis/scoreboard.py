@@ -171,11 +171,18 @@ def headline_lines(board: Board, paper: str, link: str = "") -> list[str]:
         rows = "; ".join(f"[{table}]({link}{table}.md) {arm}: {verdict or 'no verdict (degenerate or not run)'}"
                          for table, arm, verdict in found)
         lines.append(f"- \"{headline['quote']}\" ({headline['where']}): **{answer(verdicts)}** "
-                     f"({tally(verdicts)}). {rows}.")
+                     f"({tally(verdicts)}){_stale_note(headline, board)}. {rows}.")
         for name, alternative in (headline.get("readings") or {}).items():
             other = [v for _, _, v in _headline_rows(headline, board.every, alternative)]
             lines.append(f"  - under {name}: **{answer(other)}** ({tally(other)})")
     return lines
+
+
+def _stale_note(headline: dict, board: Board) -> str:
+    """Where a headline's rows come from evidence older than their sweep file's claims, say so: the
+    answer is the old claims' (the table is to be reproduced again)."""
+    stale = sorted({row.partition(": ")[0] for row in headline["rows"]} & set(board.stale))
+    return f"; from evidence older than its claims: {', '.join(stale)} (to be reproduced again)" if stale else ""
 
 
 def readme_block(board: Board) -> str:
@@ -192,7 +199,7 @@ def readme_block(board: Board) -> str:
             other = (f"; under another reading: {'holds under ' + ', '.join(holding) if holding else 'none of ' + str(len(readings)) + ' holds'}"
                      if readings else "")
             lines.append(f"- {paper}: \"{headline['quote']}\" ({headline['where']}): **{answer(verdicts)}** "
-                         f"({tally(verdicts)}){other}")
+                         f"({tally(verdicts)}){other}{_stale_note(headline, board)}")
     return "\n".join([*lines, "", README_END])
 
 

@@ -162,14 +162,14 @@ def test_the_scoreboard_and_the_readme_answer_each_headline_and_name_stale_evide
     scoreboard.write(tmp_path, [spec], readme=readme)
 
     page = (tmp_path / "README.md").read_text()
-    line = ('- "it is 1.1x faster" (abstract): **holds in direction only** (2 rows: 1 same side, 1 reproduces). '
-            "[toy_table](toy_table.md) fedstaleweight: same side, 27x the paper's; "
+    line = ('- "it is 1.1x faster" (abstract): **holds in direction only** (2 rows: 1 same side, 1 reproduces); '
+            "from evidence older than its claims: toy_table (to be reproduced again). [toy_table](toy_table.md) fedstaleweight: same side, 27x the paper's; "
             "[toy_table](toy_table.md) fedstaleweight alg1: reproduces.")
     assert line in page
     summary = readme.read_text()
     assert summary.startswith("# Project\n\nbefore\n\n" + scoreboard.README_BEGIN) and summary.endswith("after\n")
     assert ('- Toy (2026): "it is 1.1x faster" (abstract): **holds in direction only** (2 rows: 1 same side, '
-            "1 reproduces)") in summary and "old text" not in summary
+            "1 reproduces); from evidence older than its claims: toy_table") in summary and "old text" not in summary
     # the file registers the toy arms as side claims: the evidence, made under size claims, is stale
     assert "Evidence older than its sweep file's claims" in page and "[toy_table](toy_table.md)." in page
 
