@@ -148,33 +148,29 @@ def _seeds(count) -> str:
     return "no seed count" if pd.isna(number) else f"{int(number)} seed{'' if number == 1 else 's'}"
 
 
-def _headline_rows(headline: dict, every: pd.DataFrame, rows: list[str] | None = None) -> list[tuple[str, str, str]]:
-    """(table, arm, verdict) of each row a headline names (or of ``rows``); the verdict '' where it has none."""
-    found = []
-    for row in headline["rows"] if rows is None else rows:
-        table, _, arm = row.partition(": ")
-        match = every[(every["table"] == table) & (every["arm"] == arm)]
-        if not len(match):
-            found.append((table, arm, ""))
-            continue
-        found.append((table, arm, match.iloc[0]["verdict"]))
-    return found
+def _verdict_of(board: Board) -> dict[str, str]:
+    """'TABLE: ARM' -> that arm's verdict ('' where it has none), the key a headline's rows use."""
+    return {f"{table}: {arm}": verdict for table, arm, verdict in zip(board.every["table"], board.every["arm"],
+                                                                     board.every["verdict"])}
+
+
+def _readings(headline: dict, verdict_of: dict[str, str]) -> dict[str, list[str]]:
+    """Each of a headline's other readings with the verdicts of its rows."""
+    return {name: [verdict_of.get(row, "") for row in rows] for name, rows in (headline.get("readings") or {}).items()}
 
 
 def headline_lines(board: Board, paper: str, link: str = "") -> list[str]:
     """A paper's headlines as the scoreboard prints them: the quote, where the paper says it, the answer,
     and the rows behind it with their verdicts (each linked to its table's page, under ``link``)."""
-    lines = []
+    lines, verdict_of = [], _verdict_of(board)
     for headline in [h for h in board.headlines if h["paper"] == paper]:
-        found = _headline_rows(headline, board.every)
-        verdicts = [v for _, _, v in found]
-        rows = "; ".join(f"[{table}]({link}{table}.md) {arm}: {verdict or 'no verdict (degenerate or not run)'}"
-                         for table, arm, verdict in found)
+        verdicts = [verdict_of.get(row, "") for row in headline["rows"]]
+        rows = "; ".join(f"[{row.partition(': ')[0]}]({link}{row.partition(': ')[0]}.md) {row.partition(': ')[2]}: "
+                         f"{verdict or 'no verdict (degenerate or not run)'}" for row, verdict in zip(headline["rows"], verdicts))
         lines.append(f"- \"{headline['quote']}\" ({headline['where']}): **{answer(verdicts)}** "
                      f"({tally(verdicts)}){_stale_note(headline, board)}. {rows}.")
-        for name, alternative in (headline.get("readings") or {}).items():
-            other = [v for _, _, v in _headline_rows(headline, board.every, alternative)]
-            lines.append(f"  - under {name}: **{answer(other)}** ({tally(other)})")
+        lines += [f"  - under {name}: **{answer(other)}** ({tally(other)})"
+                  for name, other in _readings(headline, verdict_of).items()]
     return lines
 
 
@@ -190,11 +186,11 @@ def readme_block(board: Board) -> str:
     lines = [README_BEGIN, "", "What holds, paper by paper (each headline of the paper answered from the verdicts "
              "of the rows that test it; the rows, their effects and intervals are on the scoreboard, "
              "[`results/README.md`](results/README.md)):", ""]
+    verdict_of = _verdict_of(board)
     for paper in dict.fromkeys(p for p, _, _ in board.tables):
         for headline in [h for h in board.headlines if h["paper"] == paper]:
-            verdicts = [v for _, _, v in _headline_rows(headline, board.every)]
-            readings = {name: answer([v for _, _, v in _headline_rows(headline, board.every, rows)])
-                        for name, rows in (headline.get("readings") or {}).items()}
+            verdicts = [verdict_of.get(row, "") for row in headline["rows"]]
+            readings = {name: answer(other) for name, other in _readings(headline, verdict_of).items()}
             holding = [name for name, said in readings.items() if said in ("holds", "holds in direction only")]
             other = (f"; under another reading: {'holds under ' + ', '.join(holding) if holding else 'none of ' + str(len(readings)) + ' holds'}"
                      if readings else "")
