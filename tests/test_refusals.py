@@ -210,6 +210,9 @@ REFUSALS = [
     (FL_BENCH, ["dataset=sent140", "data_root={tmp}/data"], {}, "dataset 'sent140' is not prepared"),
     *[(FL_BENCH, ["dataset.num_clients=40", f"dataset.num_centres={k}"], {}, f"dataset.num_centres={k} is not allowed: "
        "must be null (a centre per device) or an integer in [1, num_clients = 40]") for k in (0, 41)],
+    (FL_BENCH, ["dataset.num_centres=abc"], {}, "Error merging override dataset.num_centres=abc"),
+    (FL_BENCH, ["algorithm=hfl", "speed=stragglers", "algorithm.lambda_schedule=5"], {},
+     "algorithm.lambda_schedule='5' is not allowed: choose one of printed, decay_with_staleness, delay, since_merge, constant"),
     (FL_BENCH, ["algorithm=hfl", "speed=stragglers", "algorithm.lambda_0=0", "algorithm.lambda_schedule=constant"], {},
      "algorithm.lambda_schedule='constant' is not allowed: reads lambda for late merges, and algorithm.lambda_0=0 merges "
      "nothing late"),

@@ -79,6 +79,8 @@ class Killed(BaseException):
      "algorithm.gradient=mean_step"),  # the other reading of App. E's gradient (each client's Q_i)
     ("experiment=hfl_shared_smoke", "max_rounds=30", "eval_every=200", "algorithm.straggler_weights=global",
      "algorithm.kernel_only_until_tau_max=true"),  # HFL's other readings of eq. 9's p_i and eq. 4
+    ("experiment=hfl_shared_smoke", "max_rounds=30", "eval_every=200", "algorithm.lambda_schedule=since_merge",
+     "dataset.num_centres=10"),  # each straggler's last merge round (eq. 8 read so), the shared input centres
     ("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=0.5", "dp.restart_every=7",
      "dp.max_participations=2"),  # the tree's nodes, the noise RNG, each client's uploads and the discarded ones
     ("algorithm=fedgbo", "algorithm.optimizer=adam", "max_trips=400", "concurrency=20", "eval_every=100"),  # the global statistics s_t in every broadcast
