@@ -216,6 +216,10 @@ REFUSALS = [
     (FL_BENCH, ["algorithm=hfl", "speed=stragglers", "algorithm.lambda_0=0", "algorithm.lambda_schedule=constant"], {},
      "algorithm.lambda_schedule='constant' is not allowed: reads lambda for late merges, and algorithm.lambda_0=0 merges "
      "nothing late"),
+    *[(FL_BENCH, ["algorithm=hfl", "speed=stragglers", "speed.fraction=0", reading], {}, f"{shown} is not allowed: "
+       "speed.fraction=0.0 makes none of the 1000 devices a straggler, so nothing merges late")
+      for reading, shown in (("algorithm.lambda_schedule=constant", "algorithm.lambda_schedule='constant'"),
+                             ("algorithm.kernel_only_until_tau_max=true", "algorithm.kernel_only_until_tau_max=True"))],
     (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
     # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")
     (FL_BENCH, ["devices=[5]", "seed=1"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU (accelerator=auto)"),

@@ -142,6 +142,8 @@ class HFL(ServerAlgorithm):
 
 
 LAMBDA_SCHEDULES = ("printed", "decay_with_staleness", "delay", "since_merge", "constant")
+# The knobs that read how stragglers' late updates merge (eqs. 4, 8, 9)
+LATE_MERGE_KEYS = ("lambda_0", "lambda_schedule", "straggler_weights", "kernel_only_until_tau_max")
 
 
 @schema("algorithm", "hfl", HFL)
@@ -175,3 +177,13 @@ class HFLConfig(SyncConfig):
                 "leave lambda_schedule at printed, or set lambda_0 > 0")
         choice("algorithm.straggler_weights", self.straggler_weights, ("arriving", "global"))
         require(self.max_staleness >= 1, "algorithm.max_staleness", self.max_staleness, "must be >= 1")
+
+    def refuse_readings_without_stragglers(self, why: str) -> None:
+        """Where no device is a straggler (``why``), nothing merges late, so a late-merge reading other
+        than the defaults (lambda_0, eq. 8's schedule, eq. 9's p_i, eq. 4's split) would be ignored:
+        refused in one line rather than run as if it mattered."""
+        for key in LATE_MERGE_KEYS:
+            value = getattr(self, key)
+            require(value == getattr(HFLConfig, key), f"algorithm.{key}", value,
+                    f"{why}, so nothing merges late and this reading changes nothing; leave it at "
+                    f"{getattr(HFLConfig, key)!r}, or give the run stragglers")

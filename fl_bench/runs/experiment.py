@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from fl_bench.algorithms import ServerAlgorithm
+from fl_bench.algorithms.hfl import HFLConfig
 from fl_bench.algorithms.synchronous import CentralizedConfig
 from fl_bench.clients.costs import example_flops, trip_flops
 from fl_bench.clients.distributed import DistributedTrainer, launched_rank
@@ -31,6 +32,7 @@ from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.data.datamodule import refuse_fresh_reads
 from fl_bench.data.partition import LabelGroupsPartitionConfig
+from fl_bench.engine.delays import StragglerDelays
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Rounds, build_protocol
 from fl_bench.engine.simulator import Progress, Simulator
@@ -170,6 +172,9 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     if placement.processes > 1:
         trainer = DistributedTrainer(trainer, placement.fabric)
     delays = build(cfg.speed, cfg.delay, data)
+    if isinstance(cfg.algorithm, HFLConfig) and isinstance(delays, StragglerDelays) and not delays.straggler.any():
+        cfg.algorithm.refuse_readings_without_stragglers(
+            f"speed.fraction={cfg.speed.fraction} makes none of the {data.num_clients} devices a straggler")
     client_means = delays.client_means()
     # fl_bench.engine.behaviour: failures, communication, partial work, outages
     behaviour = build(cfg.behaviour, data, cfg.seed, client_means)
