@@ -120,7 +120,8 @@ class ServerAlgorithm(ABC):
         """Apply the added uploads to ``params``."""
 
     def server_state_nbytes(self) -> int:
-        """Memory of other server state that grows with the setting (HFL's ring of past models)."""
+        """Memory of the server state kept between steps besides the model and the per-client stores:
+        HFL's ring of past models, a server optimizer's moments, CA2FL's mean of the cached updates."""
         return 0
 
     def client_state_nbytes(self) -> int:
@@ -133,7 +134,7 @@ class ServerOptimizerStep:
     ``cfg.server_optimizer`` (fl_bench.algorithms.base.ServerOptimizerConfig): sgd, w <- w - lr Dbar;
     momentum, m <- beta m + Dbar, w <- w - lr m (torch's convention; FedBuff Alg. 1 line 12), or
     Nesterov's variant; adam, Adam with the configured betas and eps; rmsprop, v <- beta v +
-    (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps)."""
+    (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps); amsgrad, :class:`AMSGrad`."""
 
     def __init__(self, cfg, params: torch.Tensor):
         self._param = torch.nn.Parameter(params, requires_grad=False)  # shares storage with params
@@ -147,8 +148,10 @@ class ServerOptimizerStep:
             self._opt = torch.optim.Adam([self._param], lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps)
         elif opt.name == "rmsprop":
             self._opt = torch.optim.RMSprop([self._param], lr=opt.lr, alpha=opt.beta, eps=opt.eps)
+        elif opt.name == "amsgrad":
+            self._opt = AMSGrad([self._param], lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps, bias_correction=opt.bias_correction)
         else:
-            raise ConfigError(f"algorithm.server_optimizer.name={opt.name!r} is not allowed: choose one of sgd, momentum, adam, rmsprop")
+            raise ConfigError(f"algorithm.server_optimizer.name={opt.name!r} is not allowed: choose one of {', '.join(SERVER_OPTIMIZERS)}")
 
     @property
     def grad(self) -> torch.Tensor:
@@ -164,13 +167,52 @@ class ServerOptimizerStep:
         vars(self).update(state)
         self._param.grad = grad
 
-    def step(self) -> None:
+    def step(self, lr: float | None = None) -> None:
         """One optimizer step of ``params`` in place with the pseudo-gradient in :attr:`grad`; the
-        optimizer's state (momentum, moments) carries over to the next step."""
+        optimizer's state (momentum, moments) carries over to the next step. ``lr``: this step's rate
+        in place of the one it had (FADAS's delay-adaptive eta_t); it stays until another is given."""
+        if lr is not None:
+            self._opt.param_groups[0]["lr"] = lr
         self._opt.step()
 
+    @property
+    def state_nbytes(self) -> int:
+        """Bytes of the optimizer's state between steps (momentum, moments; none for plain SGD)."""
+        return sum(v.numel() * v.element_size() for state in self._opt.state.values() for v in state.values()
+                   if torch.is_tensor(v) and v.dim() > 0)  # not the scalar step counters
 
-SERVER_OPTIMIZERS = ("sgd", "momentum", "adam", "rmsprop")
+
+class AMSGrad(torch.optim.Optimizer):
+    """AMSGrad (Reddi, Kale & Kumar 2018) as FADAS (Wang et al., ICML 2024) Alg. 1 writes its server step:
+    m <- b1 m + (1 - b1) g, v <- b2 v + (1 - b2) g^2, vhat <- max(vhat, v), w <- w - lr m / (sqrt(vhat) +
+    eps), with m, v, vhat starting at 0 and no bias correction. ``bias_correction``: lr / (1 - b1^t) and
+    sqrt(vhat / (1 - b2^t)) in place of m and sqrt(vhat), as FADAS's code steps (yujiaw98/FADAS update.py,
+    ``fedams``), which is torch's Adam with ``amsgrad=True``."""
+
+    def __init__(self, params, lr: float, betas: tuple[float, float], eps: float, bias_correction: bool):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "bias_correction": bias_correction})
+
+    @torch.no_grad()
+    def step(self, closure=None) -> None:
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for param in group["params"]:
+                state = self.state[param]
+                if not state:
+                    state.update(step=0, m=torch.zeros_like(param), v=torch.zeros_like(param), vhat=torch.zeros_like(param))
+                state["step"] += 1
+                grad = param.grad
+                state["m"].mul_(beta1).add_(grad, alpha=1 - beta1)
+                state["v"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                torch.maximum(state["vhat"], state["v"], out=state["vhat"])
+                lr, denominator = group["lr"], state["vhat"].sqrt()
+                if group["bias_correction"]:
+                    lr /= 1 - beta1 ** state["step"]
+                    denominator.div_(math.sqrt(1 - beta2 ** state["step"]))
+                param.addcdiv_(state["m"], denominator.add_(group["eps"]), value=-lr)
+
+
+SERVER_OPTIMIZERS = ("sgd", "momentum", "adam", "rmsprop", "amsgrad")
 
 
 @dataclass
@@ -238,6 +280,14 @@ class RMSPropServerOptimizerConfig(ServerOptimizerConfig):
         o = "algorithm.server_optimizer."
         require(0 <= self.beta < 1, o + "beta", self.beta, "must be in [0, 1)")
         require(math.isfinite(self.eps) and self.eps > 0, o + "eps", self.eps, "must be > 0")
+
+
+@schema("server_optimizer", "amsgrad")
+class AMSGradServerOptimizerConfig(AdamServerOptimizerConfig):
+    """AMSGrad on the pseudo-gradient (:class:`AMSGrad`), Adam's knobs and checks: FADAS's server step
+    (Alg. 1), without bias correction as the paper writes it; ``bias_correction=true`` as its code steps."""
+
+    bias_correction: bool = False
 
 
 def _schema_server_optimizer() -> ServerOptimizerConfig:

@@ -94,11 +94,19 @@ class FedBuff(ServerAlgorithm):
             denominator *= self._weight_sum / self._steps_sum
             self._steps_sum = 0.0
         torch.div(self._sum, denominator, out=self._optimizer.grad)
-        self._optimizer.step()
+        self._optimizer.step(self.step_lr())
         self.step_weights = [scaled / denominator for scaled in self._scaled]  # each upload's share of Dbar
         self._scaled = []
         self._sum.zero_()
         self._weight_sum, self._scaled_weight_sum = 0.0, 0.0
+
+    def step_lr(self) -> float | None:
+        """The server optimizer's rate for the step being taken; None: its configured one (FADAS's varies)."""
+        return None
+
+    def server_state_nbytes(self) -> int:
+        """The server optimizer's state: momentum (P values), Adam's or AMSGrad's moments (2P, 3P)."""
+        return self._optimizer.state_nbytes
 
 
 class FedAsync(ServerAlgorithm):

@@ -293,6 +293,8 @@ def _server_step_knob(algorithm: Any) -> str:
         return f" or algorithm.server_optimizer.lr ({algorithm.server_optimizer.lr})"
     if hasattr(algorithm, "mixing"):
         return f" or algorithm.mixing ({algorithm.mixing})"
+    if hasattr(algorithm, "server_lr"):  # FedStaleWeight, CA2FL
+        return f" or algorithm.server_lr ({algorithm.server_lr})"
     return ""
 
 
