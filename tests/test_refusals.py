@@ -220,6 +220,19 @@ REFUSALS = [
        "speed.fraction=0.0 makes none of the 1000 devices a straggler, so nothing merges late")
       for reading, shown in (("algorithm.lambda_schedule=constant", "algorithm.lambda_schedule='constant'"),
                              ("algorithm.kernel_only_until_tau_max=true", "algorithm.kernel_only_until_tau_max=True"))],
+    # CA2FL's and FADAS's knobs (issue 60), and DP, which neither has a private form for
+    (FL_BENCH, ["algorithm=ca2fl", "algorithm.server_lr=0"], {}, "algorithm.server_lr=0.0 is not allowed: must be > 0"),
+    (FL_BENCH, ["algorithm=ca2fl", "dp=ftrl"], {}, "dp=ftrl is not allowed with algorithm=ca2fl: its aggregation has no "
+                                                   "private form"),
+    (FL_BENCH, ["algorithm=fadas", "algorithm.tau_c=-1"], {}, "algorithm.tau_c=-1 is not allowed: must be an integer >= 0 or null"),
+    (FL_BENCH, ["algorithm=fadas", "algorithm.delay_rule=half"], {},
+     "algorithm.delay_rule='half' is not allowed: choose one of min, divide"),
+    (FL_BENCH, ["algorithm=fadas", "algorithm.tau_c=null", "algorithm.delay_rule=divide"], {},
+     "algorithm.delay_rule='divide' is not allowed: is read only with a delay threshold"),
+    (FL_BENCH, ["algorithm=fadas", "algorithm.server_optimizer.betas=[0.9,1.0]"], {},
+     "algorithm.server_optimizer.betas=[0.9, 1.0] is not allowed: need [beta1, beta2], each in [0, 1)"),
+    (FL_BENCH, ["algorithm=fadas", "dp=ftrl"], {}, "dp=ftrl is not allowed with algorithm=fadas: its delay-adaptive rate "
+                                                   "reads each upload's delay"),
     (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
     # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")
     (FL_BENCH, ["devices=[5]", "seed=1"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU (accelerator=auto)"),
