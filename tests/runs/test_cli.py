@@ -55,6 +55,26 @@ def test_multirun_over_algorithms_and_seeds(tmp_path):
 
 
 @pytest.mark.slow
+def test_ca2fl_and_fadas_run_from_the_command_line_and_state_their_server_memory(tmp_path):
+    result = fl_bench("--multirun", "algorithm=ca2fl,fadas", "max_trips=600", "eval_every=300", "progress=false",
+                      f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    runs = {json.loads(path.read_text())["algorithm"]: path.parent for path in (tmp_path / "sweep").glob("*/summary.json")}
+    assert sorted(runs) == ["ca2fl", "fadas"]
+    for algorithm, run in runs.items():
+        summary = json.loads((run / "summary.json").read_text())
+        model = summary["bytes_up"] // summary["client_trips"]  # one upload: Delta, the model's size
+        assert summary["server_steps"] == 60  # a step every M = 10 uploads
+        if algorithm == "ca2fl":  # a cached update per client seen; h_t
+            clients = pd.read_csv(run / "trips.csv").client.nunique()
+            assert (summary["client_state_bytes"], summary["server_state_bytes"]) == (clients * model, model)
+        else:  # AMSGrad's m, v, vhat
+            assert (summary["client_state_bytes"], summary["server_state_bytes"]) == (0, 3 * model)
+        accuracy = pd.read_csv(run / "metrics.csv").val_accuracy
+        assert accuracy.iloc[-1] > accuracy.iloc[0] + 0.03, (algorithm, accuracy.tolist())
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("override, env, expected", [
     ("algorithm.bufer_size=3", {}, "bufer_size"),
     ("progress=false", {"FL_BENCH_PLUGINS": "no_such_module"}, "plugin module 'no_such_module'"),
