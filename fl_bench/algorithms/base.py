@@ -183,11 +183,11 @@ class ServerOptimizerStep:
 
 
 class AMSGrad(torch.optim.Optimizer):
-    """AMSGrad (Reddi, Kale & Kumar 2018) as FADAS (Wang et al., ICML 2024) Alg. 1 writes its server step:
-    m <- b1 m + (1 - b1) g, v <- b2 v + (1 - b2) g^2, vhat <- max(vhat, v), w <- w - lr m / (sqrt(vhat) +
-    eps), with m, v, vhat starting at 0 and no bias correction. ``bias_correction``: lr / (1 - b1^t) and
-    sqrt(vhat / (1 - b2^t)) in place of m and sqrt(vhat), as FADAS's code steps (yujiaw98/FADAS update.py,
-    ``fedams``), which is torch's Adam with ``amsgrad=True``."""
+    """AMSGrad (Reddi, Kale & Kumar 2018) as FADAS's Alg. 1 (Wang et al., ICML 2024; fl_bench.algorithms.fadas)
+    steps the server: m <- b1 m + (1 - b1) g, v <- b2 v + (1 - b2) g^2, vhat <- max(vhat, v), w <- w - lr m /
+    (sqrt(vhat) + eps), with m, v, vhat starting at 0 and no bias correction. ``bias_correction``: lr / (1 -
+    b1^t) and sqrt(vhat / (1 - b2^t)) in place of lr and sqrt(vhat), as FADAS's code steps (yujiaw98/FADAS
+    update.py, ``fedams``), which is torch's Adam with ``amsgrad=True``."""
 
     def __init__(self, params, lr: float, betas: tuple[float, float], eps: float, bias_correction: bool):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "bias_correction": bias_correction})
