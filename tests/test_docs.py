@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "docs" / "gen"))  # the site's generators (docs/gen/site.py runs them in a build)
 
 import config_reference  # noqa: E402
+import hooks  # noqa: E402
 import output_reference  # noqa: E402
 import pages  # noqa: E402
 
@@ -181,6 +182,16 @@ def test_every_module_has_an_api_page_listed_in_the_navigation():
     assert {m for text in api.values() for m in re.findall(r"^::: (\S+)$", text, re.M)} == modules
     nav = yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"]
     assert set(api) <= pages._nav_pages(nav)
+
+
+def test_a_link_out_of_docs_points_to_the_sites_copy_and_any_other_is_left_to_the_strict_build():
+    # written as GitHub resolves them from docs/papers/fedbuff.md; the site holds results/ and the README (index.md)
+    assert hooks.site_link("../../results/README.md", "papers/fedbuff.md") == "../results/README.md"
+    assert hooks.site_link("../../README.md", "papers/fedbuff.md") == "../index.md"
+    assert hooks.site_link("../results/benchmarks.md", "benchmarks.md") == "results/benchmarks.md"
+    assert hooks.site_link("../concepts/privacy.md", "papers/fedbuff.md") == "../concepts/privacy.md"
+    assert hooks.site_link("../../fl_bench/schema.py", "papers/fedbuff.md") == "../../fl_bench/schema.py"  # not in the site
+    assert hooks.site_link("https://example.org/x.md", "index.md") == "https://example.org/x.md"
 
 
 @pytest.mark.slow  # the whole site, about 20 s

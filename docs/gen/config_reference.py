@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from cells import cell, code, prose
+from cells import cell, code, prose, source_comment
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
@@ -55,16 +55,6 @@ def built_in_groups() -> dict[str, dict[str, type]]:
             for group in order}
 
 
-def group_keys() -> dict[str, set[str]]:
-    """Every key of every option of every group as a user sets it (``algorithm.buffer_size``,
-    ``algorithm.server_optimizer.lr``), and the run's own (``seed``, ``wandb.mode``): what the reference must list."""
-    config = _import_registry()
-    keys = {group: {f"{_prefix(group)}{key}" for cls in options.values() for key, _ in _keys(cls)}
-            for group, options in built_in_groups().items()}
-    keys["run"] = {key for key, _ in _keys(config.Config)}
-    return keys
-
-
 def _shown(group: str) -> str:
     """The group as the command line chooses it (``algorithm/server_optimizer=adam``)."""
     return CONF_DIRS.get(group, group)
@@ -94,7 +84,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 @cache
 def _group_bases() -> dict[type, str]:
-    """The base schema of each group (the root schema's field types; the server optimizer's from SyncConfig)."""
+    """The base schema of each group: the root schema's field types, and the server optimizer's (a group chosen
+    inside an algorithm's option)."""
     config = _import_registry()
     from fl_bench.algorithms.base import ServerOptimizerConfig
 
@@ -140,27 +131,9 @@ def field_comment(cls: type, name: str) -> str:
         lines = _source_lines(klass)
         for statement in node.body:
             if isinstance(statement, ast.AnnAssign) and getattr(statement.target, "id", None) == name:
-                above, row = [], statement.lineno - 2
-                while row >= 0 and lines[row].strip().startswith("#"):
-                    above.insert(0, lines[row].strip().lstrip("#").strip())
-                    row -= 1
-                beside = _inline_comment(lines[statement.end_lineno - 1])
-                comment = " ".join(part for part in [*above, beside] if part)
+                comment = source_comment(lines, statement.lineno, statement.end_lineno)
                 if comment:
                     return comment
-    return ""
-
-
-def _inline_comment(line: str) -> str:
-    """The ``# ...`` that ends a line of code (a ``#`` inside a string literal is not one)."""
-    quote = None
-    for i, char in enumerate(line):
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "#":
-            return line[i + 1:].strip()
     return ""
 
 
@@ -280,7 +253,8 @@ def _yaml_header(path: Path) -> str:
 
 
 def _flatten(value: Any, prefix: str) -> list[str]:
-    if isinstance(value, dict) and value and not {"_target_"} >= set(value):
+    """A YAML mapping as the command line's ``key.sub=value`` words."""
+    if isinstance(value, dict) and value:
         return [item for key, sub in value.items() for item in _flatten(sub, f"{prefix}{key}.")]
     return [f"{prefix.rstrip('.')}={_yaml(value)}"]
 
@@ -298,7 +272,7 @@ def _yaml_option(path: Path, group: str) -> tuple[str | None, list[str]]:
             elif key.startswith("override /"):
                 sets.append(f"{key.removeprefix('override /').split('@')[0]}={value}")
     spec.pop("name", None)
-    return schema, [*sets, *_flatten(spec, "")]
+    return schema, [*sets, *(_flatten(spec, "") if spec else [])]
 
 
 def _options_table(group: str, options: dict[str, type]) -> list[str]:

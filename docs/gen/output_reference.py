@@ -16,7 +16,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from cells import cell, code
+from cells import cell, code, source_comment
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,7 +155,8 @@ def summary_keys() -> dict[str, tuple[str, str]]:
     for module, writers in SUMMARY_WRITERS.items():
         source = inspect.getsource(_import(module))
         tree, lines = ast.parse(source), source.splitlines()
-        for qualname, function in _functions(tree):
+        functions = sorted(_functions(tree), key=lambda item: not any(_matches(item[0], w) for w in writers))
+        for qualname, function in functions:  # the writers first: their keys in the order they write them
             writer = any(_matches(qualname, pattern) for pattern in writers)
             for key, comment in _keys_written(function, writer, tree, lines, module):
                 where = found.get(key, (f"{module.removeprefix('fl_bench.')}.{qualname}", ""))[0]  # its first writer
@@ -185,16 +186,16 @@ def _keys_written(function: ast.FunctionDef, writer: bool, tree: ast.Module, lin
         if writer and isinstance(node, ast.Dict) and _bound_or_returned(node, parents):
             for key, value in zip(node.keys, node.values):
                 if key is not None:
-                    yield key.value, _comment(lines, key.lineno, value.end_lineno)
+                    yield key.value, source_comment(lines, key.lineno, value.end_lineno)
                 elif getattr(value, "id", None) != "summary":  # (not the summary being extended: write_summary)
-                    comment = _comment(lines, value.lineno, value.end_lineno)
+                    comment = source_comment(lines, value.lineno, value.end_lineno)
                     yield from ((k, comment) for k in _spread(value, function, tree, module))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
                 and getattr(node.func.value, "id", None) == "summary":
-            yield from ((kw.arg, _comment(lines, node.lineno, node.end_lineno)) for kw in node.keywords if kw.arg)
+            yield from ((kw.arg, source_comment(lines, node.lineno, node.end_lineno)) for kw in node.keywords if kw.arg)
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript) \
                 and getattr(node.targets[0].value, "id", None) == "summary" and isinstance(node.targets[0].slice, ast.Constant):
-            yield node.targets[0].slice.value, _comment(lines, node.lineno, node.end_lineno)
+            yield node.targets[0].slice.value, source_comment(lines, node.lineno, node.end_lineno)
 
 
 def _bound_or_returned(node: ast.Dict, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -206,23 +207,12 @@ def _bound_or_returned(node: ast.Dict, parents: dict[ast.AST, ast.AST]) -> bool:
     return isinstance(parent, (ast.Return, ast.Assign))
 
 
-def _comment(lines: list[str], first: int, last: int) -> str:
-    """The comment lines right above line ``first`` and the comment ending line ``last`` (1-based)."""
-    above, row = [], first - 2
-    while row >= 0 and lines[row].strip().startswith("#"):
-        above.insert(0, lines[row].strip().lstrip("#").strip())
-        row -= 1
-    tail = lines[last - 1]
-    beside = tail[tail.index("  # ") + 4:].strip() if "  # " in tail else ""
-    return " ".join(part for part in [*above, beside] if part)
-
-
 def _spread(value: ast.expr, function: ast.FunctionDef, tree: ast.Module, module: str) -> list[str]:
     """The keys of ``**value``: a name bound to a dict in the function or else the module (``timing =
     dict(...)``), an attribute bound to one in the package (``**sim.failures``: ``self.failures = {...}``), or a
     function's returned dict (``**describe_numerics()``, followed through its import)."""
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-        return _returned_keys(*_resolve(value.func.id, tree, module))
+        return _returned_keys(*_resolve(value.func.id, tree))
     target = value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else None
     if target is not None:
         trees = [function, tree] if isinstance(value, ast.Name) else [_tree(path) for path in sorted((REPO / "fl_bench").rglob("*.py"))]
@@ -257,7 +247,7 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text())
 
 
-def _resolve(name: str, tree: ast.Module, module: str) -> tuple[ast.Module, str]:
+def _resolve(name: str, tree: ast.Module) -> tuple[ast.Module, str]:
     """The module tree and function name that ``name`` calls: this module's own, or an imported one."""
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module:

@@ -95,10 +95,17 @@ def _scoreboard(paper: str, to_results: str) -> str:
 
 # ------------------------------------------------------------------------------------------ the layout
 
+# Words a period follows inside a sentence: "et al.", "Alg. 1", "Fig. 2"
+ABBREVIATIONS = {"al", "Alg", "App", "Fig", "Sec", "Thm", "eq", "e.g", "i.e", "vs"}
+
+
 def _first_sentence(docstring: str | None) -> str:
+    """The docstring's first sentence: up to the first period that ends one (not an abbreviation's)."""
     paragraph = " ".join((docstring or "").split("\n\n")[0].split())
-    found = re.match(r"(.+?[.:])(\s|$)", paragraph)
-    return (found.group(1) if found else paragraph).rstrip(":.")
+    for found in re.finditer(r"\.(\s+(?=[A-Z`])|$)", paragraph):
+        if paragraph[:found.start()].rsplit(" ", 1)[-1].lstrip("(") not in ABBREVIATIONS:
+            return paragraph[:found.start()]
+    return paragraph.rstrip(":")
 
 
 def _module_line(path: Path, indent: int) -> str:
