@@ -1,9 +1,10 @@
 """Every ``python -m fl_bench...`` a user can name either runs or stops in one line, and every such command
-line the README gives names a real command with arguments it accepts.
+line the documentation gives (README.md and the site's pages, docs/**/*.md) names a real command with
+arguments it accepts.
 
 - :data:`fl_bench.commands.COMMANDS` is exactly the modules with a ``__main__`` block or a ``__main__.py``
   (found in the source, so a new command cannot be left out), and any other module is refused.
-- Each ``python -m fl_bench...`` of README.md (fenced blocks, and backticked spans in its prose and tables)
+- Each ``python -m fl_bench...`` of those documents (fenced blocks, and backticked spans in prose and tables)
   is checked without running anything: a run's overrides compose into a config that passes the schemas'
   checks, as ``python -m fl_bench`` composes it (a multirun at the first value of each sweep, and in a
   slow test at every other value); a sweep file exists and is read whole as ``fl_bench.analysis.reproduce``
@@ -28,20 +29,23 @@ import pytest
 from fl_bench.commands import COMMANDS, module_run_by_python, refusal
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
+# The documents whose commands are promises: the README and the site's hand-written pages (the generated
+# parts of the site quote the sweep files, whose commands tests/analysis/test_sweep_files.py runs).
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 PACKAGE = REPO / "fl_bench"
 
-# What the README's shell variables stand for here: a new one must be added (else its command fails).
+# What the documents' shell variables stand for here: a new one must be added (else its command fails).
 SHELL_VARIABLES = {"$RANDOM": "12345", "$SCRATCH": "/scratch", "$PWD": str(REPO)}
 LAUNCHERS = ("srun",)  # words before `python` that start it elsewhere
 SHELL_BLOCKS = ("bash", "sh", "shell", "console")  # the fenced blocks that hold command lines
 
-# Command lines (as the README gives them, joined into one line) that are not checked here, why, and where
+# Command lines (as the documents give them, joined into one line) that are not checked here, why, and where
 # they are run instead.
 NOT_CHECKED = {
     "FL_BENCH_PLUGINS=my_fl_extensions PYTHONPATH=path/to/my_plugin python -m fl_bench.analysis.reproduce my_fedgbo.yaml "
     "trimmed_vs_fedavg --jobs 2 --override hydra.searchpath=[file://path/to/my_plugin/conf]":
-        "my_fedgbo.yaml and path/to/my_plugin are the reader's own (the README shows them above the command); "
+        "my_fedgbo.yaml and path/to/my_plugin are the reader's own (docs/extending/your-method.md shows them above "
+        "the command); "
         "its arguments are parsed here, and tests/analysis/test_plugin_protocol.py::"
         "test_a_plugin_method_runs_under_a_paper_s_protocol_and_gets_its_verdict runs it on a copy of the example plugin",
 }
@@ -112,11 +116,12 @@ def test_a_command_still_runs(module):
     assert done.returncode == 0 and done.stdout.startswith(f"usage: python -m {module}") and not done.stderr
 
 
-# ----------------------------------------------------------------------------------- the README's commands
+# ------------------------------------------------------------------------------ the documents' commands
 
 @dataclass(frozen=True)
 class Command:
-    line: int  # where it starts in README.md
+    path: str  # the document, relative to the repository
+    line: int  # where it starts there
     text: str  # as given, continuation lines joined
     env: tuple[tuple[str, str], ...]  # VAR=value words before it
     module: str
@@ -124,21 +129,21 @@ class Command:
     kind: str  # command (run it as given) | synopsis (placeholders: <dirs>, NAME, [--flag]) | mention (the bare name)
 
     def __str__(self) -> str:
-        return f"README.md:{self.line}: {self.text}"
+        return f"{self.path}:{self.line}: {self.text}"
 
 
 _SPAN = re.compile(r"`([^`]+)`")
 _PLACEHOLDER = re.compile(r"<[^>]*>|\[--|\b[A-Z]{3,}(?:/[A-Z]+)?\b")
 
 
-def _commands_in(text: str, line: int, kind: str) -> list[Command]:
+def _commands_in(text: str, line: int, kind: str, path: str = "<test>") -> list[Command]:
     """The ``python -m fl_bench...`` commands of one shell line (``&&``, ``;`` and ``|`` separate commands)."""
     for variable, value in SHELL_VARIABLES.items():
         text = text.replace(variable, value)
-    assert "$" not in text, f"README.md:{line}: a shell variable this test does not know (add it to SHELL_VARIABLES)"
+    assert "$" not in text, f"{path}:{line}: a shell variable this test does not know (add it to SHELL_VARIABLES)"
     if kind == "synopsis":  # placeholders are no shell words: only the module and its --flags are read
         words = text.split()
-        return [Command(line, text, (), words[2], tuple(words[3:]), kind)] if words[:2] == ["python", "-m"] else []
+        return [Command(path, line, text, (), words[2], tuple(words[3:]), kind)] if words[:2] == ["python", "-m"] else []
     lexer = shlex.shlex(text, posix=True, punctuation_chars="&;|")
     lexer.whitespace_split, lexer.commenters = True, ""
     words, found = list(lexer), []
@@ -157,15 +162,20 @@ def _commands_in(text: str, line: int, kind: str) -> list[Command]:
             segment.pop(0)
         if segment[:2] == ["python", "-m"] and len(segment) > 2 and re.match(r"fl_bench(\.|$)", segment[2]):
             bare = len(segment) == 3 and kind == "prose"
-            found.append(Command(line, text, tuple(env), segment[2], tuple(segment[3:]), "mention" if bare else "command"))
+            found.append(Command(path, line, text, tuple(env), segment[2], tuple(segment[3:]), "mention" if bare else "command"))
     return found
 
 
-def readme_commands() -> list[Command]:
-    """Every ``python -m fl_bench...`` in README.md: the lines of its shell blocks (a trailing backslash
-    continues one) and its backticked spans outside fenced blocks, in prose (a span may wrap) and in tables.
-    (Other blocks are YAML, Python and the layout: :func:`test_every_module_the_readme_names_is_a_command`.)"""
-    lines = README.read_text().splitlines()
+def documented_commands() -> list[Command]:
+    """Every ``python -m fl_bench...`` of the documents: the lines of their shell blocks (a trailing backslash
+    continues one) and their backticked spans outside fenced blocks, in prose (a span may wrap) and in tables.
+    (Other blocks are YAML and Python: :func:`test_every_module_the_documents_name_is_a_command`.)"""
+    return [command for document in DOCUMENTS for command in _commands_of(document)]
+
+
+def _commands_of(document: Path) -> list[Command]:
+    path = document.relative_to(REPO).as_posix()
+    lines = document.read_text().splitlines()
     commands, fence, prose = [], None, []  # fence: the open block's language; prose: the lines outside, others blank
     i = 0
     while i < len(lines):
@@ -179,7 +189,7 @@ def readme_commands() -> list[Command]:
                 i += 1
                 prose.append("")
                 text = text.rstrip()[:-1].rstrip() + " " + re.sub(r"(^|\s)#.*$", "", lines[i]).strip()
-            commands += _commands_in(text.strip(), start, "command")
+            commands += _commands_in(text.strip(), start, "command", path)
         i += 1
     text = "\n".join(prose)
     for paragraph in re.finditer(r"(?:[^\n]+\n?)+", text):  # backticks pair within a paragraph
@@ -187,58 +197,59 @@ def readme_commands() -> list[Command]:
             code = " ".join(span.group(1).split())
             if "python -m fl_bench" in code:
                 line = text.count("\n", 0, paragraph.start() + span.start()) + 1
-                commands += _commands_in(code, line, "synopsis" if _PLACEHOLDER.search(code) else "prose")
+                commands += _commands_in(code, line, "synopsis" if _PLACEHOLDER.search(code) else "prose", path)
     return commands
 
 
-COMMANDS_IN_README = readme_commands()
+DOCUMENTED = documented_commands()
 
 
-def test_every_module_the_readme_names_is_a_command():
-    named = set(re.findall(r"python -m (fl_bench[\w.]*)", README.read_text()))
+def test_every_module_the_documents_name_is_a_command():
+    named = {name for document in DOCUMENTS for name in re.findall(r"python -m (fl_bench[\w.]*)", document.read_text())}
     assert "fl_bench.analysis.fairness" in named and named - set(COMMANDS) == set()
 
 
-def test_the_readme_commands_are_found():
-    found = {(c.module, c.kind) for c in COMMANDS_IN_README}
-    assert len(COMMANDS_IN_README) > 60 and {m for m, _ in found} <= set(COMMANDS)  # (each one: below)
+def test_the_documented_commands_are_found():
+    found = {(c.module, c.kind) for c in DOCUMENTED}
+    assert len(DOCUMENTED) > 60 and {m for m, _ in found} <= set(COMMANDS)  # (each one: below)
+    assert {c.path for c in DOCUMENTED} >= {"README.md", "docs/getting-started.md", "docs/guides/running.md"}
     for expected in [("fl_bench", "command"), ("fl_bench.data", "command"), ("fl_bench.traces", "command"),
                      ("fl_bench.analysis.reproduce", "command"), ("fl_bench.analysis.report", "command"),
                      ("fl_bench.analysis.fairness", "command"), ("fl_bench.analysis.guards", "command"),
                      ("fl_bench.analysis.report", "synopsis"), ("fl_bench.analysis.fairness", "mention")]:
         assert expected in found
     # the table of papers' commands, a command over two lines, one after `&&`, one after srun
-    texts = [c.text for c in COMMANDS_IN_README]
+    texts = [c.text for c in DOCUMENTED]
     assert sum("| " not in t and "sweeps/hfl_smoke.yaml --jobs 2" in t for t in texts) >= 2
-    assert any(c.module == "fl_bench" and "availability.time_scale=0.001" in c.args for c in COMMANDS_IN_README)
-    assert any(c.module == "fl_bench" and c.args == () and "pip install" in c.text for c in COMMANDS_IN_README)
-    assert any(c.text.startswith("srun ") for c in COMMANDS_IN_README)
-    # nothing is left out unsaid: each command NOT_CHECKED names is still in the README
+    assert any(c.module == "fl_bench" and "availability.time_scale=0.001" in c.args for c in DOCUMENTED)
+    assert any(c.module == "fl_bench" and c.args == () and "pip install" in c.text and c.path == "README.md" for c in DOCUMENTED)
+    assert any(c.text.startswith("srun ") for c in DOCUMENTED)
+    # nothing is left out unsaid: each command NOT_CHECKED names is still in the documents
     assert set(NOT_CHECKED) <= set(texts)
 
 
 # A run (``python -m fl_bench OVERRIDES``) is composed: all of them in one test, under one Hydra
 # initialisation (a composition takes 0.1-0.2 s on 2 cores); every other command is a test of its own.
-RUNS = [c for c in COMMANDS_IN_README if c.module == "fl_bench" and c.kind == "command"]
-OTHERS = [c for c in COMMANDS_IN_README if c not in RUNS]
+RUNS = [c for c in DOCUMENTED if c.module == "fl_bench" and c.kind == "command"]
+OTHERS = [c for c in DOCUMENTED if c not in RUNS]
 
 
-@pytest.mark.slow  # 44 Hydra compositions, about 12 s
-def test_each_readme_run_composes_into_a_config_that_passes_its_checks(monkeypatch):
+@pytest.mark.slow  # 58 Hydra compositions, about 20 s beside other jobs
+def test_each_documented_run_composes_into_a_config_that_passes_its_checks(monkeypatch):
     problems = check_runs(RUNS, monkeypatch)
-    assert not problems, "README commands that would not run:\n" + "\n".join(problems)
+    assert not problems, "documented commands that would not run:\n" + "\n".join(problems)
 
 
-@pytest.mark.slow  # 14 compositions more
-def test_each_value_of_each_readme_sweep_composes_too(monkeypatch):
+@pytest.mark.slow  # 17 compositions more
+def test_each_value_of_each_documented_sweep_composes_too(monkeypatch):
     sweeps = [c for c in RUNS if {"-m", "--multirun"} & set(c.args)]
     assert len(sweeps) >= 5
     problems = check_runs(sweeps, monkeypatch, every_value=True)
-    assert not problems, "README sweeps with a value that would not run:\n" + "\n".join(problems)
+    assert not problems, "documented sweeps with a value that would not run:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("command", OTHERS, ids=lambda c: f"L{c.line}-{c.module}")
-def test_each_readme_command_is_a_command_with_arguments_it_takes(command, monkeypatch):
+@pytest.mark.parametrize("command", OTHERS, ids=lambda c: f"{c.path}:L{c.line}-{c.module}")
+def test_each_documented_command_is_a_command_with_arguments_it_takes(command, monkeypatch):
     check(command, monkeypatch)
 
 
@@ -298,7 +309,7 @@ def check(command: Command, monkeypatch) -> None:
     args = _parse(command, parser)
     if command.text in NOT_CHECKED:
         return
-    monkeypatch.chdir(REPO)  # the README's commands run from the repository
+    monkeypatch.chdir(REPO)  # the documented commands run from the repository
     _environment(command, monkeypatch)
     if command.module == "fl_bench.analysis.reproduce":  # reads the sweep file whole and checks its flags
         from fl_bench.analysis.reproduce import Reproduction
@@ -331,7 +342,7 @@ def _environment(command: Command, monkeypatch) -> None:
 
 @functools.lru_cache(maxsize=None)
 def _reproduction(*args):
-    """``Reproduction(*args)``, once for the README's commands that repeat it."""
+    """``Reproduction(*args)``, once for the documented commands that repeat it."""
     from fl_bench.analysis.reproduce import Reproduction
 
     return Reproduction(*args)

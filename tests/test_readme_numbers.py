@@ -1,8 +1,8 @@
-"""The README's prose that quotes a measured number says what the page that measured it says
-(results pages are generated; a number typed into the README is checked here against its page). A
-command's elapsed time, which no generated page holds, is recorded in results/times.md and quoted from
-there; counts of studies, runs and seeds are checked against the sweep files, the tuned settings and the
-pages."""
+"""The documentation's prose that quotes a measured number (README.md, and the site's pages, docs/**/*.md)
+says what the page that measured it says (results pages are generated; a number typed into a document is
+checked here against its page). A command's elapsed time, which no generated page holds, is recorded in
+results/times.md and quoted from there, in the README's reproduction table; counts of studies, runs and
+seeds are checked against the sweep files, the tuned settings and the pages."""
 
 import re
 from pathlib import Path
@@ -10,16 +10,20 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
-def _readme_paragraph(starts: str) -> str:
-    text = (REPO / "README.md").read_text()
+def _documented_paragraph(starts: str) -> str:
+    """The paragraph that starts with ``starts``, in whichever document holds it (exactly one must)."""
+    texts = [document.read_text() for document in DOCUMENTS]
+    (text,) = [text for text in texts if starts in text]
     start = text.index(starts)
-    return text[start:text.index("\n\n", start)]
+    end = text.find("\n\n", start)
+    return text[start:end if end >= 0 else len(text)]  # (the last paragraph of a page ends with the page)
 
 
 def test_the_pruner_paragraph_quotes_results_pruning_validation():
-    paragraph = " ".join(_readme_paragraph("A sweep file's protocol names it in `tuner.pruner`").split())
+    paragraph = " ".join(_documented_paragraph("A sweep file's protocol names it in `tuner.pruner`").split())
     page = (REPO / "results" / "pruning_validation.md").read_text()
     held = re.search(r"- FedBuff \(fedbuff\): .*?\((\d+\.\d+)x less time.*?the pruner holds", page)
     assert held and f"at {held.group(1)}× less time" in paragraph
@@ -29,7 +33,7 @@ def test_the_pruner_paragraph_quotes_results_pruning_validation():
     worse = re.search(r"more than 5% worse on the tuning seeds for (\d+) of (\d+) studies", page)
     assert worse and f"all {worse.group(2)} of FedBuff's studies" in paragraph and f"left {worse.group(1)} studies" in paragraph
     # the 16 studies were FedBuff's before the amendment that made them the 23 the reproduction table tunes
-    assert f"(before the 2026-11-27\namendment made them {len(_tuned_studies('fedbuff_smoke'))})" in _readme_paragraph(
+    assert f"(before the 2026-11-27\namendment made them {len(_tuned_studies('fedbuff_smoke'))})" in _documented_paragraph(
         "A sweep file's protocol names it in `tuner.pruner`")
 
 
@@ -91,7 +95,7 @@ def _reproduction_rows() -> dict[str, list[str]]:
 
 
 def test_the_set_up_section_quotes_the_suites_times_as_results_times_records_them():
-    paragraph = " ".join(_readme_paragraph("The whole suite (").split())
+    paragraph = " ".join(_documented_paragraph("The whole suite (").split())
     rows = _times("The test suite")
     whole = re.search(rf"The whole suite \((\d+) tests\) took ({TIME}) on 2 cores from a clean clone on (\S+), "
                       r"(over|within) its budget of 10 minutes", paragraph)
@@ -121,8 +125,10 @@ def test_every_reproduction_has_a_row_whose_time_is_results_times_latest():
         latest = next(t for t in times if t["sweep file"] == f"`sweeps/{sweep}.yaml`")  # latest first
         when = "when first made" if latest["when"] == "first made" else f"({latest['when']}"
         assert row[-1].startswith(f"{latest['elapsed']} {when}"), (sweep, row[-1], latest)
-    # a time said elsewhere refers to the table instead of quoting one of its own
-    for line in (REPO / "README.md").read_text().splitlines():
+    # a time said elsewhere, in the README or the site's pages, refers to the table instead of quoting one of its own
+    lines = [line for document in DOCUMENTS for line in document.read_text().splitlines()]
+    assert sum("fl_bench.analysis.reproduce sweeps/" in line for line in lines) > len(rows)
+    for line in lines:
         if "fl_bench.analysis.reproduce sweeps/" in line and not line.startswith("|"):
             assert not re.search(rf"\({TIME}\b|\b\d+ minutes\b", line), line
 
@@ -171,7 +177,7 @@ def test_the_shakespeare_rows_estimate_is_its_arithmetic_on_fedgbos_protocol_and
 
 
 def test_the_confirmations_counts_are_the_tuned_settings_and_the_scoreboard():
-    paragraph = " ".join(_readme_paragraph("The confirmation (`tuner.confirm`").split())
+    paragraph = " ".join(_documented_paragraph("The confirmation (`tuner.confirm`").split())
     tuned = {path.stem: yaml.safe_load(path.read_text()) for path in (RESULTS / "tuned" / "fedbuff_smoke").glob("*.yaml")}
     studies = re.search(r": (\d+) studies, every one searched again", paragraph)
     assert studies and int(studies.group(1)) == len(_tuned_studies("fedbuff_smoke")) == len(tuned)
@@ -189,7 +195,7 @@ def test_the_confirmations_counts_are_the_tuned_settings_and_the_scoreboard():
 
 
 def test_fedbuffs_protocol_paragraph_counts_are_its_sweep_file_and_pages():
-    paragraph = " ".join(_readme_paragraph("The tables in `results/` were made under this protocol").split())
+    paragraph = " ".join(_documented_paragraph("The tables in `results/` were made under this protocol").split())
     protocol, words = _sweep("fedbuff_smoke")["protocol"], {"two": 2, "three": 3}
     found = re.search(r"(\d+) studies of (\d+) trials on (\w+) tuning seeds, each confirmed on (\w+) more, a pilot of (\d+) "
                       r"seeds, then (\d+) report seeds of every arm \(Fig\. 7's: (\d+)\); its time is in the reproduction table",
@@ -205,7 +211,7 @@ def test_the_default_runs_times_are_results_benchmarks_threads_rows():
     text = (RESULTS / "benchmarks.md").read_text()
     section = text[text.index("## Threads"):]
     rows = {(row[0], row[1]): row for row in _markdown_rows(section, "| busy processes | threads |")}
-    quoted = re.findall(r"about\s+(\d+) s", _readme_paragraph("Install and run the main job"))
+    quoted = re.findall(r"about\s+(\d+) s", _documented_paragraph("Install and run the main job"))
     assert [int(q) for q in quoted] == [round(float(rows["0", "default"][2])), round(float(rows["2", "default"][2]))]
 
 
@@ -214,6 +220,6 @@ def test_a_lightning_modules_cost_is_results_benchmarks_lightning_cost_row():
     section = text[text.index("## A user's LightningModule as the client task"):]
     rows = {row[0]: row for row in _markdown_rows(section, "| path | trips/s (median) |")}
     plain = rows["(c) task=lightning, PlainMLP"]
-    paragraph = " ".join(_readme_paragraph("- Such modules train one trip at a time").split())
+    paragraph = " ".join(_documented_paragraph("- Such modules train one trip at a time").split())
     assert f"about {float(plain[4]):.1f}× the built-in task's time" in paragraph
     assert f"and {float(plain[5]):.1f}× its batched trips'" in paragraph

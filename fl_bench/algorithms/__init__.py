@@ -7,7 +7,7 @@ policy (``AsyncConfig``, ``SyncConfig``), the server optimizers; ``buffered``: F
 buffered step); ``fadas`` (FedBuff's buffer, an AMSGrad step at a delay-adaptive rate); ``fedgbo``
 (FedGBO, MFL, Mimelite) with ``global_optimizer`` (Table II's statistics); ``client_state``: per-client
 server state. Each config sits beside its class (``@schema``); a new algorithm, in or out of this
-package, is one class, one config and one YAML file (see the README).
+package, is one class, one config and one YAML file (docs/extending/plugins.md).
 """
 
 from fl_bench.algorithms.base import ServerAlgorithm, staleness_scale

@@ -108,7 +108,7 @@ def write_fairness(runs: dict[str, list[Path]], name: str, out: Path, at: list[i
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
+    """This command's arguments (tests/test_commands.py parses the documented command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.fairness", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path, help="run or multirun directories")
     parser.add_argument("--name", default="fairness")

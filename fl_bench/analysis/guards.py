@@ -618,7 +618,7 @@ def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
+    """This command's arguments (tests/test_commands.py parses the documented command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.guards", description=__doc__.splitlines()[0])
     parser.add_argument("tuned", nargs="+", type=Path, help="tuned settings, e.g. results/tuned/fedbuff_smoke/*.yaml")
     parser.add_argument("--markdown", type=Path, help="also write the edges as a table to this file")

@@ -673,7 +673,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
+    """This command's arguments (tests/test_commands.py parses the documented command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.report", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="run or multirun directories")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B instead")

@@ -692,7 +692,7 @@ def run_in_process(arguments: list[str], log: TextIO) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
+    """This command's arguments (tests/test_commands.py parses the documented command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")

@@ -342,7 +342,7 @@ def _with_block(readme: Path, block: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
+    """This command's arguments (tests/test_commands.py parses the documented command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.scoreboard", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results"), help="where the tables' evidence files are")
     parser.add_argument("--sweeps", type=Path, default=SWEEPS, help="the sweep files whose tables to gather")

@@ -161,7 +161,7 @@ def generate(args: argparse.Namespace) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """This command's arguments (tests/test_commands.py parses the README's command lines with it)."""
+    """This command's arguments (tests/test_commands.py parses the documented command lines with it)."""
     parser = argparse.ArgumentParser(prog="python -m fl_bench.traces", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("summarise", help="clients, online fraction by hour, speed quantiles")

@@ -1,4 +1,4 @@
-"""A new method under a paper's protocol, as the README's "Your method under a paper's protocol" does it:
+"""A new method under a paper's protocol, as docs/extending/your-method.md does it:
 a plugin package outside the repository, its own search space on hydra.searchpath, a study added to a
 copy of a paper's sweep file with its nested special case, and an arm that states its claim against
 the paper's FedAvg before the runs; reproduce checks the protocol, runs the arms and gives the verdict."""

@@ -137,8 +137,8 @@ def _strict_json(text: str) -> dict:
 
 
 @pytest.mark.parametrize("dataset", [(), ("dataset=digits",)])
-def test_the_readme_command_at_its_defaults_writes_its_files_and_shows_no_nan(tmp_path, dataset):
-    # README (the centralized reference): python -m fl_bench algorithm=centralized [dataset=digits], here at
+def test_the_documented_command_at_its_defaults_writes_its_files_and_shows_no_nan(tmp_path, dataset):
+    # docs/extending/centralized.md: python -m fl_bench algorithm=centralized [dataset=digits], here at
     # a budget of 3 rounds. It writes metrics.csv, summary.json, model.pt and Lightning's CSV log, and has no
     # clock: no simulated time is printed, summary.json's sim_time is null and metrics.csv's column empty.
     from fl_bench.runs.cli import result_line
