@@ -153,7 +153,7 @@ def fetch(url: str, directory: Path, what_next: str, log: Callable[[str], None] 
     downloader = _copy_file if source.startswith("file:") else pooch.HTTPDownloader(progressbar=settings.progress)
     try:
         store.fetch(name, downloader=downloader)
-    except (OSError, ValueError, requests.RequestException) as error:
+    except (OSError, ValueError, requests.exceptions.RequestException) as error:
         fix = f"download it by hand to {target}" if source == url else f"download {url} by hand to {target}"
         raise DataMissingError(f"cannot download {source} ({_reason(error)}): {fix} and {what_next}") from None
     return target
@@ -175,11 +175,11 @@ def _reason(error: Exception) -> str:
 
     if isinstance(error, ValueError):  # pooch: the download's checksum is not the registry's
         return "its checksum does not match the registry's: a corrupt or changed file"
-    if isinstance(error, requests.HTTPError):
+    if isinstance(error, requests.exceptions.HTTPError):
         return f"HTTP {error.response.status_code}"
-    if isinstance(error, requests.ChunkedEncodingError):
+    if isinstance(error, requests.exceptions.ChunkedEncodingError):
         return "the connection dropped mid-file"
-    if isinstance(error, requests.Timeout):
+    if isinstance(error, requests.exceptions.Timeout):
         return "timed out"
     if isinstance(error, OSError) and error.strerror:  # a file:// mirror, an unwritable directory
         return error.strerror
