@@ -216,8 +216,8 @@ REFUSALS = [
      "`python -m fl_bench.data prepare sent140 data_root={tmp}/data "),
     (FL_BENCH, ["dataset=celeba", "data_root={tmp}/data"], {}, "dataset 'celeba' is not prepared: CelebA file "
      "{tmp}/data/raw/celeba/identity_CelebA.txt is missing: download img_align_celeba.zip (unzip it)"),
-    (FL_BENCH, ["dataset=femnist", "data_root={tmp}/data"], {}, "dataset 'femnist' is not prepared: dataset 'femnist' "
-     "needs LEAF's all_data JSON in {tmp}/data/raw/femnist/all_data: run LEAF's data/femnist/preprocess.sh"),
+    (FL_BENCH, ["dataset=femnist", "data_root={tmp}/data"], {}, "dataset 'femnist' is not prepared: {tmp}/data/raw/"
+     "femnist/all_data holds no LEAF all_data JSON, which femnist is made from: run LEAF's data/femnist/preprocess.sh"),
     (FL_BENCH, ["data_mirror=ftp://mirror.example/data"], {}, "data_mirror='ftp://mirror.example/data' is not allowed: "
      "give an http://HOST/..., https://HOST/... or file:///ABSOLUTE/PATH URL (data_mirror= or FL_BENCH_DATA_MIRROR)"),
     (FL_BENCH, ["data_mirror=file://data/mirror"], {}, "data_mirror='file://data/mirror' is not allowed"),

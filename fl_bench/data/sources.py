@@ -79,7 +79,7 @@ def _leaf_all_data(raw: Path, name: str, convert: Callable[[Path], object] | Non
         return leaf.read_leaf_json(all_data)
     if convert is None:
         raise DataMissingError(
-            f"dataset '{name}' needs LEAF's all_data JSON in {all_data}: run LEAF's "
+            f"{all_data} holds no LEAF all_data JSON, which {name} is made from: run LEAF's "
             f"data/{name}/preprocess.sh (https://github.com/TalwalkarLab/leaf) and copy its data/all_data/*.json there"
         )
     return convert(raw)

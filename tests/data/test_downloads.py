@@ -52,6 +52,15 @@ def test_a_mirror_holds_each_file_under_its_host_and_path():
     assert mirrored(TRAIN_IMAGES, "http://m") != mirrored(FMNIST_HOST + "train-images-idx3-ubyte.gz", "http://m")
 
 
+def test_the_mirror_is_not_part_of_a_result():
+    from fl_bench.runs.checkpoint import config_differences
+    from fl_bench.runs.config import config_digest, result_config
+
+    hosts, mirror = (result_config(compose_run_config(*o)) for o in ((), ("data_mirror=file:///srv/mirror",)))
+    assert mirror["data_mirror"] == "file:///srv/mirror"  # recorded, but a run with either is the same run
+    assert config_digest(hosts) == config_digest(mirror) and config_differences(hosts, mirror) == []
+
+
 def test_a_first_run_fetches_prepares_and_trains_and_a_second_fetches_nothing(data_mirror, tmp_path):
     from fl_bench.runs.experiment import run_experiment
 
@@ -134,7 +143,7 @@ def test_a_connection_dropped_mid_file_is_tried_again_and_never_leaves_a_partial
     data_mirror.drop(TRAIN_IMAGES, after=1000, times=3)  # every try of this prepare
     with download_settings(cfg.data_mirror, False), pytest.raises(DataMissingError, match="the connection dropped mid-file"):
         prepare(cfg.dataset, log=lambda _: None)
-    assert not (raw / "train-images-idx3-ubyte.gz").exists()
+    assert not (raw / "train-images-idx3-ubyte.gz").exists() and not cache_dir(cfg.dataset).exists()
     assert not [p for p in raw.iterdir() if p.name.startswith("tmp")]  # pooch's temporary file went too
     data_mirror.drop(TRAIN_IMAGES, after=1000, times=1)  # once: the retry gets it whole
     with download_settings(cfg.data_mirror, False):
