@@ -21,8 +21,8 @@ from typing import Callable, Optional
 import numpy as np
 
 from fl_bench.data import leaf, plays
-from fl_bench.data.downloads import announce, fetch, locked, unpack
 from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
+from fl_bench.data.downloads import announce, fetch, locked, unpack
 from fl_bench.data.federated import DatasetConfig, Examples, FederatedData
 from fl_bench.data.formats import read_cifar, read_mnist
 from fl_bench.data.partition import PartitionConfig, federate
