@@ -21,6 +21,7 @@ import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -29,11 +30,13 @@ from omegaconf import MISSING
 from torch import nn
 from torch.nn import functional as F
 
+from fl_bench.data.downloads import fetch, locked, unpack
 from fl_bench.errors import ConfigError, DataMissingError
 from fl_bench.schema import build, choice, require, schema
 
 PAD_ID, UNK_ID = 0, 1  # Sent140 token ids fixed by the data layer; data words start at id 2
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
+GLOVE_FILES = tuple(f"glove.6B.{dim}d.txt" for dim in (50, 100, 200, 300))  # what glove.6B.zip holds
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
@@ -272,12 +275,16 @@ class CharRNN(nn.Module):
 
 def load_glove(path: str, vocab_size: int, dim: int) -> tuple[list[str], torch.Tensor]:
     """The first ``vocab_size`` words of a GloVe text file ("word v1 ... v_dim" per line, most
-    frequent first) and their vectors [vocab_size, dim]; stops reading after vocab_size lines."""
+    frequent first) and their vectors [vocab_size, dim]; stops reading after vocab_size lines. A
+    missing file named as one of glove.6B.zip's is fetched on first use (:func:`fetch_glove`)."""
     path = os.path.expanduser(path)
+    if not os.path.isfile(path) and os.path.basename(path) in GLOVE_FILES:
+        fetch_glove(Path(path))
     if not os.path.isfile(path):
         raise DataMissingError(
-            f"GloVe vectors not found at {path}: download glove.6B.zip from {GLOVE_URL} and unzip it so that "
-            f"glove.6B.300d.txt is at that path (or set model.glove_path), or train the embedding with model.embedding=random"
+            f"GloVe vectors not found at {path}: set model.glove_path to a GloVe text file, or to a path ending in "
+            f"{' or '.join(GLOVE_FILES)} (fetched from {GLOVE_URL} on first use), or train the embedding with "
+            "model.embedding=random"
         )
     words: list[str] = []
     vectors = np.empty((vocab_size, dim), dtype=np.float32)
@@ -298,6 +305,15 @@ def load_glove(path: str, vocab_size: int, dim: int) -> tuple[list[str], torch.T
             f"download it again from {GLOVE_URL} or lower model.vocab_size"
         )
     return words, torch.from_numpy(vectors)
+
+
+def fetch_glove(path: Path) -> None:
+    """glove.6B.zip (822 MB) downloaded into ``path``'s directory, and the member ``path`` names
+    unpacked beside it (the archive is kept: another dimension needs no new download)."""
+    with locked(path.parent):
+        if not path.is_file():  # (or another run fetched it while this one waited)
+            what_next = "run again, or train the embedding with model.embedding=random"
+            unpack(fetch(GLOVE_URL, path.parent, what_next), path.parent, members=(path.name,))
 
 
 class Sent140LSTM(nn.Module):

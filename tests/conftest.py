@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from fl_bench.runs.cli import CONFIG_DIR
+from tests.helpers.mirror import data_mirror  # noqa: F401 (a fixture: a loopback data mirror)
 
 # absl (dp-accounting's logging) binds its handler to the sys.stderr of its import and closes that stream
 # when logging is configured again (Hydra, in an in-process run) unless it is the interpreter's own: under

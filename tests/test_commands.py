@@ -321,9 +321,9 @@ def check(command: Command, monkeypatch) -> None:
                                      args.every_arm, args.in_process)
         reproduction.tables(args.tables)  # an unknown table is refused
     elif command.module == "fl_bench.data":
-        from fl_bench.data.__main__ import dataset_config
+        from fl_bench.data.__main__ import run_config
 
-        dataset_config(args.dataset, args.overrides)
+        run_config(args.dataset, args.overrides)
     elif command.module == "fl_bench.traces":
         from fl_bench.traces.__main__ import check_options
 

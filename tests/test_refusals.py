@@ -207,7 +207,21 @@ REFUSALS = [
      "dp.max_participations=None is not allowed: must be set with dp.target_epsilon"),
     (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=12", "max_trips=2000"], {},
      "dp.max_participations=1 lets 1000 clients upload 1000 times, and this run's budget is 2000 uploads"),
-    (FL_BENCH, ["dataset=sent140", "data_root={tmp}/data"], {}, "dataset 'sent140' is not prepared"),
+    # data on first use: a download that fails (no network; here a mirror without the file), the files no
+    # script can fetch, and a mirror that is no http(s):// or file:// URL, from the key or the environment
+    (FL_BENCH, ["dataset=sent140", "data_root={tmp}/data", "data_mirror=file://{tmp}/no_mirror"], {},
+     "dataset 'sent140' is not prepared: cannot download file://{tmp}/no_mirror/cs.stanford.edu/people/alecmgo/"
+     "trainingandtestdata.zip (No such file or directory): download http://cs.stanford.edu/people/alecmgo/"
+     "trainingandtestdata.zip by hand to {tmp}/data/raw/sent140/trainingandtestdata.zip and run again, or run "
+     "`python -m fl_bench.data prepare sent140 data_root={tmp}/data "),
+    (FL_BENCH, ["dataset=celeba", "data_root={tmp}/data"], {}, "dataset 'celeba' is not prepared: CelebA file "
+     "{tmp}/data/raw/celeba/identity_CelebA.txt is missing: download img_align_celeba.zip (unzip it)"),
+    (FL_BENCH, ["dataset=femnist", "data_root={tmp}/data"], {}, "dataset 'femnist' is not prepared: {tmp}/data/raw/"
+     "femnist/all_data holds no LEAF all_data JSON, which femnist is made from: run LEAF's data/femnist/preprocess.sh"),
+    (FL_BENCH, ["data_mirror=ftp://mirror.example/data"], {}, "data_mirror='ftp://mirror.example/data' is not allowed: "
+     "give an http://HOST/..., https://HOST/... or file:///ABSOLUTE/PATH URL (data_mirror= or FL_BENCH_DATA_MIRROR)"),
+    (FL_BENCH, ["data_mirror=file://data/mirror"], {}, "data_mirror='file://data/mirror' is not allowed"),
+    (FL_BENCH, [], {"FL_BENCH_DATA_MIRROR": "mirror.example/data"}, "data_mirror='mirror.example/data' is not allowed"),
     *[(FL_BENCH, ["dataset.num_clients=40", f"dataset.num_centres={k}"], {}, f"dataset.num_centres={k} is not allowed: "
        "must be null (a centre per device) or an integer in [1, num_clients = 40]") for k in (0, 41)],
     (FL_BENCH, ["dataset.num_centres=abc"], {}, "Error merging override dataset.num_centres=abc"),
@@ -574,6 +588,11 @@ REFUSALS = [
     (DATA, ["prepare", "synthetic"], {}, "dataset='synthetic' is generated at run time: nothing to prepare"),
     (DATA, ["prepare", "nope"], {}, "unknown dataset 'nope'"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "no_such_module"}, "plugin module 'no_such_module'"),
+    (DATA, ["prepare", "mnist", "data_root={tmp}/data"], {"FL_BENCH_DATA_MIRROR": "file://{tmp}/no_mirror"},
+     "cannot download file://{tmp}/no_mirror/ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz (No such "
+     "file or directory): download https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz by hand to "
+     "{tmp}/data/raw/mnist/train-images-idx3-ubyte.gz and run again"),
+    (DATA, ["prepare", "cifar10", "data_mirror=https://"], {}, "data_mirror='https://' is not allowed"),
 ]
 
 
@@ -631,7 +650,7 @@ def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(PLUGIN))
     for key, value in env.items():
-        monkeypatch.setenv(key, value)
+        monkeypatch.setenv(key, value.replace("{tmp}", str(tmp_path)))
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
     before = _digests(run)

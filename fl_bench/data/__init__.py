@@ -1,7 +1,8 @@
 """Datasets and partitions: the federated data a run trains on.
 
 A dataset option's ``_target_`` builds it: ``synthetic`` and ``two_means`` generate their clients;
-``sources`` loads the real datasets (from a prepared cache, ``python -m fl_bench.data prepare``) and
+``sources`` loads the real datasets (from a cache prepared on first use or by ``python -m fl_bench.data
+prepare``; ``downloads`` fetches their files) and
 ``partition`` splits their examples into clients, as it does a user's LightningDataModule or Dataset
 (``datamodule``). ``federated`` holds the data types, ``formats``,
 ``leaf`` and ``plays`` read the raw files, ``cache`` stores prepared arrays, ``transforms`` augments

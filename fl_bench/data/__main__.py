@@ -1,8 +1,9 @@
 """``python -m fl_bench.data prepare <dataset> [overrides]``: download and cache a real dataset.
 
 ``<dataset>`` is a ``conf/dataset`` option; overrides are Hydra overrides (``data_root=/big/disk``,
-``dataset.fraction=0.05``), composed exactly as a run composes them, so a run with the same
-overrides finds the cache this writes.
+``dataset.fraction=0.05``, ``data_mirror=...``, ``progress=false``), composed exactly as a run composes
+them, so a run with the same overrides finds the cache this writes. A run prepares its missing data
+itself; this command does it ahead (a login node with network, before a sweep on nodes without).
 """
 
 from __future__ import annotations
@@ -15,21 +16,22 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from fl_bench.data.downloads import download_settings
 from fl_bench.data.sources import RealDatasetConfig
 from fl_bench.errors import ConfigError, FLBenchError
 from fl_bench.runs.cli import CONFIG_DIR, exit_with_error
-from fl_bench.runs.config import register_configs
+from fl_bench.runs.config import Config, register_configs
 
 
-def dataset_config(dataset: str, overrides: list[str]) -> RealDatasetConfig:
-    """The dataset's config as a run with these overrides composes it; ConfigError for a dataset that
-    is generated at run time (nothing to prepare)."""
+def run_config(dataset: str, overrides: list[str]) -> Config:
+    """The config of a run of ``dataset`` with these overrides; ConfigError for a dataset that is
+    generated at run time (nothing to prepare)."""
     register_configs()  # a plugin dataset's schema; a plugin that cannot be imported is one line
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         cfg = OmegaConf.to_object(compose("config", overrides=[f"dataset={dataset}", *overrides]))
     if not isinstance(cfg.dataset, RealDatasetConfig):
         raise ConfigError(f"dataset={dataset!r} is generated at run time: nothing to prepare")
-    return cfg.dataset
+    return cfg
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +52,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         from fl_bench.data.sources import prepare
 
-        prepare(dataset_config(args.dataset, args.overrides))
+        cfg = run_config(args.dataset, args.overrides)
+        with download_settings(cfg.data_mirror, cfg.progress):
+            prepare(cfg.dataset)
     except (FLBenchError, HydraException, OmegaConfBaseException) as error:
         if os.environ.get("FL_BENCH_TRACEBACK"):
             raise

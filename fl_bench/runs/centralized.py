@@ -42,6 +42,7 @@ from fl_bench.clients.task import LightningTaskConfig, builtin_task, drop_last
 from fl_bench.clients.trainer import minibatch_plan
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.data.datamodule import refuse_fresh_reads
+from fl_bench.data.downloads import download_settings
 from fl_bench.engine.simulator import Progress
 from fl_bench.errors import ConfigError, DivergenceError
 from fl_bench.models import build_model
@@ -254,10 +255,11 @@ class CentralizedRun:
                                                   cfg.devices, example_flops=0.0)
         if self.accelerator == "cpu":
             check_cpu_devices(cfg.accelerator, cfg.devices)
-        data: FederatedData = build_dataset(cfg.dataset, cfg.partition).pooled()
-        refuse_fresh_reads(data, "algorithm=centralized trains on stored examples")
-        self.data = data
-        model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
+        with download_settings(cfg.data_mirror, cfg.progress):  # a missing dataset or GloVe file is fetched here
+            data: FederatedData = build_dataset(cfg.dataset, cfg.partition).pooled()
+            refuse_fresh_reads(data, "algorithm=centralized trains on stored examples")
+            self.data = data
+            model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
         self.loss_key, self.accuracy_key, self.target_key = "val_loss", "val_acc", None
         if isinstance(cfg.task, LightningTaskConfig):
             from fl_bench.clients.lightning_task import build_lightning_task

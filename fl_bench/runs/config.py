@@ -24,6 +24,7 @@ from fl_bench.algorithms.base import AlgorithmConfig
 from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES, check_cpu_devices, process_count
 from fl_bench.clients.task import TaskConfig
 from fl_bench.data import datamodule, sources, synthetic, two_means  # noqa: F401,E402
+from fl_bench.data.downloads import check_mirror
 from fl_bench.data.federated import DatasetConfig
 from fl_bench.data.partition import PartitionConfig
 from fl_bench.engine.availability import AvailabilityConfig
@@ -156,6 +157,9 @@ class Config:
     # byte-identical results on any x86-64 CPU (baseline kernels, one thread, on the CPU).
     numerics: str = "native"
     data_root: str = "~/.cache/fl_bench"
+    # Fetch downloads from this mirror instead of their hosts: https://HOST/PATH from <data_mirror>/HOST/PATH
+    # (an http(s):// or file:// URL; fl_bench.data.downloads). null: the hosts, unless FL_BENCH_DATA_MIRROR is set.
+    data_mirror: Optional[str] = "${oc.env:FL_BENCH_DATA_MIRROR,null}"
     logger: str = "csv"
     wandb: WandbConfig = field(default_factory=WandbConfig)
     progress: bool = True
@@ -202,6 +206,7 @@ class Config:
                     "numerics=portable runs on the CPU: use accelerator=cpu or auto")
             require(self.precision == "32-true", "precision", self.precision, "numerics=portable computes in 32-true")
         choice("logger", self.logger, LOGGERS)
+        check_mirror(self.data_mirror)
         require(self.checkpoint_every is None or self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every,
                  "must be >= 1 (server steps) or null")
         require(self.checkpoint_minutes is None or self.checkpoint_minutes > 0, "checkpoint_minutes",
@@ -216,7 +221,7 @@ class Config:
 # them (a checkpoint of any other difference is refused), and a run
 # directory's finished run counts as this config's whatever they are (fl_bench.runs.experiment).
 NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
-                   "accelerator", "devices", "num_nodes", "strategy", "cuda_graphs", "data_root")
+                   "accelerator", "devices", "num_nodes", "strategy", "cuda_graphs", "data_root", "data_mirror")
 
 
 def result_config(cfg: Config) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from fl_bench.clients.task import ClassificationTask, LightningTaskConfig, built
 from fl_bench.clients.trainer import ClientTrainer
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.data.datamodule import refuse_fresh_reads
+from fl_bench.data.downloads import download_settings
 from fl_bench.data.partition import LabelGroupsPartitionConfig
 from fl_bench.engine.delays import StragglerDelays
 from fl_bench.engine.population import ClientPopulation
@@ -120,8 +121,9 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     if isinstance(cfg.algorithm, CentralizedConfig):
         raise ConfigError("algorithm=centralized trains with lightning.Trainer, not on the simulator: "
                           "run it with run_experiment (fl_bench.runs.centralized)")
-    data = build_dataset(cfg.dataset, cfg.partition)
-    model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
+    with download_settings(cfg.data_mirror, cfg.progress):  # a missing dataset or GloVe file is fetched here
+        data = build_dataset(cfg.dataset, cfg.partition)
+        model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     lightning = isinstance(cfg.task, LightningTaskConfig)
     if lightning:
         from fl_bench.clients.lightning_task import LightningClientTrainer, build_lightning_task, task_metrics_logger

