@@ -544,15 +544,18 @@ def headline_sentence(headline: dict, verdict_of: dict[str, str]) -> str:
     readings = {name: answered(rows) for name, rows in (headline.get("readings") or {}).items()}
     if not readings:
         return text + "."
-    holding = [name for name, (said, _) in readings.items() if said in ("holds", "holds in direction only")]
+    holding = [name for name, (said, _) in readings.items() if said == "holds"]
+    direction = [name for name, (said, _) in readings.items() if said == "holds in direction only"]
     shown = "; ".join(f"{name}: {said} ({counts})" for name, (said, counts) in readings.items())
-    found = (f"it holds under {', '.join(holding)}" if holding
-             else f"it holds under none of the {len(readings)} other readings tried")
+    found = "; ".join(filter(None, (
+        f"it holds under {', '.join(holding)}" if holding else f"it holds under none of the {len(readings)} other readings tried",
+        f"in direction only under {', '.join(direction)}" if direction else "")))
     return f"{text}; {found} ({shown})."
 TYPED_INTERVAL = re.compile(r"\[\s*[+-]?\d[\d.,]*\s*,\s*[+-]?\d[\d.,]*\s*\]")
 
 
-def fill_notes(notes: str, found: pd.DataFrame, headlines: list[dict] = (), table: str = "") -> str:
+def fill_notes(notes: str, found: pd.DataFrame, headlines: list[dict] = (), table: str = "",
+               other_verdicts: dict[str, str] | None = None) -> str:
     """A table's findings with each placeholder ``{effect:ARM}``, ``{median:ARM}``, ``{verdict:ARM}`` or
     ``{seeds:ARM}`` replaced by that arm's evidence, and ``{headline:N}`` by the sentence that says
     whether the sweep file's N-th headline (of ``headlines``, its rows in ``table``) holds, so that prose
@@ -572,7 +575,8 @@ def fill_notes(notes: str, found: pd.DataFrame, headlines: list[dict] = (), tabl
                 "verdict": lambda r: r["verdict"] or "no verdict", "seeds": lambda r: str(r["seeds"])}[kind](row)
         return text or "(no comparison)"
 
-    verdict_of = {f"{table}: {arm}": rows.loc[arm, "verdict"] for arm in rows.index}
+    # (a headline may name rows of the file's other tables: ``other_verdicts``, 'TABLE: ARM' -> verdict)
+    verdict_of = {**(other_verdicts or {}), **{f"{table}: {arm}": rows.loc[arm, "verdict"] for arm in rows.index}}
     filled = HEADLINE.sub(lambda m: headline_sentence(headlines[int(m.group(1)) - 1], verdict_of), notes)
     filled = PLACEHOLDER.sub(value, filled)
     filled = re.sub(r"\(\s*(\x00[^\x00]*\x00)\s*\)", r"\1", filled)  # its own parentheses

@@ -498,20 +498,28 @@ class Reproduction:
                 found[label] = ", ".join(f"{key} = {best[key]}" for key in setting)
         return found
 
-    def write_table(self, name: str, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None,
-                    ledger: SeedLedger | None, out: Path) -> pd.DataFrame:
-        """The table's page, evidence and plots into ``out``, from its arms' finished runs; returns its runs."""
-        chosen = self.arms(table)
-        runs, metrics, trips = self._table_runs(chosen, directories)
-        tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
-        measure = table.get("measure", "trips")
-        view, verdict_measure = self._evidence_view(table, runs)
+    def table_evidence(self, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None
+                       ) -> tuple[Frames, pd.DataFrame]:
+        """The table's runs (runs, metrics, trips) from its arms' finished runs, and its evidence (one row per arm)."""
+        frames = self._table_runs(self.arms(table), directories)
+        view, verdict_measure = self._evidence_view(table, frames[0])
         degenerate = self.degenerate(table)
         arms = {label: {**arm, "degenerate": degenerate[label]} if label in degenerate else arm
                 for label, arm in table["arms"].items()}
-        found = evidence(view, table["reference"], arms, verdict_measure, needs, (self.protocol.power or {}).get("cap"))
+        return frames, evidence(view, table["reference"], arms, verdict_measure, needs, (self.protocol.power or {}).get("cap"))
+
+    def write_table(self, name: str, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None,
+                    ledger: SeedLedger | None, out: Path, computed: tuple[Frames, pd.DataFrame],
+                    other_verdicts: dict[str, str]) -> pd.DataFrame:
+        """The table's page, evidence and plots into ``out``, from :meth:`table_evidence` (``computed``) and the
+        verdicts of the file's other tables ('TABLE: ARM', for its headlines' rows there); returns its runs."""
+        chosen = self.arms(table)
+        (runs, metrics, trips), found = computed
+        tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
+        measure = table.get("measure", "trips")
         write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
-        notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name), self.power_note(needs, runs),
+        notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name, other_verdicts),
+                                            self.power_note(needs, runs),
                                             ledger.note(name, self.spec_path, tuple(self.protocol.amended)) if ledger else "",
                                             self.guards(chosen),
                                             self.held_out(chosen, directories), self.readings(),
@@ -553,9 +561,13 @@ class Reproduction:
         ledger = self.record_seeds({name: sorted({s for a in self.arms(t) for s in seeds[a.key]}) for name, t in tables.items()},
                                    seeds, arms)
         directories = dict(zip(arms, self._parallel(lambda a: self.run_arm(a, seeds[a.key]), list(arms.values()))))
+        # Every table's evidence before any page: a page's headline sentence reads rows of the others
+        computed = {name: self.table_evidence(table, directories, needs.get(name)) for name, table in tables.items()}
+        verdicts = {f"{name}: {arm}": verdict for name, (_, found) in computed.items()
+                    for arm, verdict in zip(found["method"], found["verdict"])} if computed else {}
         for name, table in tables.items():
             with _staged(out) as staging:  # the table's files replace its earlier ones together
-                runs = self.write_table(name, table, directories, needs.get(name), ledger, staging)
+                runs = self.write_table(name, table, directories, needs.get(name), ledger, staging, computed[name], verdicts)
             print(f"{name}: {out / name}.md")
             if publish:
                 from fl_bench.analysis.wandb_report import publish as publish_report

@@ -226,20 +226,18 @@ def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
     if not row["cause"]:
         return "unexplained"
 
-    def tested(cause: str) -> str:  # the arm's verdict; an arm without one, its effect against its vs
+    def tested(cause: str) -> tuple[str, str]:  # the arm's effect against its vs and its verdict
         arm = cause.rsplit("(arm ", 1)[1].rstrip(")")
         other = rows[(rows["table"] == row["table"]) & (rows["arm"] == arm)]
-        if not len(other):
-            return f"{cause}: no verdict"
+        if not len(other) or not other.iloc[0]["vs"]:
+            return f"{cause}: no verdict", ""
         other = other.iloc[0]
-        if other["verdict"]:
-            return f"{cause}: {other['verdict']}"
-        return f"{cause}: {_effect(other)} against {other['vs']}" if other["vs"] else f"{cause}: no verdict"
+        return f"{cause}: {_effect(other)} against {other['vs']}, {other['verdict'] or 'no verdict'}", other["verdict"]
 
     if row["cause"].startswith("tried: "):
-        return "unexplained; tried " + "; ".join(tested(c) for c in row["cause"][len("tried: "):].split("; "))
-    cause = tested(row["cause"])  # a cause explains the row where its own arm reproduces the paper
-    return cause if cause.endswith(": reproduces") else f"unexplained; tried {cause}"
+        return "unexplained; tried " + "; ".join(tested(c)[0] for c in row["cause"][len("tried: "):].split("; "))
+    cause, verdict = tested(row["cause"])  # a cause explains the row where its own arm reproduces the paper
+    return cause if verdict == "reproduces" else f"unexplained; tried {cause}"
 
 
 def _effect(row: pd.Series) -> str:

@@ -365,10 +365,16 @@ def test_a_headline_sentence_says_whether_any_reading_restores_the_paper():
                 "t: HFL constant": "same side, 0.5x the paper's", "t: HFL delay": "differs"}
     assert headline_sentence(headline, verdicts) == (
         "The paper's \"FedAvg is only 71.92%\" (Sec. 6) does not hold here (2 rows: 1 differs, 1 same side); it holds "
-        "under lambda constant (lambda constant: holds in direction only (1 row: 1 same side); lambda delay: does not "
-        "hold (1 row: 1 differs)).")
+        "under none of the 2 other readings tried; in direction only under lambda constant (lambda constant: holds in "
+        "direction only (1 row: 1 same side); lambda delay: does not hold (1 row: 1 differs)).")
+    verdicts["t: HFL delay"] = "reproduces"
+    assert "; it holds under lambda delay; in direction only under lambda constant (" in headline_sentence(headline, verdicts)
     verdicts["t: HFL constant"] = "inconclusive"
-    assert "it holds under none of the 2 other readings tried" in headline_sentence(headline, verdicts)
+    assert "it holds under lambda delay (" in headline_sentence(headline, verdicts)
     assert fill_notes("Headline: {headline:1}", pd.DataFrame(
         {"method": ["FedAvg"], "verdict": ["differs"], "seeds": [5]}), [headline], "t").startswith(
         "Headline: The paper's \"FedAvg is only 71.92%\" (Sec. 6) does not hold here (2 rows: 1 differs, 1 no verdict)")
+    # a row of another table of the file: its verdict comes with the table's own
+    assert "(2 rows: 2 differs)" in fill_notes("{headline:1}", pd.DataFrame({"method": ["FedAvg"], "verdict": ["differs"],
+                                                                            "seeds": [5]}), [headline], "t",
+                                               {"t: FedAvg digits": "differs"})

@@ -35,7 +35,7 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
 
     assert list(rows["arm"]) == ["ahead", "same", "plain"]  # the reference has no verdict: not a row
     assert list(rows["verdict"]) == ["reproduces", "differs", "reproduces"]
-    assert rows.loc[rows["arm"] == "same", "cause"].item() == "no momentum (arm plain): reproduces"
+    assert rows.loc[rows["arm"] == "same", "cause"].item() == "no momentum (arm plain): 1.51× [1.48, 1.60] against base, reproduces"
     assert (rows["paper"] == "Toy (2026)").all() and (rows["seeds"] == 5).all()
     assert rows.loc[rows["arm"] == "ahead", "effect"].item() == found.set_index("method").loc["ahead", "effect"]
     assert pd.read_csv(tmp_path / "evidence.csv")["verdict"].tolist() == list(rows["verdict"])
@@ -61,7 +61,7 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
     arms["same"]["tried"] = [{"arm": "plain", "changes": "no momentum"}, {"arm": "ahead", "changes": "more steps"}]
     scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
     assert scoreboard.write(tmp_path, [spec])["cause"].tolist()[1] == \
-        "unexplained; tried no momentum (arm plain): reproduces; more steps (arm ahead): reproduces"
+        "unexplained; tried no momentum (arm plain): 1.51× [1.48, 1.60] against base, reproduces; more steps (arm ahead): 3.00× [2.90, 3.10] against base, reproduces"
 
 
 def test_the_counts_name_each_kind_of_verdict_and_the_inconclusive_share():
