@@ -115,9 +115,10 @@ def write_files(tmp: Path) -> None:
                        ("twice", '    rows: ["hfl_convex_smoke: (0,1) S-SGD", ')):
         (tmp / f"headline_{name}.yaml").write_text(_replace(hfl, headline, rows))
     (tmp / "headline_placeholder.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {headline:9}\n"))
-    (tmp / "headline_reading.yaml").write_text(_replace(hfl, '    where: Sec. 6, comparison to benchmarks\n',
-                                                        '    where: Sec. 6, comparison to benchmarks\n'
-                                                        '    readings: {"another": ["hfl_convex_smoke: (0,1) HFLL"]}\n'))
+    (tmp / "headline_reading.yaml").write_text(_replace(hfl, '["hfl_convex_smoke: (0,0) centres S-SGD"]',
+                                                        '["hfl_convex_smoke: (0,1) HFLL"]'))
+    (tmp / "duplicate_key.yaml").write_text(_replace(hfl, '    where: Sec. 6, comparison to benchmarks\n',
+                                                     '    where: Sec. 6, comparison to benchmarks\n    readings: {}\n'))
     (tmp / "headline_empty.yaml").write_text(_replace(hfl, '    rows: ["hfl_convex_smoke: (0,0) S-SGD", "hfl_convex_smoke: (0,1) '
                                                       'S-SGD", "hfl_convex_smoke: digits S-SGD"]', "    rows: []"))
     (tmp / "arm_typo.yaml").write_text(_replace(hfl, "(0,0) S-SGD matched work: {study: ssgd_matched, overrides: [dataset.gamma=0",
@@ -554,8 +555,10 @@ REFUSALS = [
      "headline quotes the paper and names the rows that test it"),
     (REPRODUCE, ["{tmp}/headline_placeholder.yaml"], {}, "{tmp}/headline_placeholder.yaml: tables.hfl_convex_smoke.notes: "
      "'{headline:9}' names no headline of the file: write {headline:N} with N from 1 to 2"),
-    (REPRODUCE, ["{tmp}/headline_reading.yaml"], {}, "{tmp}/headline_reading.yaml: headlines[0].readings.another[0] arm="
-     "'(0,1) HFLL' is not defined: did you mean (0,1) HFL?"),
+    (REPRODUCE, ["{tmp}/headline_reading.yaml"], {}, "{tmp}/headline_reading.yaml: headlines[0].readings.inputs on 10 "
+     "shared centres, Synthetic(0,0)[0] arm='(0,1) HFLL' is not defined: did you mean (0,1) HFL?"),
+    (REPRODUCE, ["{tmp}/duplicate_key.yaml"], {}, "{tmp}/duplicate_key.yaml is not valid YAML: found the key 'readings' "
+     "twice in one mapping at line 286"),
     (REPRODUCE, ["{tmp}/claim_kind.yaml"], {}, "{tmp}/claim_kind.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.claim='gap' "
      "is not allowed"),
     (REPRODUCE, ["{tmp}/claim_loose.yaml"], {}, "{tmp}/claim_loose.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance=5.0 "
@@ -659,6 +662,11 @@ def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
         flags = [arg for arg in args if arg.startswith("-")]
         args = [*flags, "progress=false", *GOOD_RUN, *(a for a in args if a not in flags), f"hydra.run.dir={run}"]
     main = _main(command)
+    if command == REPRODUCE:  # a refusal that is gone fails here in a second, not after a whole reproduction's runs
+        from fl_bench.analysis.reproduce import Reproduction
+
+        monkeypatch.setattr(Reproduction, "_run", lambda self, command, *_, **__: pytest.fail(
+            f"the refusal did not come before the runs: {' '.join(command[2:])[:200]}"))
     if command == FL_BENCH:
         monkeypatch.setattr(sys, "argv", ["fl_bench", *args])
     with warnings.catch_warnings(record=True) as caught, pytest.raises(SystemExit) as stop:

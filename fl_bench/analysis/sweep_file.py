@@ -258,7 +258,21 @@ def _check_overrides(spec: dict[str, Any], path: Path) -> None:
 
 class _Loader(yaml.SafeLoader):
     """YAML without its dates: ``registered: 2026-11-25`` stays the text it was written as, so that a date
-    that is none (2026-13-45) is this module's one line naming its key, not the YAML reader's error."""
+    that is none (2026-13-45) is this module's one line naming its key, not the YAML reader's error. A key
+    given twice in one mapping is refused: YAML's reader keeps the last silently, and an edit written above
+    an existing key would be lost."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, typing.Hashable):
+                continue  # SafeLoader's own error names it
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"found the key {key!r} twice in one mapping",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 _Loader.yaml_implicit_resolvers = {
