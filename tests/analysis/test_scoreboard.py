@@ -20,15 +20,21 @@ def _runs(trips: dict[str, list[float]]) -> pd.DataFrame:
                           "best_val_accuracy": 0.5} for m, values in trips.items() for s, t in enumerate(values)])
 
 
+def _toy_sweep(tmp_path: Path) -> Path:
+    """A copy of a paper's sweep file under another name: one table, toy_table, of the paper Toy (2026)."""
+    text = (SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
+    spec = tmp_path / "mine.yaml"
+    spec.write_text(text.replace("paper: FedStaleWeight (Ma et al.)", "paper: Toy (2026)", 1))
+    return spec
+
+
 def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_difference(tmp_path):
     runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300],
                   "same": [100, 99, 101, 100, 100], "plain": [150, 160, 155, 150, 151]})
     arms = {"base": {}, "ahead": {"vs": "base", "paper": {"trips": [2.0]}},  # 3.0x: the paper's side
             "same": {"vs": "base", "paper": {"trips": [2.0]}, "cause": {"arm": "plain", "changes": "no momentum"}},
             "plain": {"vs": "base", "paper": {"trips": [1.5]}}}  # 1.5x
-    spec = tmp_path / "mine.yaml"  # a copy of a paper's sweep file under another name: one table, named below
-    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
-                    + "paper: Toy (2026)\n")
+    spec = _toy_sweep(tmp_path)
     found = evidence(runs, "base", arms, "trips")
     scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
     rows = scoreboard.write(tmp_path, [spec, SWEEPS / "fedgbo_smoke.yaml"])
@@ -99,9 +105,7 @@ def test_a_censored_effect_keeps_its_bound_in_evidence_csv_and_on_the_scoreboard
     runs = _runs({"base": [100, 101, 99, 100, 102], "slow": [300, 1000, 1000, 1000, 290]})
     runs.loc[runs["trips_to_target"] == 1000, "trips_to_target"] = float("nan")  # never reached
     arms = {"base": {}, "slow": {"vs": "base", "paper": {"trips": [2.0]}}}
-    spec = tmp_path / "mine.yaml"
-    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
-                    + "paper: Toy (2026)\n")
+    spec = _toy_sweep(tmp_path)
     found = evidence(runs, "base", arms, "trips")
     assert found.set_index("method").loc["slow", "effect_bound"]
     scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
@@ -117,9 +121,7 @@ def test_a_degenerate_arm_is_named_on_the_scoreboard_and_not_counted(tmp_path):
     runs = _runs({"base": [100, 101, 99, 100, 102], "plain": [300, 310, 305, 290, 300], "nested": [300, 310, 305, 290, 300]})
     arms = {"base": {}, "plain": {"vs": "base", "paper": {"trips": [2.0]}},
             "nested": {"vs": "base", "special_case": "plain", "paper": {"trips": [2.0]}, "degenerate": "algorithm.beta = 0.0"}}
-    spec = tmp_path / "mine.yaml"
-    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
-                    + "paper: Toy (2026)\n")
+    spec = _toy_sweep(tmp_path)
     scoreboard.write_table_evidence(evidence(runs, "base", arms, "trips"), "toy_table", "Toy (2026)", arms,
                                     tmp_path / "toy_table_evidence.csv")
     rows = scoreboard.write(tmp_path, [spec])
@@ -190,9 +192,7 @@ def test_the_readme_summary_is_the_one_the_scoreboard_generates_from_the_shipped
 def test_a_verdict_from_fewer_seeds_than_the_protocol_s_minimum_is_shown_apart_and_not_counted(tmp_path):
     runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300], "plain": [60, 61, 59, 60, 62]})
     arms = {"base": {}, "ahead": {"vs": "base", "paper": {"trips": [2.0]}}, "plain": {"vs": "base", "paper": {"trips": [2.0]}}}
-    spec = tmp_path / "mine.yaml"
-    spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
-                    + "paper: Toy (2026)\n")
+    spec = _toy_sweep(tmp_path)
     found = evidence(runs, "base", arms, "trips")
     assert found.set_index("method").loc["plain", "verdict"] == "differs"
     found.loc[found["method"] == "plain", "seeds"] = 1  # as a --smoke point leaves it: one seed
