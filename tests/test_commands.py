@@ -307,7 +307,7 @@ def check(command: Command, monkeypatch) -> None:
         # composes every sweep file's special cases, 1-3 s a file: not again here)
         monkeypatch.setattr(Reproduction, "_check_special_cases", lambda self: None)
         reproduction = _reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, tuple(args.override),
-                                     args.every_arm, args.in_process)
+                                     args.every_arm, args.in_process, args.launcher)  # (its launcher and settings checked)
         reproduction.tables(args.tables)  # an unknown table is refused
     elif command.module == "fl_bench.data":
         from fl_bench.data.__main__ import dataset_config

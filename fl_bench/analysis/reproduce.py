@@ -364,9 +364,8 @@ class Reproduction:
             running.update({seed: (runs, holder) for seed, holder in held.items() if seed in runs.seeds and seed not in done})
         if running:
             seed, (runs, holder) = next(iter(running.items()))
-            raise RuntimeError(f"{len(running)} run{'s are' if len(running) > 1 else ' is'} still running in another "
-                               f"launch's tasks ({runs.what}, seed {seed}: {holder}): run this command again when "
-                               f"they end")
+            raise RuntimeError(f"{len(running)} run{'s are' if len(running) > 1 else ' is'} still running ({runs.what}, "
+                               f"seed {seed}: {holder}): run this command again when they end")
 
     def _keep_if_same_command(self, runs: Runs) -> None:
         """``runs.directory`` kept where the same command made its runs (its reproduce.log's first line),
@@ -723,23 +722,30 @@ def _multirun(overrides: list[str]) -> list[str]:
     return [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
 
 
-def _launcher_keys(launcher: str, launcher_overrides: list[str], overrides: list[str]) -> set[str]:
+def _launcher_keys(launcher: str, launcher_overrides: list[str], overrides: list[str]) -> frozenset[str]:
     """The keys of Hydra's launcher config ``launcher`` (conf/hydra/launcher/ or a plugin's); ValueError in
     one line for an unknown launcher, or an override it does not take (naming its keys)."""
+    chosen = next((o for o in overrides if o.lstrip("+~").startswith("hydra/launcher=")), None)
+    if chosen is not None:
+        raise ValueError(f"--override {chosen}: choose the launcher with --launcher {chosen.split('=', 1)[1]}")
+    return _checked_launcher(launcher, tuple(launcher_overrides))
+
+
+@functools.lru_cache(maxsize=16)
+def _checked_launcher(launcher: str, launcher_overrides: tuple[str, ...]) -> frozenset[str]:
+    """:func:`_launcher_keys` once per process (a composition with Hydra's config: a second or two on a busy
+    machine, and the tests make many reproductions)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     from fl_bench.runs.cli import CONFIG_DIR, one_line
 
-    chosen = next((o for o in overrides if o.lstrip("+~").startswith("hydra/launcher=")), None)
-    if chosen is not None:
-        raise ValueError(f"--override {chosen}: choose the launcher with --launcher {chosen.split('=', 1)[1]}")
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         names = GlobalHydra.instance().config_loader().get_group_options("hydra/launcher")
         if launcher not in names:
             raise ValueError(f"--launcher {launcher!r} is not a launcher: choose one of {', '.join(names)} "
                              "(conf/hydra/launcher/ and Hydra's launcher plugins)")
-        keys = set(compose("config", [f"hydra/launcher={launcher}"], return_hydra_config=True).hydra.launcher) - {"_target_"}
+        keys = frozenset(compose("config", [f"hydra/launcher={launcher}"], return_hydra_config=True).hydra.launcher) - {"_target_"}
         for override in launcher_overrides:
             key = LAUNCHER_OVERRIDE.sub("", override).split("=", 1)[0].split(".", 1)[0]
             if key not in keys and not override.startswith("+"):
@@ -771,11 +777,10 @@ def _held_seeds(directory: Path) -> dict[int, str]:
 def _not_finished(what: str, directory: Path, missing: list[int], log: Path) -> str:
     """The line for runs that did not all finish: the first such seed, why, and the first line of its own
     error (its summary's, else the error its launch's ``log`` shows for it, else the last one it shows)."""
-    seed, why, error = missing[0], "it left no summary (it stopped before it started)", None
+    seed = missing[0]
     run = next(directory.glob(f"*_seed{seed}"), None)
-    summary = RunDirectory(run).summary() if run is not None else None
-    if summary is not None:
-        why, error = unfinished(run), summary.get("error")
+    why = "it never started (no run directory)" if run is None else unfinished(run)
+    error = (RunDirectory(run).summary() or {}).get("error") if run is not None else None
     error = error or _error_in_log(log, run)
     more = f" (and {len(missing) - 1} more seed{'s' if len(missing) > 2 else ''})" if len(missing) > 1 else ""
     return (f"{what} did not finish on seed {seed}{more}: {why}" + (f": {error}" if error else "") + f" (log: {log})")
