@@ -5,14 +5,28 @@ table's arms on fresh seeds, write the tables beside the paper's numbers.
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
     python -m fl_bench.analysis.reproduce sweeps/hfl_smoke.yaml --smoke --every-arm --in-process   # every arm, once
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --launcher slurm --jobs 23 \
+        --override hydra.launcher.partition=gpu hydra.launcher.timeout_min=60   # from a SLURM login node
 
 Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
 a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``), its best setting
 is kept in ``<tuned_dir>/<study>.yaml``; an arm is a multirun over the report seeds with that
 setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present (a
 study's when the same protocol, search space (its ranges) and overrides made it; an arm's runs when the same command
-made them), so an interrupted reproduction resumes, arms that several tables share run once, and a
-retuned study reruns its arms.
+made them, its first line in the arm's ``reproduce.log``), so an interrupted reproduction resumes, arms that
+several tables share run once, and a retuned study reruns its arms.
+
+Hydra's launcher ``--launcher`` runs every run (conf/hydra/launcher/: ``local_cores``, this machine's cores,
+the default; ``slurm``, SLURM job arrays; or a launcher plugin's, ``submitit_local``), with its settings given
+as ``--override hydra.launcher.KEY=VALUE``. A stage (a study's confirmation, the pilot, the report runs) is
+one multirun of every seed of its arms still to run, each seed's run a job of its own, launched together
+(hydra_plugins/fl_bench_jobs: ``<runs_dir>/launch/<stage>/``); a search hands each trial's seeds to the
+launcher. ``--jobs`` runs go at once on this machine (local_cores' ``n_jobs``): a stage's runs, or as many
+studies searched side by side, each one run at a time (a TPE search is sequential: it decides a trial
+from the trials before it). Each job claims its run directory (fl_bench.runs.claim), so a run is never
+run twice at once, also by a reproduction started again while the first one's SLURM tasks still run; a
+task that dies leaves its run unfinished, and the next invocation launches it again. The driver can be
+stopped and started again at any time.
 
 Every arm of the file (not only those this command runs: a smoke point's reference arm) is composed as
 it would run and checked, so that a misspelt override stops the reproduction in one line before any
@@ -33,7 +47,8 @@ Tables are built from finished runs only (fl_bench.runs.run_dir.unfinished): an 
 interrupted seeds run again (the same command goes on where it stopped), one that still does not finish
 stops the reproduction in one line naming it and its own error, and a table's files replace its earlier
 ones together. Each table's and arm's report seeds are recorded before the first report run
-(fl_bench.analysis.seed_ledger).
+(fl_bench.analysis.seed_ledger); the ledger is read before any run, and the sweep file must still be the
+one the driver read (its SHA-256) when each stage is launched.
 """
 
 from __future__ import annotations
