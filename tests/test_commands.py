@@ -256,6 +256,8 @@ COMPOSES = pytest.mark.slow  # (a composition, 0.2 s: the quick loop keeps the c
     ("python -m fl_bench.analysis.reproduce sweeps/fedbuf_smoke.yaml", "command", "does not exist"),
     pytest.param("python -m fl_bench.analysis.reproduce sweeps/hfl_smoke.yaml --every-arm", "command",
                  "--every-arm is a smoke check", marks=COMPOSES),
+    pytest.param("python -m fl_bench.analysis.reproduce sweeps/hfl_smoke.yaml --launcher slurm --override "
+                 "hydra.launcher.partitionn=cpu", "command", "--launcher slurm has no key 'partitionn'", marks=COMPOSES),
     ("python -m fl_bench.analysis.fairness multirun/x --nmae y", "command", "do not parse"),
     ("python -m fl_bench.traces generate w.pkl --format fedscale_capacity --online 0.3", "command", "--online 0.3 is not allowed"),
     pytest.param("python -m fl_bench.data prepare sent140 dataset.fracton=0.1", "command", "fracton", marks=COMPOSES),

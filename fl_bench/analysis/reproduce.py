@@ -48,7 +48,7 @@ interrupted seeds run again (the same command goes on where it stopped), one tha
 stops the reproduction in one line naming it and its own error, and a table's files replace its earlier
 ones together. Each table's and arm's report seeds are recorded before the first report run
 (fl_bench.analysis.seed_ledger); the ledger is read before any run, and the sweep file must still be the
-one the driver read (its SHA-256) when each stage is launched.
+one the driver read (its SHA-256) when each search or stage is launched.
 """
 
 from __future__ import annotations
@@ -265,6 +265,7 @@ class Reproduction:
         if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
             return kept
         previous = self._previous(kept, spec)
+        self._check_sweep_file()
         sweep_dir = self.runs_dir / f"tune_{study}"
         shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
         started = time.perf_counter()
