@@ -447,6 +447,11 @@ REFUSALS = [
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
      "--in-process runs one command at a time in this process: use --jobs 1, not 2"),
+    # a reproduction's stage by hand: its jobs file (hydra_plugins/fl_bench_jobs)
+    (FL_BENCH, ["-m", "hydra/sweeper=fl_bench_jobs", "hydra.sweeper.jobs={tmp}/empty.csv"], {},
+     "hydra.sweeper.jobs={tmp}/empty.csv holds no list of jobs: give a YAML file listing the jobs"),
+    (FL_BENCH, ["-m", "hydra/sweeper=fl_bench_jobs", "hydra.sweeper.jobs={tmp}/no_jobs.yaml"], {},
+     "hydra.sweeper.jobs={tmp}/no_jobs.yaml: No such file or directory: give a YAML file listing the jobs"),
     # the launcher: a config of conf/hydra/launcher/ or a launcher plugin's, set only in the keys it has
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--launcher", "slurmm"], {},
      "--launcher 'slurmm' is not a launcher: choose one of basic, joblib, local_cores, slurm, submitit_local, submitit_slurm"),

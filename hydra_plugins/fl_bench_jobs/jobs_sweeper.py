@@ -32,6 +32,7 @@ from omegaconf import MISSING, DictConfig
 from fl_bench.errors import ConfigError
 from hydra_plugins.fl_bench_optuna.optuna_sweeper import failure
 
+
 @dataclass
 class JobsSweeperConfig:
     _target_: str = "hydra_plugins.fl_bench_jobs.jobs_sweeper.JobsSweeper"
@@ -71,15 +72,16 @@ class JobsSweeper(Sweeper):
     def sweep(self, arguments: List[str]) -> Any:
         try:
             jobs = yaml.safe_load(self.jobs.read_text())
-        except (OSError, yaml.YAMLError) as error:
-            raise ConfigError(f"hydra.sweeper.jobs={self.jobs}: {error}: give a YAML list of jobs, each a list of "
-                              "overrides") from None
+        except OSError as error:
+            raise ConfigError(f"hydra.sweeper.jobs={self.jobs}: {error.strerror}: give a YAML file listing the jobs, "
+                              "each a list of overrides") from None
+        except yaml.YAMLError:
+            jobs = None
         if not (isinstance(jobs, list) and jobs and all(isinstance(job, list) for job in jobs)):
-            raise ConfigError(f"hydra.sweeper.jobs={self.jobs} holds no list of jobs: give a YAML list of jobs, each a "
-                              "list of overrides")
-        # (no validate_batch_is_legal: the driver composed every arm before any run, and a report stage's
-        # thousand jobs would each be composed once more here, minutes on a login node; a job that does not
-        # compose fails alone, with its error)
+            raise ConfigError(f"hydra.sweeper.jobs={self.jobs} holds no list of jobs: give a YAML file listing the jobs, "
+                              "each a list of overrides")
+        # (no validate_batch_is_legal: fl_bench.analysis.reproduce composed every arm's command before any run,
+        # and composing a report stage's thousand jobs once more would take minutes on a login node)
         results = self.launcher.launch([[*arguments, *map(str, job)] for job in jobs], initial_job_idx=0)
         failed = [result for result in results if result.status == JobStatus.FAILED]
         for result in failed:
