@@ -107,10 +107,11 @@ LAUNCHER_OVERRIDE = re.compile(r"[+~]{0,2}hydra\.launcher\.")
 
 @dataclass(frozen=True)
 class Runs:
-    """One setting's runs on ``seeds`` in ``directory`` (an arm's, or a study's finalist's); ``what``
-    names them in errors."""
+    """The runs of the reproduction's ``workload`` with ``setting`` (a study's, and an arm's overrides) on
+    ``seeds`` in ``directory`` (an arm's, or a study's finalist's); ``what`` names them in errors."""
 
     directory: Path
+    workload: tuple[str, ...]
     setting: tuple[str, ...]
     seeds: tuple[int, ...]
     what: str
@@ -120,11 +121,13 @@ class Runs:
         """The multirun that makes these runs, kept in the directory's reproduce.log (runs are reused only
         where the same command made them): by hand it makes the same runs in the same run directories,
         one after another; the driver launches each seed's run as a job of its own (:meth:`job`)."""
-        return _multirun([*self.setting, f"seed={','.join(map(str, self.seeds))}", f"hydra.sweep.dir={self.directory}"])
+        return _multirun([*self.workload, *self.setting, f"seed={','.join(map(str, self.seeds))}",
+                          f"hydra.sweep.dir={self.directory}"])
 
     def job(self, index: int) -> list[str]:
-        """The overrides of the run of seed ``seeds[index]``: the command's job ``index``, in the same run
-        directory (Hydra's ``<job num>_<algorithm>_seed<seed>``, conf/config.yaml)."""
+        """The command's job ``index`` (the run of seed ``seeds[index]``, in the run directory the command
+        gives it: Hydra's ``<job num>_<algorithm>_seed<seed>``, conf/config.yaml), less the workload, which
+        the launch's command line gives every job."""
         seed = self.seeds[index]
         return [*self.setting, f"seed={seed}", f"hydra.sweep.dir={self.directory}",
                 f"hydra.sweep.subdir={index}_${{algorithm.name}}_seed{seed}"]
@@ -317,8 +320,8 @@ class Reproduction:
             return kept["best"]
         if self.smoke:
             return None
-        stage_runs = [Runs(self.runs_dir / f"confirm_{study}" / str(number),
-                           (*self.workload, *spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())),
+        stage_runs = [Runs(self.runs_dir / f"confirm_{study}" / str(number), tuple(self.workload),
+                           (*spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())),
                            (*(s for s in tuner["seeds"] if s not in finalist["per_seed"]), *confirm["seeds"]),
                            f"study {study}'s finalist {number}") for number, finalist in enumerate(finalists)]
         self._launch(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
@@ -346,9 +349,8 @@ class Reproduction:
         directory), with its study's tuned setting (a retuned study or an edited arm is another command)."""
         seeds = self.seeds if seeds is None else list(seeds)
         best = self.tuned(arm.study)["best_params"]
-        setting = [*self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
-                   *arm.overrides]
-        return Runs((base or self.runs_dir) / arm.key, tuple(setting), tuple(seeds), f"arm {arm.label!r}")
+        setting = (*self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()), *arm.overrides)
+        return Runs((base or self.runs_dir) / arm.key, tuple(self.workload), setting, tuple(seeds), f"arm {arm.label!r}")
 
     def _launch(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
         """Every run of ``stage_runs`` finished (a diverged seed is a result), as one multirun of the
@@ -368,9 +370,11 @@ class Reproduction:
             with writing(stage_dir, REPRODUCTION_NOT_WRITTEN):
                 stage_dir.mkdir(parents=True, exist_ok=True)
                 replace_text(stage_dir / "jobs.yaml", yaml.safe_dump(jobs, width=math.inf))
+            # the workload on the command line, before each job's own overrides (the order of the runs' own
+            # commands), where `python -m fl_bench` reads it first (numerics=portable's environment)
             self._run(_multirun([*self._launcher_overrides(at_once), "hydra/sweeper=fl_bench_jobs",
-                                 f"hydra.sweeper.jobs={stage_dir / 'jobs.yaml'}", f"hydra.sweep.dir={stage_dir}"]),
-                      stage_dir, check=False)
+                                 f"hydra.sweeper.jobs={stage_dir / 'jobs.yaml'}", f"hydra.sweep.dir={stage_dir}",
+                                 *self.workload]), stage_dir, check=False)
         running = {}
         for runs in stage_runs:
             done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)

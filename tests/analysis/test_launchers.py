@@ -92,16 +92,18 @@ def test_a_stage_is_one_multirun_of_every_arm_s_runs_to_do_through_the_chosen_la
                                                    "this command again when they end$"):
                 repro.run(["toy"], tmp_path / "out")
     (command,) = commands  # (the second time: nothing to launch)
-    # one multirun of the jobs sweeper through SLURM, the launcher's settings on it (no n_jobs: slurm has none)
+    # one multirun of the jobs sweeper through SLURM, the launcher's settings on it (no n_jobs: slurm has none),
+    # and the workload every job shares
     assert command[2:] == ["fl_bench", "-m", "progress=false", "hydra/launcher=slurm", "hydra.launcher.partition=gpu",
                            "+hydra.launcher.additional_parameters.mail-type=END", "hydra/sweeper=fl_bench_jobs",
                            f"hydra.sweeper.jobs={tmp_path / 'runs' / 'launch' / 'report' / 'jobs.yaml'}",
-                           f"hydra.sweep.dir={tmp_path / 'runs' / 'launch' / 'report'}"]
+                           f"hydra.sweep.dir={tmp_path / 'runs' / 'launch' / 'report'}",
+                           "max_trips=60", "eval_every=30", "concurrency=10", "target_accuracy=0.3"]
     jobs = launched_jobs(command)
     assert [(Path(j["hydra.sweep.dir"]), j["seed"], j["hydra.sweep.subdir"]) for j in jobs] == [
         (arm.directory, str(seed), f"{i}_${{algorithm.name}}_seed{seed}") for arm in (fedbuff, fedavg)
         for i, seed in enumerate([1, 2, 3, 4, 5])]
-    assert all(j["max_trips"] == "60" and not any("launcher" in key for key in j) for j in jobs)
+    assert [set(j) for j in jobs] == [{"algorithm", "seed", "hydra.sweep.dir", "hydra.sweep.subdir"}] * 10
     # the arm's command, kept for reuse, names no launcher: the same runs, whichever launcher made them
     assert (fedavg.directory / "reproduce.log").read_text().split(" ", 1)[1] == (
         f"-m fl_bench -m progress=false max_trips=60 eval_every=30 concurrency=10 target_accuracy=0.3 algorithm=fedavg "
