@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,7 +57,7 @@ def claimed(run_dir: Path) -> Iterator[str | None]:
 def _take(path: Path):
     """The claim's file, locked by this process; or the live holder's line."""
     while True:
-        own = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}")
+        own = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{threading.get_ident()}")
         file = open(own, "w+")
         fcntl.flock(file, fcntl.LOCK_EX)
         file.write(_holder_line())
@@ -89,7 +90,8 @@ def _take(path: Path):
 
 def holder(run_dir: Path) -> str | None:
     """The holder line of a live task's claim on ``run_dir`` (None: unclaimed, or a dead task's claim),
-    without claiming it."""
+    without claiming it (a shared lock for an instant: a task taking a dead task's claim over in that instant
+    leaves the run to the next launch)."""
     try:
         file = open(claim_path(run_dir))
     except FileNotFoundError:

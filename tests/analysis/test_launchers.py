@@ -139,7 +139,7 @@ def test_the_ledger_and_the_sweep_file_are_checked_before_any_run_is_launched(tm
     assert not launched
 
 
-def test_search_and_confirmation_runs_go_one_at_a_time_and_a_stage_s_at_jobs():
+def test_jobs_is_local_cores_n_jobs_for_a_stage_and_one_for_a_search_unless_overridden():
     """On this machine (local_cores: joblib's n_jobs) --jobs studies are searched side by side, each trial's
     seeds one after another as registered; a pilot's or the report's runs go --jobs at a time. An n_jobs of
     --override is every command's."""
@@ -153,8 +153,6 @@ def test_search_and_confirmation_runs_go_one_at_a_time_and_a_stage_s_at_jobs():
 
 
 # ------------------------------------------------------------------------------------- end to end
-
-
 
 def _unmeasured(page: str) -> str:
     """A page without the wall seconds its runs took (its runs' line): the one thing two launches' runs differ in."""
@@ -182,6 +180,10 @@ def single_machine(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.mark.parametrize("launcher", [["--launcher", "local_cores", "--jobs", "2"], ["--launcher", "submitit_local"]],
                          ids=["joblib", "submitit_local"])
 def test_a_task_killed_mid_run_is_launched_again_and_the_table_is_the_single_machine_s(launcher, single_machine, tmp_path):
+    """A reproduction through joblib (two runs at once) and through submitit's local executor: fedavg's task is
+    SIGKILLed at its first evaluation (helpers.kill_once), which stops the driver in one line; run again, the
+    driver launches what had not finished, the killed run among it (its dead task's claim taken over), and the
+    table is the single machine's."""
     expected, data = single_machine
     spec, out, runs = _spec(tmp_path), tmp_path / "out", tmp_path / "runs"
     kill = {"FL_BENCH_PLUGINS": "helpers.kill_once", "FL_BENCH_KILL_ALGORITHM": "fedavg",
@@ -197,8 +199,8 @@ def test_a_task_killed_mid_run_is_launched_again_and_the_table_is_the_single_mac
 
     again = _reproduce(spec, out, runs, data, *launcher, env=kill)
     assert again.returncode == 0, again.stderr
-    relaunched = [Path(job["hydra.sweep.dir"]) for job in launched_jobs([f"hydra.sweeper.jobs={runs / 'launch' / 'report' / 'jobs.yaml'}"])]
-    assert set(relaunched) == unfinished and killed.parent in unfinished  # what had not finished, the killed run's arm among them
+    jobs = launched_jobs([f"hydra.sweeper.jobs={runs / 'launch' / 'report' / 'jobs.yaml'}"])
+    assert {Path(job["hydra.sweep.dir"]) for job in jobs} == unfinished and killed.parent in unfinished
     assert not list(runs.glob("*/*.claim"))  # every claim released
     for name in ("toy_evidence.csv", "toy.md"):
         got, want = (out / name).read_text(), (expected / name).read_text()
