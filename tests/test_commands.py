@@ -267,6 +267,8 @@ COMPOSES = pytest.mark.slow  # (a composition, 0.2 s: the quick loop keeps the c
     ("python -m fl_bench.analysis.reproduce sweeps/fedbuf_smoke.yaml", "command", "does not exist"),
     pytest.param("python -m fl_bench.analysis.reproduce sweeps/hfl_smoke.yaml --every-arm", "command",
                  "--every-arm is a smoke check", marks=COMPOSES),
+    pytest.param("python -m fl_bench.analysis.reproduce sweeps/hfl_smoke.yaml --launcher slurm --override "
+                 "hydra.launcher.partitionn=cpu", "command", "--launcher slurm has no key 'partitionn'", marks=COMPOSES),
     ("python -m fl_bench.analysis.fairness multirun/x --nmae y", "command", "do not parse"),
     ("python -m fl_bench.traces generate w.pkl --format fedscale_capacity --online 0.3", "command", "--online 0.3 is not allowed"),
     pytest.param("python -m fl_bench.data prepare sent140 dataset.fracton=0.1", "command", "fracton", marks=COMPOSES),
@@ -318,7 +320,7 @@ def check(command: Command, monkeypatch) -> None:
         # composes every sweep file's special cases, 1-3 s a file: not again here)
         monkeypatch.setattr(Reproduction, "_check_special_cases", lambda self: None)
         reproduction = _reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, tuple(args.override),
-                                     args.every_arm, args.in_process)
+                                     args.every_arm, args.in_process, args.launcher)  # (its launcher and settings checked)
         reproduction.tables(args.tables)  # an unknown table is refused
     elif command.module == "fl_bench.data":
         from fl_bench.data.__main__ import run_config

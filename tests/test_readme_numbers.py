@@ -224,3 +224,28 @@ def test_a_lightning_modules_cost_is_results_benchmarks_lightning_cost_row():
     paragraph = " ".join(_documented_paragraph("- Such modules train one trip at a time").split())
     assert f"about {float(plain[4]):.1f}× the built-in task's time" in paragraph
     assert f"and {float(plain[5]):.1f}× its batched trips'" in paragraph
+
+
+def test_the_cluster_table_counts_what_each_reproduction_launches_from_its_sweep_file_and_pages():
+    """Each reproduction's row on a cluster: its report runs (every arm once, on the most report seeds a page of
+    it ran), its pilot (every arm on the pilot seeds) and its tuning (each tuned study's budget), and a SLURM
+    command that searches every study at once."""
+    rows = _markdown_rows((REPO / "docs" / "guides" / "long-runs.md").read_text(), "| paper | report runs | pilot runs | tuning runs |")
+    rows = {re.search(r"sweeps/(\w+)\.yaml", row[-1]).group(1): row for row in rows}
+    assert sorted(rows) == sorted(path.stem for path in SWEEPS.glob("*_smoke.yaml"))
+    for sweep, (paper, report, pilot, tuning, command) in rows.items():
+        spec, tuned = _sweep(sweep), _tuned_studies(sweep)
+        assert paper == _reproduction_rows()[sweep][0], sweep
+        seeds = {}  # an arm (its study and overrides: what it runs) -> its report seeds
+        for table, arms in ((name, t["arms"]) for name, t in spec["tables"].items()):
+            for arm in arms.values():
+                key = (arm["study"], *arm.get("overrides", []))
+                seeds[key] = max(seeds.get(key, 0), _page(table)["seeds"])
+        assert report == f"{sum(seeds.values()):,}", sweep
+        power, tuner = spec["protocol"].get("power"), spec["protocol"].get("tuner")
+        assert pilot == (f"{len(seeds) * len(power['pilot_seeds']):,}" if power else "none"), sweep
+        assert tuning == (f"{len(tuned) * tuner['trials'] * len(tuner['seeds']):,} ({len(tuned)} studies × {tuner['trials']} "
+                          f"trials × {len(tuner['seeds'])} seeds), then each study's finalists on "
+                          f"{len(tuner['confirm']['seeds'])} seeds" if tuned else "none"), sweep
+        assert command.startswith(f"`python -m fl_bench.analysis.reproduce sweeps/{sweep}.yaml --launcher slurm "
+                                  f"{f'--jobs {len(tuned)} ' if tuned else ''}--override hydra.launcher.partition="), sweep

@@ -462,6 +462,25 @@ REFUSALS = [
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
      "--in-process runs one command at a time in this process: use --jobs 1, not 2"),
+    # a reproduction's stage by hand: its jobs file (hydra_plugins/fl_bench_jobs)
+    (FL_BENCH, ["-m", "hydra/sweeper=fl_bench_jobs", "hydra.sweeper.jobs={tmp}/empty.csv"], {},
+     "hydra.sweeper.jobs={tmp}/empty.csv holds no list of jobs: give a YAML file listing the jobs"),
+    (FL_BENCH, ["-m", "hydra/sweeper=fl_bench_jobs", "hydra.sweeper.jobs={tmp}/no_jobs.yaml"], {},
+     "hydra.sweeper.jobs={tmp}/no_jobs.yaml: No such file or directory: give a YAML file listing the jobs"),
+    # the launcher: a config of conf/hydra/launcher/ or a launcher plugin's, set only in the keys it has
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--launcher", "slurmm"], {},
+     "--launcher 'slurmm' is not a launcher: choose one of basic, joblib, local_cores, slurm, submitit_local, submitit_slurm"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--launcher", "slurm", "--override", "hydra.launcher.partitionn=gpu"],
+     {}, "--override hydra.launcher.partitionn=gpu: --launcher slurm has no key 'partitionn': choose one of account, "
+         "additional_parameters, array_parallelism,"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--launcher", "slurm", "--override", "hydra.launcher.timeout_min=4h"],
+     {}, "--override hydra.launcher.timeout_min=4h is not allowed for --launcher slurm: Error merging override "
+         "hydra.launcher.timeout_min=4h: Value '4h' of type 'str' could not be converted to Integer"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--override", "hydra/launcher=slurm"], {},
+     "--override hydra/launcher=slurm: choose the launcher with --launcher slurm"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--launcher", "submitit_local"], {},
+     "--in-process runs every run in this process: use the default --launcher local_cores, without hydra.launcher "
+     "overrides (not submitit_local)"),
     (REPRODUCE, ["{tmp}/empty.csv"], {}, "{tmp}/empty.csv is empty: give a sweep file"),
     (REPRODUCE, ["{tmp}/binary.dat"], {}, "{tmp}/binary.dat is not a text file"),
     (REPRODUCE, ["{tmp}/pruner_type.yaml"], {}, "{tmp}/pruner_type.yaml: protocol.tuner.pruner.min_resource='abc' is "

@@ -5,14 +5,28 @@ table's arms on fresh seeds, write the tables beside the paper's numbers.
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
     python -m fl_bench.analysis.reproduce sweeps/hfl_smoke.yaml --smoke --every-arm --in-process   # every arm, once
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --launcher slurm --jobs 23 \
+        --override hydra.launcher.partition=gpu hydra.launcher.timeout_min=60   # from a SLURM login node
 
 Every run is a ``python -m fl_bench`` command line, so anything this does can be redone by hand:
 a study is a Hydra multirun with the Optuna sweeper (``hparams_search=<space>``), its best setting
 is kept in ``<tuned_dir>/<study>.yaml``; an arm is a multirun over the report seeds with that
 setting plus the arm's overrides, in ``<runs_dir>/<arm key>/``. Both are reused when present (a
 study's when the same protocol, search space (its ranges) and overrides made it; an arm's runs when the same command
-made them), so an interrupted reproduction resumes, arms that several tables share run once, and a
-retuned study reruns its arms.
+made them, its first line in the arm's ``reproduce.log``), so an interrupted reproduction resumes, arms that
+several tables share run once, and a retuned study reruns its arms.
+
+Hydra's launcher ``--launcher`` runs every run (conf/hydra/launcher/: ``local_cores``, this machine's cores,
+the default; ``slurm``, SLURM job arrays; or a launcher plugin's, ``submitit_local``), with its settings given
+as ``--override hydra.launcher.KEY=VALUE``. A stage (a study's confirmation, the pilot, the report runs) is
+one multirun of every seed of its arms still to run, each seed's run a job of its own, launched together
+(hydra_plugins/fl_bench_jobs: ``<runs_dir>/launch/<stage>/``); a search hands each trial's seeds to the
+launcher. ``--jobs`` runs go at once on this machine (local_cores' ``n_jobs``): a stage's runs, or as many
+studies searched side by side, each one run at a time (a TPE search is sequential: it decides a trial
+from the trials before it). Each job claims its run directory (fl_bench.runs.claim), so a run is never
+run twice at once, also by a reproduction started again while the first one's SLURM tasks still run; a
+task that dies leaves its run unfinished, and the next invocation launches it again. The driver can be
+stopped and started again at any time.
 
 Every arm of the file (not only those this command runs: a smoke point's reference arm) is composed as
 it would run and checked, so that a misspelt override stops the reproduction in one line before any
@@ -33,7 +47,8 @@ Tables are built from finished runs only (fl_bench.runs.run_dir.unfinished): an 
 interrupted seeds run again (the same command goes on where it stopped), one that still does not finish
 stops the reproduction in one line naming it and its own error, and a table's files replace its earlier
 ones together. Each table's and arm's report seeds are recorded before the first report run
-(fl_bench.analysis.seed_ledger).
+(fl_bench.analysis.seed_ledger); the ledger is read before any run, and the sweep file must still be the
+one the driver read (its SHA-256) when each search or stage is launched.
 """
 
 from __future__ import annotations
@@ -78,12 +93,44 @@ from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError, FLBenchError
 from fl_bench.runs.config import register_configs
 from fl_bench.runs.atomic import replace_text
+from fl_bench.runs.claim import SUFFIX as CLAIM
+from fl_bench.runs.claim import holder as claim_holder
 from fl_bench.runs.run_dir import RunDirectory, finished_runs, unfinished, writing
 from fl_bench.runs.tuning import confirmed
 
 
 # What a reproduction's write error adds to the path it names.
 REPRODUCTION_NOT_WRITTEN = "results written before are kept (free space, or choose a writable --runs-dir / --out)"
+# An --override of the launcher's settings (hydra.launcher.partition=gpu, +hydra.launcher.additional_parameters.X=Y).
+LAUNCHER_OVERRIDE = re.compile(r"[+~]{0,2}hydra\.launcher\.")
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The runs of the reproduction's ``workload`` with ``setting`` (a study's, and an arm's overrides) on
+    ``seeds`` in ``directory`` (an arm's, or a study's finalist's); ``what`` names them in errors."""
+
+    directory: Path
+    workload: tuple[str, ...]
+    setting: tuple[str, ...]
+    seeds: tuple[int, ...]
+    what: str
+
+    @property
+    def command(self) -> list[str]:
+        """The multirun that makes these runs, kept in the directory's reproduce.log (runs are reused only
+        where the same command made them): by hand it makes the same runs in the same run directories,
+        one after another; the driver launches each seed's run as a job of its own (:meth:`job`)."""
+        return _multirun([*self.workload, *self.setting, f"seed={','.join(map(str, self.seeds))}",
+                          f"hydra.sweep.dir={self.directory}"])
+
+    def job(self, index: int) -> list[str]:
+        """The command's job ``index`` (the run of seed ``seeds[index]``, in the run directory the command
+        gives it: Hydra's ``<job num>_<algorithm>_seed<seed>``, conf/config.yaml), less the workload, which
+        the launch's command line gives every job."""
+        seed = self.seeds[index]
+        return [*self.setting, f"seed={seed}", f"hydra.sweep.dir={self.directory}",
+                f"hydra.sweep.subdir={index}_${{algorithm.name}}_seed{seed}"]
 
 
 @dataclass(frozen=True)
@@ -110,15 +157,23 @@ class Reproduction:
     no tuning."""
 
     def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = (),
-                 every_arm: bool = False, in_process: bool = False):
+                 every_arm: bool = False, in_process: bool = False, launcher: str = "local_cores"):
         register_configs()  # plugin components the arms name (FL_BENCH_PLUGINS); one that cannot be imported is one line
         self.spec, self.spec_path = load_sweep_file(spec_path), Path(spec_path)
+        self.sweep_sha256 = hashlib.sha256(self.spec_path.read_bytes()).hexdigest()
         self.paper = self.spec.get("paper", self.spec_path.stem)  # its name on the scoreboard
+        # the launcher's settings go to the commands that launch runs, not into the runs' own (or their commands)
+        self.launcher_overrides = [o for o in overrides if LAUNCHER_OVERRIDE.match(o)]
+        overrides = [o for o in overrides if not LAUNCHER_OVERRIDE.match(o)]
         self.protocol = Protocol.of(self.spec, (SPACES, *plugin_spaces(overrides)))
         if every_arm and not smoke:
             raise ValueError("--every-arm is a smoke check: use it with --smoke (a full reproduction runs every arm)")
         if in_process and jobs > 1:
             raise ValueError(f"--in-process runs one command at a time in this process: use --jobs 1, not {jobs}")
+        if in_process and (launcher != "local_cores" or self.launcher_overrides):
+            raise ValueError(f"--in-process runs every run in this process: use the default --launcher local_cores, "
+                             f"without hydra.launcher overrides (not {' '.join([launcher, *self.launcher_overrides])})")
+        self.launcher, self.launcher_keys = launcher, _launcher_keys(launcher, self.launcher_overrides, overrides)
         self.smoke, self.every_arm, self.jobs, self.in_process = smoke, every_arm, jobs, in_process
         self.runs_dir = runs_dir or Path(self.spec["runs_dir"] + ("_smoke" if smoke else ""))
         self.tuned_dir = Path(self.spec["tuned_dir"])
@@ -213,10 +268,12 @@ class Reproduction:
         if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
             return kept
         previous = self._previous(kept, spec)
+        self._check_sweep_file()
         sweep_dir = self.runs_dir / f"tune_{study}"
         shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
         started = time.perf_counter()
-        self._run(self._command([
+        self._run(_multirun([
+            *self._launcher_overrides(1),  # (a trial's seeds one after another on this machine, as --jobs studies run)
             *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
             f"hydra.sweeper.n_trials={search['trials']}", f"hydra.sweeper.n_startup_trials={search['startup_trials']}",
             f"hydra.sweeper.objective={search['objective']}", f"hydra.sweeper.direction={search['direction']}",
@@ -263,13 +320,14 @@ class Reproduction:
             return kept["best"]
         if self.smoke:
             return None
+        stage_runs = [Runs(self.runs_dir / f"confirm_{study}" / str(number), tuple(self.workload),
+                           (*spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())),
+                           (*(s for s in tuner["seeds"] if s not in finalist["per_seed"]), *confirm["seeds"]),
+                           f"study {study}'s finalist {number}") for number, finalist in enumerate(finalists)]
+        self._launch(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
         candidates = []
-        for number, finalist in enumerate(finalists):
-            setting = [*self.workload, *spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())]
-            seeds = [s for s in tuner["seeds"] if s not in finalist["per_seed"]] + list(confirm["seeds"])
-            directory = self._runs(self.runs_dir / f"confirm_{study}" / str(number), setting, seeds,
-                                   f"study {study}'s finalist {number}")
-            summaries = finished_runs(directory).values()
+        for finalist, runs in zip(finalists, stage_runs):
+            summaries = finished_runs(runs.directory).values()
             candidates.append({**finalist, "per_seed": {**finalist["per_seed"],
                                                         **{s["seed"]: float(s[tuner["objective"]]) for s in summaries}}})
         best = confirmed(candidates, rule["aggregate"], tuner["direction"])
@@ -286,43 +344,81 @@ class Reproduction:
         return {**self.tuned(special["study"])["best_params"], **special.get("set", {})}
 
     # ------------------------------------------------------------------ runs
-    def run_arm(self, arm: Arm, seeds: list[int] | None = None, base: Path | None = None) -> Path:
+    def arm_runs(self, arm: Arm, seeds: list[int] | None = None, base: Path | None = None) -> Runs:
         """The arm's runs on ``seeds`` (default: the report seeds) in ``base`` (default: the runs
-        directory), reused when they were made by the same command (a retuned study or an edited arm
-        reruns: the command names the setting and the seeds)."""
+        directory), with its study's tuned setting (a retuned study or an edited arm is another command)."""
         seeds = self.seeds if seeds is None else list(seeds)
         best = self.tuned(arm.study)["best_params"]
-        setting = [*self.workload, *self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()),
-                   *arm.overrides]
-        return self._runs((base or self.runs_dir) / arm.key, setting, seeds, f"arm {arm.label!r}")
+        setting = (*self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()), *arm.overrides)
+        return Runs((base or self.runs_dir) / arm.key, tuple(self.workload), setting, tuple(seeds), f"arm {arm.label!r}")
 
-    def _runs(self, directory: Path, setting: list[str], seeds: list[int], what: str) -> Path:
-        """The runs of ``setting`` on ``seeds`` in ``directory``, every one finished (a diverged seed is a
-        result). Runs the same command made are reused; the same command again goes on where it stopped (a
-        finished seed is left as it is, an interrupted one resumes from its checkpoint, a failed one runs
-        again); another command's runs are removed first. RuntimeError naming a seed that did not finish."""
-        if len(seeds) == 1:  # one run (a smoke point): Hydra's run mode composes the config twice, a multirun 3 times
-            command = self._command([*setting, f"seed={seeds[0]}",
-                                     f"hydra.run.dir={directory}/0_seed{seeds[0]}"], multirun=False)
-        else:
-            command = self._command([*setting, f"seed={','.join(map(str, seeds))}", f"hydra.sweep.dir={directory}"])
-        log = directory / "reproduce.log"
+    def _launch(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
+        """Every run of ``stage_runs`` finished (a diverged seed is a result), as one multirun of the
+        fl_bench_jobs sweeper through the launcher (hydra_plugins/fl_bench_jobs), logged in
+        ``<runs_dir>/launch/<stage>/reproduce.log``; ``at_once``: its runs at a time on this machine. Runs
+        the same command made are reused, another command's are removed first; a seed still to run goes on
+        where it stopped (an interrupted run from its checkpoint), and one a live task of another launch holds
+        is left to it. RuntimeError naming a seed that did not finish, else one naming the runs still held."""
+        self._check_sweep_file()
+        jobs = []
+        for runs in stage_runs:
+            self._keep_if_same_command(runs)
+            done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
+            jobs += [runs.job(i) for i, seed in enumerate(runs.seeds) if seed not in done and seed not in held]
+        stage_dir = self.runs_dir / "launch" / stage
+        if jobs:
+            with writing(stage_dir, REPRODUCTION_NOT_WRITTEN):
+                stage_dir.mkdir(parents=True, exist_ok=True)
+                replace_text(stage_dir / "jobs.yaml", yaml.safe_dump(jobs, width=math.inf))
+            # the workload on the command line, before each job's own overrides (the order of the runs' own
+            # commands), where `python -m fl_bench` reads it first (numerics=portable's environment)
+            self._run(_multirun([*self._launcher_overrides(at_once), "hydra/sweeper=fl_bench_jobs",
+                                 f"hydra.sweeper.jobs={stage_dir / 'jobs.yaml'}", f"hydra.sweep.dir={stage_dir}",
+                                 *self.workload]), stage_dir, check=False)
+        running = {}
+        for runs in stage_runs:
+            done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
+            missing = [seed for seed in runs.seeds if seed not in done and seed not in held]
+            if missing:
+                raise RuntimeError(_not_finished(runs.what, runs.directory, missing, stage_dir / "reproduce.log"))
+            running.update({seed: (runs, holder) for seed, holder in held.items() if seed in runs.seeds and seed not in done})
+        if running:
+            seed, (runs, holder) = next(iter(running.items()))
+            raise RuntimeError(f"{len(running)} run{'s are' if len(running) > 1 else ' is'} still running ({runs.what}, "
+                               f"seed {seed}: {holder}): run this command again when they end")
+
+    def _keep_if_same_command(self, runs: Runs) -> None:
+        """``runs.directory`` kept where the same command made its runs (its reproduce.log's first line),
+        else emptied and the command recorded; RuntimeError where another command's runs still run there."""
+        record = runs.directory / "reproduce.log"
         # (the interpreter's path may differ between machines: compare from the module on)
-        same = log.is_file() and log.read_text(errors="replace").split("\n", 1)[0].endswith(" ".join(command[1:]))
-        if same and set(seeds) <= {summary["seed"] for summary in finished_runs(directory).values()}:
-            return directory
-        if not same:
-            shutil.rmtree(directory, ignore_errors=True)
-        self._run(command, directory, check=False)
-        finished = {summary["seed"] for summary in finished_runs(directory).values()}
-        missing = [seed for seed in seeds if seed not in finished]
-        if missing:
-            raise RuntimeError(_not_finished(what, directory, missing))
-        return directory
+        if record.is_file() and record.read_text(errors="replace").split("\n", 1)[0].endswith(" ".join(runs.command[1:])):
+            return
+        held = _held_seeds(runs.directory)
+        if held:
+            seed, holder = next(iter(held.items()))
+            raise RuntimeError(f"{runs.what}: the runs of its earlier command still run in {runs.directory} (seed "
+                               f"{seed}: {holder}): run this command again when they end")
+        shutil.rmtree(runs.directory, ignore_errors=True)
+        with writing(record, REPRODUCTION_NOT_WRITTEN):
+            runs.directory.mkdir(parents=True, exist_ok=True)
+            replace_text(record, " ".join(runs.command) + "\n")
 
-    @staticmethod
-    def _command(overrides: list[str], multirun: bool = True) -> list[str]:
-        return [sys.executable, "-m", "fl_bench", *(["-m"] if multirun else []), "progress=false", *overrides]
+    def _launcher_overrides(self, at_once: int) -> list[str]:
+        """The launcher and its settings for a command whose runs go ``at_once`` at a time on this machine
+        (a launcher with ``n_jobs``, joblib's, takes it unless ``--override`` sets it)."""
+        keys = {o.lstrip("+~").split("=", 1)[0] for o in self.launcher_overrides}
+        parallel = "n_jobs" in self.launcher_keys and "hydra.launcher.n_jobs" not in keys
+        return [f"hydra/launcher={self.launcher}", *([f"hydra.launcher.n_jobs={at_once}"] if parallel else []),
+                *self.launcher_overrides]
+
+    def _check_sweep_file(self) -> None:
+        """ValueError unless the sweep file is still the one this reproduction read (its SHA-256): a file
+        edited while the runs went on would be recorded in the seed ledger for runs it did not make."""
+        now = hashlib.sha256(self.spec_path.read_bytes()).hexdigest()
+        if now != self.sweep_sha256:
+            raise ValueError(f"{self.spec_path} was edited after this reproduction read it (SHA-256 {self.sweep_sha256[:12]}, "
+                             f"now {now[:12]}): run the command again to reproduce the file as it is now")
 
     def _run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
         with writing(log_dir / "reproduce.log", REPRODUCTION_NOT_WRITTEN):
@@ -339,12 +435,6 @@ class Reproduction:
             raise RuntimeError(f"{' '.join(command[2:])} failed (exit {code}): "
                                f"{_error_in_log(log_dir / 'reproduce.log') or 'no error line'} (its log: {log_dir}/reproduce.log)")
         return code == 0
-
-    def _parallel(self, function, items) -> list:
-        if self.jobs == 1:  # (in this thread: a profile sees the runs)
-            return [function(item) for item in items]
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            return list(pool.map(function, items))
 
     # ------------------------------------------------------------------ tables
     def guards(self, arms: list[Arm]) -> str:
@@ -385,9 +475,9 @@ class Reproduction:
         power = self.protocol.power
         if not power or self.smoke:
             return {}
-        pilot = list(power["pilot_seeds"])
-        directories = dict(zip(arms, self._parallel(lambda a: self.run_arm(a, pilot, self.runs_dir / "pilot"),
-                                                    list(arms.values()))))
+        pilot_runs = {key: self.arm_runs(arm, power["pilot_seeds"], self.runs_dir / "pilot") for key, arm in arms.items()}
+        self._launch("pilot", list(pilot_runs.values()), self.jobs)
+        directories = {key: runs.directory for key, runs in pilot_runs.items()}
         needs = {}
         for name, table in tables.items():
             chosen = self.arms(table)
@@ -545,10 +635,20 @@ class Reproduction:
         for directory, what in ((out, "--out"), (self.runs_dir, "the runs directory (--runs-dir)"),
                                 *([] if self.smoke else [(self.tuned_dir, "tuned_dir")])):
             _check_writable(directory, what)  # before hours of runs
+        if not self.smoke:  # a damaged or edited ledger stops the reproduction before its tuning, not after
+            SeedLedger.read(self.runs_dir)
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
         studies = {arm.study for arm in arms.values()}
-        studies = {self.spec["studies"][s].get("setting_of", s) for s in studies}
-        self._parallel(self.tuned, sorted(studies))
+        studies = sorted({self.spec["studies"][s].get("setting_of", s) for s in studies})
+        # The studies side by side, --jobs at a time: each is one sequential TPE search (a trial's seeds, then
+        # the next trial, as registered), whose runs its own command hands to the launcher; only their
+        # drivers wait here. (A launcher runs jobs, not a search that decides its next trial from the last.)
+        if self.jobs == 1:  # (in this thread: a profile sees the runs)
+            for study in studies:
+                self.tuned(study)
+        else:
+            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                list(pool.map(self.tuned, studies))
         needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
         seeds = {key: self.seeds for key in arms}
         if needs:  # an arm in several tables runs the most seeds any of them needs
@@ -560,7 +660,9 @@ class Reproduction:
             seeds = {key: self.seeds[:counts[key]] for key in arms}
         ledger = self.record_seeds({name: sorted({s for a in self.arms(t) for s in seeds[a.key]}) for name, t in tables.items()},
                                    seeds, arms)
-        directories = dict(zip(arms, self._parallel(lambda a: self.run_arm(a, seeds[a.key]), list(arms.values()))))
+        report_runs = {key: self.arm_runs(arm, seeds[key]) for key, arm in arms.items()}
+        self._launch("report", list(report_runs.values()), self.jobs)
+        directories = {key: runs.directory for key, runs in report_runs.items()}
         # Every table's evidence before any page: a page's headline sentence reads rows of the others
         computed = {name: self.table_evidence(table, directories, needs.get(name)) for name, table in tables.items()}
         verdicts = {f"{name}: {arm}": verdict for name, (_, found) in computed.items()
@@ -647,30 +749,87 @@ def _staged(out: Path):
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _not_finished(what: str, directory: Path, missing: list[int]) -> str:
+def _multirun(overrides: list[str]) -> list[str]:
+    """``python -m fl_bench -m`` with ``overrides`` (and no progress bar: the output goes to a log)."""
+    return [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
+
+
+def _launcher_keys(launcher: str, launcher_overrides: list[str], overrides: list[str]) -> frozenset[str]:
+    """The keys of Hydra's launcher config ``launcher`` (conf/hydra/launcher/ or a plugin's); ValueError in
+    one line for an unknown launcher, or an override it does not take (naming its keys)."""
+    chosen = next((o for o in overrides if o.lstrip("+~").startswith("hydra/launcher=")), None)
+    if chosen is not None:
+        raise ValueError(f"--override {chosen}: choose the launcher with --launcher {chosen.split('=', 1)[1]}")
+    return _checked_launcher(launcher, tuple(launcher_overrides))
+
+
+@functools.lru_cache(maxsize=16)
+def _checked_launcher(launcher: str, launcher_overrides: tuple[str, ...]) -> frozenset[str]:
+    """:func:`_launcher_keys` once per process (a composition with Hydra's config: a second or two on a busy
+    machine, and the tests make many reproductions)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from fl_bench.runs.cli import CONFIG_DIR, one_line
+
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        names = GlobalHydra.instance().config_loader().get_group_options("hydra/launcher")
+        if launcher not in names:
+            raise ValueError(f"--launcher {launcher!r} is not a launcher: choose one of {', '.join(names)} "
+                             "(conf/hydra/launcher/ and Hydra's launcher plugins)")
+        keys = frozenset(compose("config", [f"hydra/launcher={launcher}"], return_hydra_config=True).hydra.launcher) - {"_target_"}
+        for override in launcher_overrides:
+            key = LAUNCHER_OVERRIDE.sub("", override).split("=", 1)[0].split(".", 1)[0]
+            if key not in keys and not override.startswith("+"):
+                raise ValueError(f"--override {override}: --launcher {launcher} has no key {key!r}: choose one of "
+                                 f"{', '.join(sorted(keys))}")
+            try:
+                compose("config", [f"hydra/launcher={launcher}", override], return_hydra_config=True)
+            except Exception as error:  # Hydra's and the launcher schema's errors, made one line
+                raise ValueError(f"--override {override} is not allowed for --launcher {launcher}: "
+                                 f"{one_line(error)}") from error
+    return keys
+
+
+def _finished_seeds(directory: Path) -> set[int]:
+    return {summary["seed"] for summary in finished_runs(directory).values()}
+
+
+def _held_seeds(directory: Path) -> dict[int, str]:
+    """The seeds whose run in ``directory`` a live task holds (fl_bench.runs.claim), with its holder line."""
+    held = {}
+    for claim in sorted(directory.glob(f"*_seed*{CLAIM}")):
+        seed = re.search(r"_seed(\d+)$", claim.name.removesuffix(CLAIM))
+        holder = claim_holder(claim.with_name(claim.name.removesuffix(CLAIM)))
+        if seed and holder is not None:
+            held[int(seed.group(1))] = holder
+    return held
+
+
+def _not_finished(what: str, directory: Path, missing: list[int], log: Path) -> str:
     """The line for runs that did not all finish: the first such seed, why, and the first line of its own
-    error (its summary's, else the last error its log shows)."""
-    seed, why, error = missing[0], "it left no summary (it stopped before it started)", None
-    for path in sorted(directory.glob("*/summary.json")):
-        summary = RunDirectory(path.parent).summary() or {}
-        if summary.get("seed") == seed:
-            why, error = unfinished(path.parent), summary.get("error")
-            break
-    error = error or _error_in_log(directory / "reproduce.log")
+    error (its summary's, else the error its launch's ``log`` shows for it, else the last one it shows)."""
+    seed = missing[0]
+    run = next(directory.glob(f"*_seed{seed}"), None)
+    why = "it never started (no run directory)" if run is None else unfinished(run)
+    error = (RunDirectory(run).summary() or {}).get("error") if run is not None else None
+    error = error or _error_in_log(log, run)
     more = f" (and {len(missing) - 1} more seed{'s' if len(missing) > 2 else ''})" if len(missing) > 1 else ""
-    return (f"{what} did not finish on seed {seed}{more}: {why}" + (f": {error}" if error else "")
-            + f" (log: {directory / 'reproduce.log'})")
+    return (f"{what} did not finish on seed {seed}{more}: {why}" + (f": {error}" if error else "") + f" (log: {log})")
 
 
-def _error_in_log(log: Path) -> str | None:
-    """The last error a command's log shows: fl_bench's one line, else an exception's last line."""
+def _error_in_log(log: Path, run: Path | None = None) -> str | None:
+    """The last error a command's log shows: the one it names ``run`` with (fl_bench_jobs' line for a failed
+    job), else fl_bench's one line, else an exception's last line."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    for line in reversed(lines):
-        if line.startswith("fl_bench: error: "):
-            return line[len("fl_bench: error: "):]
+    mine = f"fl_bench: error: {run}: "
+    for prefix in ([mine] if run is not None else []) + ["fl_bench: error: "]:
+        for line in reversed(lines):
+            if line.startswith(prefix):
+                return line[len(prefix):]
     return next((line for line in reversed(lines) if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", line)), None)
 
 
@@ -710,14 +869,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--runs-dir", type=Path, help="where runs go (default: the file's runs_dir)")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at once (give each threads=1 on a small machine)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once on this machine (--launcher local_cores: its "
+                        "n_jobs), and studies searched at once")
+    parser.add_argument("--launcher", default="local_cores", metavar="NAME",
+                        help="the Hydra launcher of every run: local_cores (this machine's cores), slurm (a SLURM job "
+                        "array per stage, from a login node), submitit_local, ...; its settings with --override "
+                        "hydra.launcher.KEY=VALUE")
     parser.add_argument("--smoke", action="store_true", help="one point per table on the file's small workload")
     parser.add_argument("--every-arm", action="store_true",
                         help="with --smoke: every arm of every table once (checks that each command runs and is reported)")
     parser.add_argument("--in-process", action="store_true",
                         help="run every study and arm in this process, one at a time (no start-up per run; --jobs 1)")
     parser.add_argument("--override", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="Hydra overrides for every run, e.g. device=cuda data_root=/data (tuning included)")
+                        help="Hydra overrides for every run, e.g. device=cuda data_root=/data (tuning included), and "
+                        "the launcher's settings, e.g. hydra.launcher.partition=gpu")
     parser.add_argument("--publish", metavar="ENTITY/PROJECT", help="also publish each table as a W&B Report "
                         "(needs --override logger=wandb; see python -m fl_bench.analysis.report --publish)")
     parser.add_argument("--dry-run", action="store_true", help="with --publish: write each Report's specification instead")
@@ -729,8 +894,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process).run(
-            args.tables, args.out, args.publish, args.dry_run)
+        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process,
+                     args.launcher).run(args.tables, args.out, args.publish, args.dry_run)
     except (ValueError, RuntimeError, FileNotFoundError, FLBenchError) as error:
         parser.exit(1, f"fl_bench.analysis.reproduce: error: {error}\n")
 

@@ -4,6 +4,7 @@
 - ``cli``: ``python -m fl_bench [overrides]`` (Hydra), one-line errors.
 - ``experiment``: build the run's objects, simulate, summarise.
 - ``checkpoint``, ``run_dir``, ``interrupt``: exact resume, one writer per run directory, signals.
+- ``claim``: the one task, among every launch's, that runs a reproduction's run.
 - ``run_log``: metrics.csv, trips.csv, summary.json and W&B.
 - ``fairness``: weight shares and per-group accuracy of a run (FedStaleWeight).
 

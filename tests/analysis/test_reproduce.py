@@ -13,7 +13,8 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import compare_with_paper
 from fl_bench.analysis.reproduce import Arm, Reproduction
-from helpers.runs import write_finished_run
+from fl_bench.runs.run_dir import finished_runs
+from helpers.runs import job_run_dir, launched_jobs, write_finished_run
 
 SPEC = Path(__file__).parents[2] / "sweeps" / "fedbuff_smoke.yaml"
 
@@ -93,20 +94,21 @@ def test_an_arm_reruns_only_when_its_command_changed(tmp_path, monkeypatch):
     repro = Reproduction(SPEC, smoke=True, runs_dir=tmp_path, jobs=1)
     calls = []
 
-    def fake_run(command, log_dir, check=True):  # what a finished multirun leaves
-        calls.append(command)
-        write_finished_run(log_dir / "0_fedbuff_seed1", {"seed": 1})
-        (log_dir / "reproduce.log").write_text(" ".join(command) + "\n")
+    def fake_run(command, log_dir, check=True):  # what a finished launch leaves
+        calls.append(launched_jobs(command))
+        for job in calls[-1]:
+            write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
         return True
 
     monkeypatch.setattr(repro, "_run", fake_run)
     arm = Arm("K=10", "fedbuff", ())
-    repro.run_arm(arm)
-    repro.run_arm(arm)
-    assert len(calls) == 1  # the second call found the runs of the same command
+    repro._launch("report", [repro.arm_runs(arm)], 1)
+    repro._launch("report", [repro.arm_runs(arm)], 1)
+    assert len(calls) == 1  # the second time found the runs of the same command
     monkeypatch.setattr(repro, "tuned", lambda study: {"best_params": {"algorithm.client_lr": 0.5}})
-    repro.run_arm(arm)
-    assert len(calls) == 2 and "algorithm.client_lr=0.5" in calls[1]  # a new setting reruns
+    repro._launch("report", [repro.arm_runs(arm)], 1)
+    assert len(calls) == 2 and calls[1][0]["algorithm.client_lr"] == "0.5"  # a new setting reruns
+    assert len(finished_runs(tmp_path / arm.key)) == 1  # (the earlier setting's run removed)
 
 
 def _spec(tmp_path, protocol=None, **studies):
@@ -185,7 +187,8 @@ def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s
     assert len(commands) == 2 and "algorithm=fedavg" in commands[0]  # the special case was tuned first
     for command in commands:
         assert {"hydra.sweeper.n_trials=32", "hydra.sweeper.n_startup_trials=10", "hydra.sweeper.seeds=[100,101]",
-                "hydra.sweeper.objective=trips_to_target_or_shortfall"} <= set(command)
+                "hydra.sweeper.objective=trips_to_target_or_shortfall",
+                "hydra/launcher=local_cores", "hydra.launcher.n_jobs=1"} <= set(command)  # a trial's seeds one at a time
     assert ("hydra.sweeper.enqueue=[{algorithm.client_lr:0.3,algorithm.server_optimizer.lr:2.0,"
             "algorithm.server_optimizer.momentum:0.0}]") in commands[1]
     repro.tuned("fedavgm")
@@ -217,8 +220,7 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
 
     def fake_run(command, log_dir, check=True):
         commands.append(command)
-        log_dir.mkdir(parents=True)
-        (log_dir / "reproduce.log").write_text(" ".join(command) + "\n")
+        log_dir.mkdir(parents=True, exist_ok=True)
         if "hydra.sweeper.n_trials=32" in command and "hparams_search=fedbuff_smoke_server_sgd" in command:
             found = ranked(({lr: 0.3, "algorithm.server_optimizer.lr": 1.0}, (10.0, 12.0)),
                            ({lr: 0.1, "algorithm.server_optimizer.lr": 1.0}, (14.0, 14.0)))
@@ -229,13 +231,11 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
         elif "hparams_search=fedbuff_smoke_server_sgd" in command:  # searched again, under another protocol
             found = ranked(({lr: 0.5, "algorithm.server_optimizer.lr": 1.0}, (8.0, 8.0)),
                            ({lr: 0.05, "algorithm.server_optimizer.lr": 1.0}, (16.0, 17.0)))
-        else:  # a finalist on the confirmation seeds (and an earlier tuning's setting on the tuning seeds)
-            rate = float(next(c for c in command if c.startswith(lr + "=")).split("=")[1])
-            momentum = any(c == f"{mom}=0.9" for c in command)
-            seeds = [int(v) for v in next(c for c in command if c.startswith("seed=")).split("=")[1].split(",")]
-            values = dict(zip((100, 101, 102, 103), (14.0, 14.0, *((100.0, 100.0) if momentum else held[rate]))))
-            for seed, trips in ((seed, values[seed]) for seed in seeds):
-                write_finished_run(log_dir / f"run{seed}", {"seed": seed, "trips_to_target_or_shortfall": trips})
+        else:  # the finalists on the confirmation seeds (and an earlier tuning's setting on the tuning seeds)
+            for job in launched_jobs(command):
+                seed, momentum = int(job["seed"]), job.get(mom) == "0.9"
+                values = dict(zip((100, 101, 102, 103), (14.0, 14.0, *((100.0, 100.0) if momentum else held[float(job[lr])]))))
+                write_finished_run(job_run_dir(job), {"seed": seed, "trips_to_target_or_shortfall": values[seed]})
             return True
         OmegaConf.save(OmegaConf.create({"best_params": found[0]["params"], "best_value": found[0]["value"], "ranked": found}),
                        log_dir / "optimization_results.yaml")
@@ -247,11 +247,14 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
     assert fedavg["best_value"] == 15.0 and fedavg["best_per_seed"] == {100: 14.0, 101: 14.0, 102: 15.0, 103: 15.0}
     fedavgm = repro.tuned("fedavgm")
     assert fedavgm["best_params"] == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0, mom: 0.0}
-    assert len(commands) == 2 + 2 + 3  # two searches, two finalists, three (the start is the third)
-    assert "hydra.sweeper.enqueue=[{algorithm.client_lr:0.1,algorithm.server_optimizer.lr:1.0,algorithm.server_optimizer.momentum:0.0}]" in commands[3]
-    assert any("seed=102,103" in c for c in commands[2])
+    # two searches, each then its finalists in one launch (two; three, the start the third), one run at a time
+    assert [len(launched_jobs(c)) if "hydra/sweeper=fl_bench_jobs" in c else "search" for c in commands] == [
+        "search", 2 * 2, "search", 3 * 2]
+    assert all("hydra/launcher=local_cores" in c and "hydra.launcher.n_jobs=1" in c for c in commands)
+    assert "hydra.sweeper.enqueue=[{algorithm.client_lr:0.1,algorithm.server_optimizer.lr:1.0,algorithm.server_optimizer.momentum:0.0}]" in commands[2]
+    assert [job["seed"] for job in launched_jobs(commands[1])] == ["102", "103"] * 2
     repro.tuned("fedavgm")
-    assert len(commands) == 7  # the search and the confirmation on file: reused
+    assert len(commands) == 4  # the search and the confirmation on file: reused
     assert ("the settings earlier tunings kept also ran on seeds 102, 103 (an earlier setting on the tuning seeds as "
             "well), and the one with the worst seed over all 4 seeds was kept") in repro.protocol.describe(nested=True)
     smoke = Reproduction(spec, smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
@@ -265,7 +268,7 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
                          runs_dir=tmp_path / "runs", jobs=1)
     monkeypatch.setattr(again, "_run", fake_run)
     assert again.tuned("fedavg")["best_params"] == fedavg["best_params"]
-    assert "seed=100,101,102,103" in commands[-1] and f"{lr}=0.1" in commands[-1]
+    assert [job["seed"] for job in launched_jobs(commands[-1]) if job[lr] == "0.1"] == ["100", "101", "102", "103"]
 
 
 @pytest.mark.slow
@@ -295,38 +298,41 @@ def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_
 
 
 def test_an_arm_is_made_of_finished_runs_only_and_its_unfinished_seeds_run_again(tmp_path, monkeypatch):
-    """A failed or interrupted seed is no result: the same command runs again (the finished seeds are kept,
-    as their runs say "nothing to do"), and a seed that still does not finish stops the table in one line
-    naming it with the first line of its own error."""
+    """A failed or interrupted seed is no result: the next launch runs it again (the finished seeds are
+    kept), and a seed that still does not finish stops the table in one line naming it with the first line of
+    its own error."""
     repro = Reproduction(SPEC, smoke=False, runs_dir=tmp_path, jobs=1)
     monkeypatch.setattr(repro, "tuned", lambda study: {"best_params": {}})
     outcomes = [{1: "completed", 2: "interrupted"}, {2: "failed"}, {2: "completed"}]
     calls = []
 
     def fake_run(command, log_dir, check=True):
-        calls.append(sorted(p.name for p in log_dir.glob("*")))
-        log_dir.mkdir(parents=True, exist_ok=True)
+        calls.append([job["seed"] for job in launched_jobs(command)])
         (log_dir / "reproduce.log").write_text(" ".join(command) + "\nfl_bench: error: a line from the log\n")
-        for seed, status in outcomes[len(calls) - 1].items():
-            run = log_dir / str(seed - 1)
-            write_finished_run(run, {"seed": seed})
+        for job in launched_jobs(command):
+            status = outcomes[len(calls) - 1][int(job["seed"])]
+            run = write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
             if status != "completed":  # what an unfinished run leaves: its summary, with its status and error
                 summary = json.loads((run / "summary.json").read_text())
                 (run / "summary.json").write_text(json.dumps({**summary, "status": status, "error": f"{status} for a reason"}))
         return False
 
     monkeypatch.setattr(repro, "_run", fake_run)
-    arm = Arm("K=10", "fedbuff", ())
+    runs = repro.arm_runs(Arm("K=10", "fedbuff", ()), [1, 2])
+    log = tmp_path / "launch" / "report" / "reproduce.log"
     with pytest.raises(RuntimeError) as stop:
-        repro.run_arm(arm, [1, 2])
-    assert str(stop.value) == (f"arm 'K=10' did not finish on seed 2: status interrupted: interrupted for a reason "
-                               f"(log: {tmp_path / arm.key / 'reproduce.log'})")
+        repro._launch("report", [runs], 1)
+    assert str(stop.value) == f"arm 'K=10' did not finish on seed 2: status interrupted: interrupted for a reason (log: {log})"
     with pytest.raises(RuntimeError, match="did not finish on seed 2: status failed: failed for a reason"):
-        repro.run_arm(arm, [1, 2])
-    assert calls[1] == ["0", "1", "reproduce.log"]  # the same command goes on: seed 1's finished run was kept
-    assert repro.run_arm(arm, [1, 2]) == tmp_path / arm.key
-    repro.run_arm(arm, [1, 2])
-    assert len(calls) == 3  # all finished: reused
+        repro._launch("report", [runs], 1)
+    assert calls[1] == ["2"]  # seed 1's finished run was kept
+    repro._launch("report", [runs], 1)
+    repro._launch("report", [runs], 1)
+    assert len(calls) == 3 and sorted(_seeds(runs.directory)) == [1, 2]  # all finished: reused
+
+
+def _seeds(directory):
+    return [summary["seed"] for summary in finished_runs(directory).values()]
 
 
 LEDGER_TABLES = {"t": [1, 2, 3]}
@@ -387,12 +393,13 @@ def test_the_ledger_is_written_before_the_first_report_run(tmp_path, monkeypatch
     OmegaConf.save(text, spec)
     repro = Reproduction(spec, smoke=False, runs_dir=tmp_path / "runs", jobs=1)
 
-    def run_arm(arm, seeds):
+    def launch(stage, stage_runs, at_once):
+        (runs,) = stage_runs
         ledger = json.loads((tmp_path / "runs" / "report_seeds.json").read_text())
-        assert ledger["arms"][arm.key]["seeds"] == seeds == [1, 2, 3, 4, 5]
+        assert stage == "report" and ledger["arms"][runs.directory.name]["seeds"] == list(runs.seeds) == [1, 2, 3, 4, 5]
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(repro, "run_arm", run_arm)
+    monkeypatch.setattr(repro, "_launch", launch)
     with pytest.raises(RuntimeError, match="stop here"):
         repro.run(["t"], tmp_path / "out")
 

@@ -21,3 +21,17 @@ def write_finished_run(run_dir: Path, summary: dict[str, Any]) -> Path:
     save_verified({"weight": torch.zeros(1)}, run_dir / "model.pt")
     write_summary(run_dir, {"status": "completed", **summary})
     return run_dir
+
+
+def launched_jobs(command: list[str]) -> list[dict[str, str]]:
+    """The jobs a stage's command launches (fl_bench.analysis.reproduce: the fl_bench_jobs sweeper), each as
+    its overrides by key."""
+    import yaml
+
+    jobs = Path(next(word.split("=", 1)[1] for word in command if word.startswith("hydra.sweeper.jobs=")))
+    return [dict(override.split("=", 1) for override in job) for job in yaml.safe_load(jobs.read_text())]
+
+
+def job_run_dir(job: dict[str, str]) -> Path:
+    """The run directory of a launched job (its algorithm named ``alg``)."""
+    return Path(job["hydra.sweep.dir"]) / job["hydra.sweep.subdir"].replace("${algorithm.name}", "alg")
