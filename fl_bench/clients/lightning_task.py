@@ -79,8 +79,8 @@ from torch.nn import functional as F
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.task import LightningTaskConfig, model_inputs
 from fl_bench.clients.trainer import ClientTrainer, views
+from fl_bench.contracts import Broadcast
 from fl_bench.data import FederatedData
-from fl_bench.engine.messages import Broadcast
 from fl_bench.errors import ConfigError, FLBenchError
 
 # Constructor arguments a module may take from the run when its config does not set them.

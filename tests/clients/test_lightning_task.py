@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
+from fl_bench.contracts import Broadcast
 from fl_bench.numerics import kernels
-from fl_bench.engine.messages import Broadcast
 from fl_bench.runs.experiment import Run, build_experiment, result_config, run_experiment
 from tests.conftest import compose_run_config
 
