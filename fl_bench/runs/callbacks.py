@@ -247,7 +247,7 @@ class TaskMetricsLog(Callback):
     COLUMNS = ("trips", "server_step", "stage", "name", "value")
 
     def __init__(self, metrics):
-        self.metrics = metrics  # the task's Fabric logger (fl_bench.clients.lightning_task.task_metrics_logger)
+        self.metrics = metrics  # the task's Fabric logger (fl_bench.clients.lightning_metrics.TaskMetrics)
         self.rows: list[tuple] = []
 
     def on_start(self, run, resumed):

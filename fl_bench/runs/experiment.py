@@ -125,7 +125,9 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     lightning = isinstance(cfg.task, LightningTaskConfig)
     if lightning:
-        from fl_bench.clients.lightning_task import LightningClientTrainer, build_lightning_task, task_metrics_logger
+        from fl_bench.clients.lightning_metrics import TaskMetrics
+        from fl_bench.clients.lightning_task import build_lightning_task
+        from fl_bench.clients.lightning_trainer import LightningClientTrainer
 
         task = build_lightning_task(cfg.task, model, data)
         if cfg.vmap_clients:
@@ -138,7 +140,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     local = LocalTraining.from_config(cfg.algorithm, drop_last=drops)
     check_single_example_batches(task, data, local)
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
-    metrics = task_metrics_logger() if lightning else None
+    metrics = TaskMetrics() if lightning else None
     placement = place(accelerator, cfg.devices, cfg.num_nodes, cfg.strategy, cfg.precision,
                       False if lightning else cfg.vmap_clients, cfg.cuda_graphs, task.model, per_example,
                       loggers=[metrics] if lightning else [], lightning_task=lightning)
