@@ -90,11 +90,8 @@ class Server(ABC):
     # The last step's normalised weight of each upload, in add order, for a server that states one
     # (FedStaleWeight's alpha_j): the loop logs it in trips.csv's ``weight`` (fairness metrics).
     step_weights: list[float] | None = None
-
-    @property
-    def upload_keys(self) -> tuple[str, ...]:
-        """What each upload carries besides Delta (``Upload.extras``), in the order of an upload row."""
-        return ()
+    # What each upload carries besides Delta (``Upload.extras``), in the order of an upload row.
+    upload_keys: tuple[str, ...] = ()
 
     @abstractmethod
     def broadcast(self) -> Broadcast:

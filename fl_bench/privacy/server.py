@@ -29,32 +29,18 @@ logger = logging.getLogger(__name__)
 class PrivateServer(Server):
     """``algorithm`` behind the trusted aggregator: the uploads ``add`` takes are held until ``step``,
     which aggregates them privately (``aggregation``, weighted by the algorithm's ``private_weight``)
-    and steps the algorithm on that one upload. The model, its version and what the clients download
-    and upload are the algorithm's. No upload has a share of its own in a step (``step_weights`` is
-    None): the algorithm sees only the aggregate."""
+    and steps the algorithm on that one upload. The model (the algorithm's tensor, stepped in place),
+    its version and what the clients download and upload are the algorithm's. No upload has a share
+    of its own in a step (``step_weights`` stays None): the algorithm sees only the aggregate."""
 
     def __init__(self, algorithm: Server, aggregation: PrivateAggregation, num_clients: int, delta: float,
                  target_epsilon: float | None):
         self.algorithm = algorithm
         self.aggregation = aggregation
+        self.params, self.version = algorithm.params, algorithm.version
+        self.upload, self.upload_keys = algorithm.upload, algorithm.upload_keys
         self.num_clients, self.delta, self.target_epsilon = num_clients, delta, target_epsilon  # for the accounting
         self._uploads: list[Upload] = []  # the coming step's, in the aggregator only
-
-    @property
-    def params(self) -> torch.Tensor:
-        return self.algorithm.params
-
-    @property
-    def version(self) -> int:
-        return self.algorithm.version
-
-    @property
-    def upload(self) -> str:
-        return self.algorithm.upload
-
-    @property
-    def upload_keys(self) -> tuple[str, ...]:
-        return self.algorithm.upload_keys
 
     def broadcast(self) -> Broadcast:
         return self.algorithm.broadcast()
@@ -72,6 +58,7 @@ class PrivateServer(Server):
         self._uploads = []
         algorithm.add(aggregate)
         algorithm.step()
+        self.version = algorithm.version
 
     def dp_check(self, mechanism: str) -> None:
         raise ConfigError(f"dp={mechanism} is not allowed around a private server: its steps are private already")
