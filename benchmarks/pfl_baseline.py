@@ -114,7 +114,7 @@ def export(out: str, overrides: list[str], data_root: str | None) -> None:
     from stand_in import write_stand_in
 
     from fl_bench.clients.trainer import ClientTrainer, minibatch_plan
-    from fl_bench.engine.messages import Broadcast
+    from fl_bench.contracts import Broadcast
     from fl_bench.runs.experiment import build_experiment
 
     root = str(Path(data_root or Path(out).resolve().parent / "data").resolve())

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
-from fl_bench.privacy import (PrivateAggregation, TreeAggregator, _Noise, calibrate, clip_, epsilon,
-                              participation_sensitivity, tree_depth, tree_sensitivity)
+from fl_bench.privacy.accounting import calibrate, epsilon, participation_sensitivity, tree_depth, tree_sensitivity
+from fl_bench.privacy.mechanism import PrivateAggregation, TreeAggregator, _Noise, clip_
 
 
 def test_clipping_bounds_every_norm_and_leaves_short_updates_alone():

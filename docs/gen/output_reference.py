@@ -92,6 +92,7 @@ SUMMARY_WRITERS = {
     "fl_bench.runs.run_dir": ("write_summary",),
     "fl_bench.runs.callbacks": ("*.summary",),
     "fl_bench.runs.pruning": ("*.summary",),
+    "fl_bench.privacy.accounting": ("spent",),  # (PrivateServer.privacy_summary, the DP callback's summary)
 }
 
 

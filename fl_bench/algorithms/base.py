@@ -1,10 +1,11 @@
-"""The server algorithm contract (the role of Flower's ``Strategy``)."""
+"""The base of the server algorithms (their contract is fl_bench.contracts.Server, the role of Flower's
+``Strategy``), the configs they share and the server optimizers."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional
 
@@ -14,8 +15,7 @@ from omegaconf import MISSING
 
 from fl_bench.algorithms.client_state import ClientState
 from fl_bench.clients.local_update import ClientConfig, LocalUpdate
-from fl_bench.engine.messages import Broadcast, Upload, tensor_bytes
-from fl_bench.engine.protocol import StepPolicy
+from fl_bench.contracts import Broadcast, Server, tensor_bytes
 from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, require, schema
 
@@ -25,33 +25,19 @@ def staleness_scale(staleness: int, exponent: float) -> float:
     return (1.0 + staleness) ** -exponent
 
 
-class ServerAlgorithm(ABC):
-    """How uploads become server steps. The engine drives every algorithm the same way:
+class ServerAlgorithm(Server):
+    """The base of every server algorithm: the :class:`fl_bench.contracts.Server` contract (whose
+    docstrings say how the engine drives it: ``broadcast()``, ``add(upload)``, ``step()``) for an
+    algorithm built from its config. A subclass implements ``add`` and ``_step`` and names its
+    ``step_policy``.
 
-    1. ``broadcast()`` when a trip starts: what the client downloads. The engine keeps the returned
-       message (cloned) for as long as a pending trip that downloaded this version needs it, so
-       anything the client trains from belongs in it.
-    2. ``add(upload)`` for each upload that makes up the next server step, in arrival order. When
-       the step comes is the step policy's decision (K buffered uploads, a closed round), not the
-       algorithm's. ``upload.staleness`` counts server steps since ``upload.version`` was
-       downloaded; ``upload.client`` identifies the client for per-client state.
-    3. ``step()`` once those uploads are added: update ``params`` in place and advance ``version``.
-
-    ``params`` is the flat global model (the client trainer's layout). ``upload`` says what a client
-    sends: its update Delta = y_0 - y_Q (``"delta"``) or its final model y_Q (``"model"``).
-    Per-client server state lives in :class:`ClientState` attributes so that its memory is reported.
+    ``params`` is the flat global model (the client trainer's layout). Per-client server state lives
+    in :class:`ClientState` attributes so that its memory is reported.
     """
 
-    # When the server steps (fl_bench.engine.protocol): BufferedAsync (every buffer_size uploads) or
-    # Rounds (synchronous rounds); the algorithm's config carries that policy's knobs.
-    step_policy: ClassVar[type[StepPolicy]]
-    upload: ClassVar[str] = "delta"
-    # The last step's normalised weight of each upload, in add order, for an algorithm that defines
-    # one (FedStaleWeight's alpha_j): the engine logs it in trips.csv's ``weight`` (fairness metrics).
-    step_weights: list[float] | None = None
     # The server's math reads the clients' lr eta_t or update rule (Delta / eta, U(eta, g, s)): their
     # trips must step with local_update() at algorithm.client_lr, never with an optimizer of their own
-    # (a task=lightning module's configure_optimizers; fl_bench.clients.lightning_task).
+    # (a task=lightning module's configure_optimizers; fl_bench.clients.lightning_trainer).
     reads_client_rule: ClassVar[bool] = False
     # It can weight uploads by their local steps (``algorithm.step_normalisation=fednova``); others refuse it
     normalises_steps: ClassVar[bool] = False
@@ -88,30 +74,14 @@ class ServerAlgorithm(ABC):
         """Bytes one upload carries: Delta and each extra, parameter-sized (FedGBO Table I)."""
         return tensor_bytes([self.params]) * (1 + len(self.upload_keys))
 
-    def private_weight(self, upload: Upload) -> float:
-        """Under DP (fl_bench.privacy): this upload's weight in the step, which the trusted
-        aggregator applies to the clipped Delta before it sums, divides by K and noises the step.
-        It must depend on this upload alone and be at most 1, so that one client moves the step by
-        at most L / K, the sensitivity the accountant assumes. An algorithm whose weights cannot be
-        put so refuses DP in ``dp_check``."""
-        return 1.0
-
     def dp_check(self, mechanism: str) -> None:
-        """Raise ConfigError (one line) unless this algorithm's steps can take the private form of
-        ``private_weight``; called once, before the run. DP clips and noises Delta and nothing else,
-        and the server then sees one aggregate, so an algorithm that keeps per-client state or
-        weights uploads by one another cannot. Default: refused; FedBuff and the FedAvg family allow it."""
+        """Refused by default; FedBuff and the FedAvg family allow DP."""
         raise ConfigError(f"dp={mechanism} is not allowed with algorithm={self.cfg.name}: its aggregation has no "
                           f"private form (DP clips, weights by at most 1 and noises Delta: use a FedBuff- or "
                           f"FedAvg-family algorithm)")
 
-    @abstractmethod
-    def add(self, upload: Upload) -> None:
-        """Take one upload of the coming server step."""
-
     def step(self) -> None:
-        """Apply the uploads added since the last step (at least one) to ``params`` in place and
-        advance ``version`` by one. Subclasses implement ``_step``, not this."""
+        """The contract's step: ``_step``, then ``version`` advances. Subclasses implement ``_step``, not this."""
         self._step()
         self.version += 1
 
@@ -119,13 +89,8 @@ class ServerAlgorithm(ABC):
     def _step(self) -> None:
         """Apply the added uploads to ``params``."""
 
-    def server_state_nbytes(self) -> int:
-        """Memory of the server state kept between steps besides the model and the per-client stores:
-        HFL's ring of past models, a server optimizer's moments, CA2FL's mean of the cached updates."""
-        return 0
-
     def client_state_nbytes(self) -> int:
-        """Memory of the per-client state this algorithm keeps (the run summary states it)."""
+        """Its :class:`ClientState` stores' memory."""
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, ClientState))
 
 

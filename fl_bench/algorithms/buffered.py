@@ -14,7 +14,7 @@ from fl_bench.algorithms.base import (
     _schema_server_optimizer,
     staleness_scale,
 )
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.errors import ConfigError
 from fl_bench.schema import require, schema

@@ -34,7 +34,7 @@ import torch
 
 from fl_bench.algorithms.base import AsyncConfig, ServerAlgorithm
 from fl_bench.algorithms.client_state import ClientDict
-from fl_bench.engine.messages import Upload, tensor_bytes
+from fl_bench.contracts import Upload, tensor_bytes
 from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.schema import require, schema
 

@@ -42,7 +42,7 @@ from typing import Optional
 
 from fl_bench.algorithms.base import AsyncConfig, ServerOptimizerConfig, _schema_server_optimizer
 from fl_bench.algorithms.buffered import FEDBUFF_USES, FedBuff
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, require, schema
 

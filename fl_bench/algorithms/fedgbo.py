@@ -26,7 +26,7 @@ import torch
 from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
 from fl_bench.algorithms.global_optimizer import FixedStatistics, GlobalOptimizer, MovingStatistics
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
-from fl_bench.engine.messages import Broadcast, Upload
+from fl_bench.contracts import Broadcast, Upload
 from fl_bench.engine.protocol import Rounds
 from fl_bench.schema import choice, require, schema
 

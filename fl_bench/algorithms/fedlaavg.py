@@ -8,7 +8,7 @@ import torch
 from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
 from fl_bench.algorithms.client_state import ClientTable
 from fl_bench.clients.local_update import LocalTraining
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 from fl_bench.engine.protocol import Rounds
 from fl_bench.schema import choice, require, schema
 

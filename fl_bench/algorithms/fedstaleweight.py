@@ -9,7 +9,7 @@ import torch
 
 from fl_bench.algorithms.base import AsyncConfig, ServerAlgorithm
 from fl_bench.algorithms.client_state import ClientTable
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.schema import choice, require, schema
 

@@ -1,7 +1,7 @@
 """Compute accounting of client trips (FedGBO App. B, eq. 22): the FLOPs of one trip's local
 training, N = steps x C |x| + examples x (fwd + bwd) (+ n (fwd + bwd) for Mimelite's full-batch
 gradient), where (fwd + bwd) is counted on the real model and C is the update rule's operations per
-parameter (Table VI). Bytes are counted by the engine from the messages (fl_bench.engine.messages).
+parameter (Table VI). Bytes are counted by the engine from the messages (fl_bench.contracts).
 """
 
 from __future__ import annotations

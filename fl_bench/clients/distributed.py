@@ -23,7 +23,8 @@ from typing import Any
 
 import torch
 
-from fl_bench.engine.messages import Broadcast
+from fl_bench.clients.trainer import ClientTrainer
+from fl_bench.contracts import Broadcast, Trainer
 from fl_bench.errors import FLBenchError
 
 logger = logging.getLogger(__name__)
@@ -99,17 +100,42 @@ class PeerLost(FLBenchError):
     """Another process of the run stopped (killed, out of memory, its node lost)."""
 
 
-class DistributedTrainer:
+class DistributedTrainer(Trainer):
     """A trainer whose ``train`` splits each batch of trips over the run's processes, trains this
     process's contiguous share with ``trainer`` and gathers every process's uploads into ``out``.
-    Everything else is the wrapped trainer's."""
+    Everything else is the wrapped trainer's: the contract's hooks by name, the rest (``load``,
+    ``device``, ...) through attribute lookup."""
 
-    def __init__(self, trainer: Any, fabric: Any):
+    def __init__(self, trainer: ClientTrainer, fabric: Any):
         self.trainer = trainer
         self.fabric = fabric
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.trainer, name)
+
+    @property
+    def vmap(self) -> bool:
+        return self.trainer.vmap
+
+    def broadcast_state(self) -> dict[str, torch.Tensor]:
+        return self.trainer.broadcast_state()
+
+    @property
+    def extra_download_bytes(self) -> int:
+        return self.trainer.extra_download_bytes
+
+    @property
+    def extra_upload_bytes(self) -> int:
+        return self.trainer.extra_upload_bytes
+
+    def after_server_step(self, seeds: list[int], clients: list[int], weights: list[float] | None) -> None:
+        self.trainer.after_server_step(seeds, clients, weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.trainer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.trainer.load_state_dict(state)
 
     def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int],
               out: Sequence[torch.Tensor] | None = None, steps: Sequence[int] | None = None) -> Sequence[torch.Tensor]:
@@ -129,8 +155,7 @@ class DistributedTrainer:
         gathered = self.gather(local).reshape(world * share, -1)
         for i in range(b):
             out[i].copy_(gathered[i])
-        if hasattr(self.trainer, "gathered_buffers"):  # each process holds every trip's final buffers
-            self.trainer.gathered_buffers(list(seeds), list(clients), self.gather)
+        self.trainer.gathered_buffers(list(seeds), list(clients), self.gather)  # each process holds every trip's
         return out
 
     def gather(self, tensor: torch.Tensor) -> torch.Tensor:

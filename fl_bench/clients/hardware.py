@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from fl_bench.errors import ConfigError
-from fl_bench.models import _UnrollableRNN
+from fl_bench.models import UnrollableRNN
 
 CUDA_MIN_FLOPS = 1e6  # per training example: below, a run is launch-bound on a GPU
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
@@ -144,7 +144,7 @@ def place(accelerator: str, devices: Any, num_nodes: int, strategy: str, precisi
     device = fabric.device if fabric is not None else torch.device("cpu")
     batched = vmap_clients
     if batched is None:
-        rnn = any(isinstance(m, _UnrollableRNN) for m in model.modules())
+        rnn = any(isinstance(m, UnrollableRNN) for m in model.modules())
         batched = not rnn and (device.type == "cuda" or dense_only(model))
         if device.type == "cpu":
             why.append("batched: a model of Linear layers" if batched else

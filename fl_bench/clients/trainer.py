@@ -13,7 +13,7 @@ the same Delta to float tolerance. No Lightning ``Trainer`` per trip.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,8 +22,8 @@ import torch
 from fl_bench.clients.batched import LinearChain, StepGraph, batched_forward, linear_chain
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.task import ClassificationTask
+from fl_bench.contracts import Broadcast, Trainer
 from fl_bench.data import FederatedData
-from fl_bench.engine.messages import Broadcast
 from fl_bench.errors import ConfigError
 from fl_bench.models import unrolled_rnns
 
@@ -110,9 +110,10 @@ def views(vector: torch.Tensor, shapes: list[torch.Size]) -> list[torch.Tensor]:
     return out
 
 
-class ClientTrainer:
+class ClientTrainer(Trainer):
     """Local training of a batch of client trips, each from its own starting model, stepping with
-    ``update`` (default: SGD with ``local``'s FedProx term)."""
+    ``update`` (default: SGD with ``local``'s FedProx term): the :class:`fl_bench.contracts.Trainer`
+    of the built-in task, whose hooks it leaves at their defaults."""
 
     def __init__(
         self,
@@ -188,6 +189,11 @@ class ClientTrainer:
     def load(self, params: torch.Tensor) -> None:
         """Copy the flat model ``params`` into the task's parameters."""
         self.flat.copy_(params)
+
+    def gathered_buffers(self, seeds: list[int], clients: list[int], gather: Callable) -> None:
+        """In a run across processes (fl_bench.clients.distributed), after each batch of trips: take what
+        every process's trips left of the task's own state (``gather`` stacks a tensor over processes).
+        The built-in task keeps none."""
 
     def train(
         self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor] | None = None,

@@ -11,7 +11,7 @@ dict: joined into it, each example once); a plain ``Dataset`` is the pool, and
 ``dataset.val_fraction`` of every label is held out for validation. Each item is read once and stored,
 except a training set whose items differ between reads (random augmentation in ``__getitem__``): its
 first read is stored (shapes, FLOPs, probes) and ``FederatedData.reads`` reads every batch afresh in
-task=lightning's trips (fl_bench.clients.lightning_task); where its first draw would be frozen (another
+task=lightning's trips (fl_bench.clients.lightning_trainer); where its first draw would be frozen (another
 task, a validation split held out of it, a validation set that varies too) it is refused. The training
 DataLoader's ``drop_last=True`` is the clients' (unless
 ``task.drop_last`` says otherwise); its ``batch_size`` is not (``algorithm.batch_size`` is), and the

@@ -9,6 +9,9 @@
 - ``delays``: delay laws and persistent client speeds;
 - ``behaviour``: how devices behave during a trip (failures, communication time, partial work, outages);
 - ``link``: a server link shared by the transfers in flight;
-- ``messages``: what crosses the network (Broadcast, Upload);
 - ``trip_log``: the per-trip record.
+
+What crosses the network and the roles the loop drives (server, trainer, step policy) are declared
+below the engine, in ``fl_bench.contracts``; the engine knows nothing of DP (``fl_bench.privacy``
+wraps the server it steps).
 """

@@ -11,100 +11,17 @@
   staleness and start version (HFL's stragglers). The role FLSim gives ``should_update_global_model``.
 
 Each policy also decides when trips *count*: asynchronously as each trip ends, synchronously when
-its round closes (evaluations and the trip budget see whole rounds, as before).
+its round closes (evaluations and the trip budget see whole rounds, as before). Both implement
+:class:`fl_bench.contracts.StepPolicy`, whose docstrings are the hooks' contract.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
-from fl_bench.engine.delays import ClientDelays
+from fl_bench.contracts import StepPolicy, TripView
 from fl_bench.errors import ConfigError
-
-
-class Trip(Protocol):
-    """What a policy reads of a trip (the loop's record: :class:`fl_bench.engine.simulator.Trip`)."""
-
-    id: int
-    client: int
-    version: int  # the model version downloaded
-    round: int  # the round that started it (-1: asynchronous)
-    aborted: bool  # over before uploading
-
-
-class Simulator(Protocol):
-    """What a policy may use of the event loop (:class:`fl_bench.engine.simulator.Simulator`, which
-    calls the policy's hooks): the clock, the buffer of finished trips, and its actions."""
-
-    now: float
-    delays: ClientDelays
-    buffer: list  # finished trips whose uploads the next server step consumes, in arrival order
-
-    def schedule_tick(self, time: float) -> None:
-        """Call ``on_tick`` at ``time``."""
-
-    def schedule_deadline(self, time: float, round_id: int) -> None:
-        """Call ``on_deadline(round_id)`` at ``time``."""
-
-    def start_trips(self, count: int, round_id: int = -1) -> list:
-        """Start up to ``count`` trips on the current model (selection picks the clients); the started ones."""
-
-    def wait_for_clients(self) -> None:
-        """Call ``on_availability`` at the next availability change (or server step, on a steps clock)."""
-
-    def abort(self, trip: Trip) -> None:
-        """End a running trip without its upload (a closed round's straggler)."""
-
-    def count_trips(self) -> None:
-        """Trips that are over so far now count (budget, evaluations)."""
-
-    def budget_spent(self) -> bool:
-        """Whether the trip, round or time budget is spent."""
-
-    def evaluate_if_due(self, force: bool = False) -> bool:
-        """Evaluate each time counted trips cross a multiple of eval_every; True means stop."""
-
-    def server_step(self) -> None:
-        """Hand the buffer's uploads to the server algorithm and step it."""
-
-
-class StepPolicy(ABC):
-    """Hooks the event loop (:class:`Simulator` above) calls, in virtual-time order.
-
-    An algorithm declares the policy it runs under (``ServerAlgorithm.step_policy``); its config
-    carries the policy's ``knobs`` (``fl_bench.algorithms.base``: ``AsyncConfig`` for
-    :class:`BufferedAsync`, ``SyncConfig`` for :class:`Rounds`)."""
-
-    knobs: ClassVar[tuple[str, ...]] = ()  # the algorithm config's attributes ``from_config`` reads
-
-    @classmethod
-    @abstractmethod
-    def from_config(cls, cfg: Any, concurrency: int, arrival_rate: float | None, takes_all: bool) -> StepPolicy:
-        """The policy for an algorithm config (``cfg``), the run's concurrency and arrival rate, and
-        whether the selection starts every available client at once (``takes_all``)."""
-
-    @abstractmethod
-    def clients_at_once(self) -> int:
-        """Clients the policy needs training at the same time (start-up checks)."""
-
-    @abstractmethod
-    def begin(self, sim: Simulator) -> None:
-        """Schedule the first trips (time 0)."""
-
-    def on_tick(self, sim: Simulator) -> None:
-        """A start time scheduled with ``sim.schedule_tick`` has come."""
-
-    @abstractmethod
-    def on_trip_end(self, sim: Simulator, trip: Trip) -> None:
-        """A trip is over: ``trip.aborted`` says whether it uploaded. It is already logged."""
-
-    def on_deadline(self, sim: Simulator, round_id: int) -> None:
-        """A deadline scheduled with ``sim.schedule_deadline`` has passed."""
-
-    def on_availability(self, sim: Simulator) -> None:
-        """Availability changed while the policy was waiting for clients."""
 
 
 class BufferedAsync(StepPolicy):
@@ -177,6 +94,7 @@ class Rounds(StepPolicy):
     ``fixed_rounds``); the server then steps once and the round's trips count."""
 
     knobs = ("cohort", "over_selection", "deadline", "late_uploads", "fixed_rounds")
+    synchronous = True
 
     @classmethod
     def from_config(cls, cfg, concurrency, arrival_rate, takes_all):
@@ -195,7 +113,7 @@ class Rounds(StepPolicy):
         self.takes_all = takes_all  # the selection takes every available client
         self.round = -1
         self.open = False
-        self._trips: dict[int, Trip] = {}  # this round's trips still running
+        self._trips: dict[int, TripView] = {}  # this round's trips still running
         self._started = self._ended = self._uploads = 0
 
     def clients_at_once(self):

@@ -4,7 +4,8 @@ Events are trip ends, scheduled starts (ramp-up arrivals, rounds waiting for cli
 deadlines and availability changes that someone waits for; the step policy
 (:mod:`fl_bench.engine.protocol`) reacts to them. The simulator owns what every protocol shares:
 starting trips (selection from the population, a duration from the client's delay law), the
-server step, lazy training, the trip log, byte counting and evaluation.
+server step, lazy training, the trip log, byte counting and evaluation. It drives the server, the
+trainer and the step policy through their contracts (:mod:`fl_bench.contracts`), every hook alike.
 
 Local training is lazy: a trip is trained only when a server step needs its upload, from the
 :class:`Broadcast` it downloaded (older versions are kept as snapshots while a pending trip needs
@@ -20,55 +21,17 @@ import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable
 
 import numpy as np
 import torch
 
+from fl_bench.contracts import Broadcast, Server, StepPolicy, Trainer, Upload
 from fl_bench.engine.delays import ClientDelays
-from fl_bench.engine.messages import Broadcast, Upload
 from fl_bench.engine.population import ClientPopulation
-from fl_bench.engine.protocol import StepPolicy
 from fl_bench.engine.selection import Selection
 from fl_bench.engine.trip_log import TripLog
 from fl_bench.errors import ConfigError, DivergenceError
-
-
-class Server(Protocol):
-    """What the loop uses of the server algorithm (fl_bench.algorithms.base.ServerAlgorithm, whose
-    docstrings are the contract)."""
-
-    params: torch.Tensor  # the flat global model
-    version: int  # server steps taken
-    upload: str  # "delta" or "model"
-    upload_keys: tuple[str, ...]
-    step_weights: list[float] | None
-
-    def broadcast(self) -> Broadcast:
-        """The current model version as clients download it."""
-
-    def upload_nbytes(self) -> int:
-        """Bytes one upload carries."""
-
-    def add(self, upload: Upload) -> None:
-        """Take one upload of the coming server step."""
-
-    def step(self) -> None:
-        """Apply the added uploads to ``params`` and advance ``version``."""
-
-    def private_weight(self, upload: Upload) -> float:
-        """Under DP: this upload's weight in the private step, in [0, 1]."""
-
-
-class Trainer(Protocol):
-    """Local training of client trips (fl_bench.clients.trainer.ClientTrainer)."""
-
-    vmap: bool  # a batching trainer: every pending trip is handed over at once
-
-    def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor],
-              steps: Sequence[int] | None = None) -> None:
-        """Train trip i of ``clients[i]`` from ``starts[i]`` with the minibatch order of ``seeds[i]``, for
-        ``steps[i]`` local steps (None: each its full work); write its Delta = y_0 - y_Q into ``out[i]``."""
 
 
 @dataclass
@@ -158,7 +121,6 @@ class Simulator:
         max_steps: int | None = None,
         flops_by_client: np.ndarray | None = None,
         steps_by_client: np.ndarray | None = None,
-        privacy=None,
         behaviour=None,
     ):
         self.server, self.trainer, self.population = server, trainer, population
@@ -201,17 +163,16 @@ class Simulator:
         self._rows = UploadRows(params, policy.clients_at_once() + 16, width) if self._batch_all else None
         self._scratch = params.new_empty(0, width)
         self.weight_by_client = np.zeros(len(population))  # each client's total share of the steps so far
-        # What the trainer sends beside the algorithm's messages (a LightningModule's federated buffers) is
-        # counted in its own dtypes: it may travel in another form here (fl_bench.clients.lightning_task)
-        self.bytes_down = server.broadcast().nbytes + getattr(trainer, "extra_download_bytes", 0)
-        self.bytes_up = server.upload_nbytes() + getattr(trainer, "extra_upload_bytes", 0)
+        # What the trainer sends beside the server's messages (a LightningModule's federated buffers) is
+        # counted in its own dtypes: it may travel in another form here (fl_bench.clients.lightning_trainer)
+        self.bytes_down = server.broadcast().nbytes + trainer.extra_download_bytes
+        self.bytes_up = server.upload_nbytes() + trainer.extra_upload_bytes
         # FLOPs of one trip's local training, per client (fl_bench.clients.costs); 0 where not counted
         self.flops_by_client = np.zeros(len(population)) if flops_by_client is None else flops_by_client
         # local steps of one trip's full work, per client (uploads carry them); 0 where not known
         self.steps_by_client = np.zeros(len(population), dtype=np.int64) if steps_by_client is None else steps_by_client
         self.costs = {"bytes_down": 0, "bytes_up": 0, "flops": 0.0}  # totals over the trips over so far
         self.failures = {"failed_trips": 0, "failed_compute_time": 0.0}  # trips lost part-way, the compute they spent
-        self.privacy = privacy  # fl_bench.privacy.PrivateAggregation: DP in the trusted aggregator, or None
 
     def _check_enough_clients(self, concurrency: int | None) -> None:
         needed, num_clients = self.policy.clients_at_once(), len(self.population)
@@ -237,16 +198,14 @@ class Simulator:
     def state_dict(self) -> dict:
         """Everything the loop needs to go on (fl_bench.runs.checkpoint pickles it in one piece)."""
         state = {name: value for name, value in vars(self).items() if name not in self._NOT_STATE}
-        if hasattr(self.trainer, "state_dict"):  # the trainer's own state (a LightningModule's buffers)
-            state["trainer_state"] = self.trainer.state_dict()
+        state["trainer_state"] = self.trainer.state_dict()  # the trainer's own (a LightningModule's buffers)
         return state
 
     def load_state_dict(self, state: dict) -> None:
         """Take the state of :meth:`state_dict` (the trainer and callbacks stay this simulator's);
         then ``run(resume=True)`` goes on from it."""
         state = dict(state)
-        if "trainer_state" in state:
-            self.trainer.load_state_dict(state.pop("trainer_state"))
+        self.trainer.load_state_dict(state.pop("trainer_state"))
         vars(self).update(state)
 
     # ------------------------------------------------------------------ the loop
@@ -430,16 +389,11 @@ class Simulator:
             vectors = list(self._scratch[: len(trips)])
             self._train(trips, vectors)
         size = server.params.numel()
-        uploads = []
         for trip, row in zip(trips, vectors):
             staleness = server.version - trip.version
             vector, *extras = row.view(-1, size).unbind(0)
-            uploads.append(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector,
-                                  dict(zip(self._upload_keys, extras)), trip.steps))
-        if self.privacy is not None:  # the server sees only the clipped, noised mean (SecAgg semantics)
-            uploads = [self.privacy.aggregate(uploads, server.version, server.private_weight)]
-        for upload in uploads:
-            server.add(upload)
+            server.add(Upload(trip.client, trip.version, staleness, int(self.sizes[trip.client]), vector,
+                              dict(zip(self._upload_keys, extras)), trip.steps))
         for trip in trips:
             if trip.row >= 0:
                 self._rows.release(trip.row)
@@ -447,10 +401,9 @@ class Simulator:
         if self._waiting[server.version]:
             self._snapshots[server.version] = self._broadcast().clone()  # it is about to move
         server.step()
-        if hasattr(self.trainer, "after_server_step"):  # a task's own state that follows the steps (its buffers)
-            self.trainer.after_server_step([self._seed_base + t.id for t in trips], [t.client for t in trips],
-                                           server.step_weights if self.privacy is None else None)
-        if server.step_weights and self.privacy is None:  # fairness logs: each upload's share of this step
+        self.trainer.after_server_step([self._seed_base + t.id for t in trips], [t.client for t in trips],
+                                       server.step_weights)
+        if server.step_weights:  # fairness logs: each upload's share of this step
             for trip, weight in zip(trips, server.step_weights):
                 self.log.weight[trip.log_row] = weight
                 self.weight_by_client[trip.client] += weight
@@ -547,10 +500,10 @@ class Simulator:
             self._snapshots.pop(version, None)
 
     def _broadcast(self) -> Broadcast:
-        """The current version's download: the algorithm's broadcast, with what the trainer sends
-        beside it (a LightningModule's federated buffers: fl_bench.clients.lightning_task)."""
+        """The current version's download: the server's broadcast, with what the trainer sends
+        beside it (a LightningModule's federated buffers: fl_bench.clients.lightning_trainer)."""
         broadcast = self.server.broadcast()
-        extra = self.trainer.broadcast_state() if hasattr(self.trainer, "broadcast_state") else {}
+        extra = self.trainer.broadcast_state()
         return Broadcast(broadcast.version, broadcast.params, {**broadcast.state, **extra}) if extra else broadcast
 
     def _train(self, trips: list[Trip], out: list[torch.Tensor]) -> None:

@@ -19,7 +19,6 @@ more, passed to ``run_experiment(..., callbacks=[...])``.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
@@ -31,8 +30,6 @@ from fl_bench.engine.simulator import Progress
 from fl_bench.runs.checkpoint import CheckpointSchedule
 from fl_bench.runs.fairness import accuracy_by_group, client_groups, jain_index
 from fl_bench.runs.interrupt import STOP
-
-logger = logging.getLogger("fl_bench")
 
 
 class Callback:
@@ -214,33 +211,11 @@ class WeightShares(Callback):
 
 
 class PrivacyAccounting(Callback):
-    """(epsilon, delta) of the private steps taken, for the participation that happened (dp-accounting;
-    DP-FTRL: each client's uploads placed in the trees, fl_bench.privacy.tree_sensitivity), and how
-    many uploads the aggregator refused at dp.max_participations."""
-
-    def __init__(self, delta: float, target_epsilon: float | None, per_step: int):
-        self.delta, self.target_epsilon, self.per_step = delta, target_epsilon, per_step
+    """(epsilon, delta) of the private steps taken, for the participation that happened, and how many
+    uploads the aggregator refused at dp.max_participations (fl_bench.privacy.accounting.spent)."""
 
     def summary(self, run):
-        from fl_bench.privacy import epsilon, tree_sensitivity
-
-        sim = run.exp.simulator
-        privacy = sim.privacy
-        sensitivity = tree_sensitivity(privacy.contributions, privacy.tree_steps) if privacy.mechanism == "ftrl" else None
-        spent = epsilon(privacy.mechanism, privacy.noise_multiplier, privacy.steps, self.delta, len(sim.population),
-                        self.per_step, sensitivity)
-        if privacy.discarded:
-            logger.warning("dp: %d uploads added nothing: their clients had already entered dp.max_participations=%d "
-                           "steps (selection=longest_absent lets every client go once before any goes twice)",
-                           privacy.discarded, privacy.max_participations)
-        most = max(privacy.participations.values(), default=0)
-        summary = {"dp_mechanism": privacy.mechanism, "dp_epsilon": spent, "dp_delta": self.delta,
-                   "dp_target_epsilon": self.target_epsilon, "dp_noise_multiplier": privacy.noise_multiplier,
-                   "dp_clip": privacy.clip, "dp_max_participations": most}
-        if privacy.mechanism == "ftrl":
-            summary.update(dp_participation_cap=privacy.max_participations, dp_discarded_uploads=privacy.discarded,
-                           dp_tree_sensitivity=sensitivity)
-        return summary
+        return run.exp.server.privacy_summary()
 
 
 class StragglerAccuracy(Callback):
@@ -272,7 +247,7 @@ class TaskMetricsLog(Callback):
     COLUMNS = ("trips", "server_step", "stage", "name", "value")
 
     def __init__(self, metrics):
-        self.metrics = metrics  # the task's Fabric logger (fl_bench.clients.lightning_task.task_metrics_logger)
+        self.metrics = metrics  # the task's Fabric logger (fl_bench.clients.lightning_metrics.TaskMetrics)
         self.rows: list[tuple] = []
 
     def on_start(self, run, resumed):

@@ -34,7 +34,7 @@ from fl_bench.runs.atomic import replace_text, write_partial
 from fl_bench.runs.config import NOT_RESULT_KEYS
 
 CHECKPOINT = "checkpoint.pt"
-FORMAT = 2  # 2: with a SHA-256 digest file
+FORMAT = 3  # 2: with a SHA-256 digest file; 3: DP inside the server (fl_bench.privacy.PrivateServer), the trainer's state always kept
 
 
 class CheckpointSchedule:

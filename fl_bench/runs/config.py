@@ -33,7 +33,7 @@ from fl_bench.engine.delays import DelayConfig, SpeedConfig
 from fl_bench.engine.selection import SelectionConfig
 from fl_bench.models import ModelConfig
 from fl_bench.numerics import MODES as NUMERICS_MODES
-from fl_bench.privacy import DPConfig
+from fl_bench.privacy.server import DPConfig
 from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, load_plugins, require
 

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.algorithms.hfl import HFLConfig
 from fl_bench.algorithms.synchronous import CentralizedConfig
 from fl_bench.clients.costs import example_flops, trip_flops
@@ -29,6 +28,7 @@ from fl_bench.clients.hardware import Placement, place, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.task import ClassificationTask, LightningTaskConfig, builtin_task, drop_last
 from fl_bench.clients.trainer import ClientTrainer
+from fl_bench.contracts import Server
 from fl_bench.data import FederatedData, build_dataset
 from fl_bench.data.datamodule import refuse_fresh_reads
 from fl_bench.data.downloads import download_settings
@@ -41,6 +41,7 @@ from fl_bench.errors import ConfigError, DivergenceError, FLBenchError, NoProgre
 from fl_bench.models import build_model
 from fl_bench.numerics import describe as describe_numerics
 from fl_bench.numerics import kernels, require_portable_process
+from fl_bench.privacy.server import private_server
 from fl_bench.runs.callbacks import (
     Callback,
     Checkpointing,
@@ -81,7 +82,7 @@ class Experiment:
     data: FederatedData
     task: ClassificationTask
     trainer: ClientTrainer
-    server: ServerAlgorithm
+    server: Server  # what the loop steps: the algorithm, or under DP the trusted aggregator around it
     simulator: Simulator
     example_flops: float = 0.0  # one example's forward + backward (fl_bench.clients.costs)
     placement: Placement | None = None  # device, batched trips, CUDA graphs (auto choices resolved)
@@ -126,7 +127,9 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     lightning = isinstance(cfg.task, LightningTaskConfig)
     if lightning:
-        from fl_bench.clients.lightning_task import LightningClientTrainer, build_lightning_task, task_metrics_logger
+        from fl_bench.clients.lightning_metrics import TaskMetrics
+        from fl_bench.clients.lightning_task import build_lightning_task
+        from fl_bench.clients.lightning_trainer import LightningClientTrainer
 
         task = build_lightning_task(cfg.task, model, data)
         if cfg.vmap_clients:
@@ -139,7 +142,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     local = LocalTraining.from_config(cfg.algorithm, drop_last=drops)
     check_single_example_batches(task, data, local)
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
-    metrics = task_metrics_logger() if lightning else None
+    metrics = TaskMetrics() if lightning else None
     placement = place(accelerator, cfg.devices, cfg.num_nodes, cfg.strategy, cfg.precision,
                       False if lightning else cfg.vmap_clients, cfg.cuda_graphs, task.model, per_example,
                       loggers=[metrics] if lightning else [], lightning_task=lightning)
@@ -161,10 +164,6 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
             raise ConfigError(f"precision=16-mixed is not allowed with algorithm={cfg.algorithm.name}: its clients step "
                               f"with the algorithm's rule, which takes no scaled loss; use bf16-mixed or 32-true")
         trainer = LightningClientTrainer(task, data, local, update, placement.fabric, own_optimizer, cfg.precision)
-        if trainer.buffer_rule == "federated" and cfg.dp.name != "none":
-            raise ConfigError(f"task.buffers=federated is not allowed with dp={cfg.dp.name}: the clients' buffers "
-                              f"(running statistics of their data) would reach the server without the privacy "
-                              f"mechanism; use task.buffers=local or reset")
     else:
         if cfg.precision == "16-mixed":
             raise ConfigError("precision=16-mixed is not allowed with task=builtin: its batched steps take no scaled "
@@ -183,14 +182,18 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     availability = build(cfg.availability, data)
     population = ClientPopulation(data.sizes, behaviour.with_outages(availability) if behaviour else availability)
     selection = build(cfg.selection, population, client_means)
+    policy = build_protocol(getattr(server, "step_policy", None), cfg.algorithm, cfg.concurrency, cfg.arrival_rate,
+                            selection.takes_all)
+    flops_by_client = trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel())
+    # under DP the loop steps the trusted aggregator around the algorithm (fl_bench.privacy)
+    server = private_server(cfg, server, trainer, data.num_clients, device)
     simulator = Simulator(
         server=server,
         trainer=trainer,
         population=population,
         selection=selection,
         delays=delays,
-        policy=build_protocol(getattr(server, "step_policy", None), cfg.algorithm, cfg.concurrency, cfg.arrival_rate,
-                              selection.takes_all),
+        policy=policy,
         rng=np.random.default_rng(cfg.seed),
         max_trips=cfg.max_trips,
         max_steps=cfg.max_rounds,
@@ -199,9 +202,8 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         seed=cfg.seed,
         concurrency=cfg.concurrency,
         between_events=between_events,
-        flops_by_client=trip_flops(data.sizes, local, trainer.update, per_example, trainer.flat.numel()),
+        flops_by_client=flops_by_client,
         steps_by_client=local.num_steps(np.asarray(data.sizes, dtype=np.int64)),
-        privacy=build_privacy(cfg, server, data.num_clients, device),
         behaviour=behaviour,
     )
     return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement,
@@ -243,52 +245,6 @@ def check_single_example_batches(task: Any, data: FederatedData, local: LocalTra
                           f"({cause}): {fix}") from error
 
 
-def dp_plan(cfg: Config, num_clients: int) -> dict[str, Any]:
-    """Uploads per server step (K: the buffer, or the cohort) and the budget of steps the accountant
-    is calibrated for (max_rounds, else max_trips / K)."""
-    algorithm = cfg.algorithm
-    per_step = getattr(algorithm, "buffer_size", None) or getattr(algorithm, "cohort", None) or cfg.concurrency
-    steps = cfg.max_rounds if cfg.max_rounds is not None else -(-cfg.max_trips // per_step)
-    return dict(per_step=per_step, steps=steps, num_clients=num_clients,
-                restart_every=getattr(cfg.dp, "restart_every", None))
-
-
-def build_privacy(cfg: Config, server: ServerAlgorithm, num_clients: int, device: torch.device):
-    """The trusted aggregator of a DP run (fl_bench.privacy), its sigma calibrated for dp.target_epsilon."""
-    if cfg.dp.name == "none":
-        return None
-    from fl_bench.privacy import PrivateAggregation, calibrate, participation_sensitivity
-
-    server.dp_check(cfg.dp.name)
-    if cfg.dp.name == "dpsgd" and not issubclass(server.step_policy, Rounds):
-        raise ConfigError(f"dp=dpsgd is not allowed with algorithm={cfg.algorithm.name}: its privacy is amplified by "
-                          f"sampling synchronous cohorts; use dp=ftrl for asynchronous aggregation")
-    if cfg.dp.name == "dpsgd" and (cfg.selection.name, cfg.availability.name) != ("uniform", "always"):
-        # its accounting amplifies by sampling: each cohort a uniform draw from all N clients
-        raise ConfigError(f"dp=dpsgd is not allowed with selection={cfg.selection.name}, availability="
-                          f"{cfg.availability.name}: its epsilon assumes cohorts drawn uniformly from every client; "
-                          f"use selection=uniform availability=always")
-    plan = dp_plan(cfg, num_clients)
-    cap = getattr(cfg.dp, "max_participations", None)
-    uploads = plan["steps"] * plan["per_step"]
-    if cap is not None and uploads > cap * num_clients:  # the budget could not be spent: refuse, not waste it
-        budget = f"max_rounds={cfg.max_rounds}" if cfg.max_rounds is not None else f"max_trips={cfg.max_trips}"
-        raise ConfigError(f"dp.max_participations={cap} lets {num_clients} clients upload {cap * num_clients} times, and "
-                          f"this run's budget is {uploads} uploads ({budget}): raise dp.max_participations to "
-                          f"{-(-uploads // num_clients)} (sigma grows with it) or lower {budget.split('=')[0]}")
-    sigma = cfg.dp.noise_multiplier
-    if cfg.dp.target_epsilon is not None:
-        sensitivity = None
-        if cfg.dp.name == "ftrl":
-            sensitivity = participation_sensitivity(cap, plan["steps"], plan["restart_every"])
-        sigma = calibrate(cfg.dp.name, cfg.dp.target_epsilon, plan["steps"], cfg.dp.delta, num_clients,
-                          plan["per_step"], sensitivity)
-        logger.info("dp: noise multiplier %.4f for epsilon %.3g at delta %.3g over %d steps%s", sigma,
-                    cfg.dp.target_epsilon, cfg.dp.delta, plan["steps"],
-                    f", each client in at most {cap} of them" if cfg.dp.name == "ftrl" else "")
-    return PrivateAggregation(cfg.dp, server.params.numel(), plan["per_step"], sigma, cfg.seed, device)
-
-
 def _server_step_knob(algorithm: Any) -> str:
     """' or <the key that sizes the server step> (<value>)', for the divergence message."""
     if hasattr(algorithm, "server_optimizer"):
@@ -310,7 +266,7 @@ def default_callbacks(cfg: Config, num_clients: int, progress: bool = True, task
     callbacks += [Target(cfg.target_accuracy, cfg.max_trips, cfg.stop_at_target), ProgressBar(cfg.max_trips, cfg.progress and progress),
                   Checkpointing(cfg.checkpoint_every, cfg.checkpoint_minutes), StragglerAccuracy()]
     if cfg.dp.name != "none":
-        callbacks.append(PrivacyAccounting(cfg.dp.delta, cfg.dp.target_epsilon, dp_plan(cfg, num_clients)["per_step"]))
+        callbacks.append(PrivacyAccounting())
     if task_metrics is not None:  # task=lightning: what the module logs
         callbacks.append(TaskMetricsLog(task_metrics))
     return callbacks

@@ -51,7 +51,7 @@ def accuracy_by_group(correct: np.ndarray, y_val: np.ndarray, val_offsets: np.nd
 
 
 def has_step_weights(trips: pd.DataFrame) -> bool:
-    """Whether the run's algorithm logged each used upload's share of its step (``ServerAlgorithm.step_weights``):
+    """Whether the run's algorithm logged each used upload's share of its step (``Server.step_weights``):
     one that defines none (a plugin's, FedLaAvg) leaves trips.csv's ``weight`` empty, and no share can be read."""
     return bool(trips.loc[trips["used"] == 1, "weight"].notna().any())
 

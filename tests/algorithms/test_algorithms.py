@@ -12,7 +12,7 @@ from fl_bench.algorithms.base import SHARED_SERVER_KEYS, AdamServerOptimizerConf
 from fl_bench.algorithms.buffered import FedAsync, FedAsyncConfig, FedBuff, FedBuffConfig
 from fl_bench.algorithms.client_state import ClientDict, ClientTable
 from fl_bench.algorithms.synchronous import FedAvgM, FedAvgMConfig
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
 from fl_bench.schema import SCHEMAS, build
 

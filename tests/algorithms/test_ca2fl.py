@@ -3,7 +3,7 @@
 import torch
 
 from fl_bench.algorithms.ca2fl import CA2FL, CA2FLConfig
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 
 
 def upload(client, vector):

@@ -6,7 +6,7 @@ import torch
 from fl_bench.algorithms.base import AMSGradServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
 from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
 from fl_bench.algorithms.fadas import FADAS, FADASConfig
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 
 
 def fadas(lr=0.5, betas=(0.5, 0.75), eps=0.25, bias_correction=False, **kw):

@@ -13,7 +13,7 @@ from fl_bench.clients.costs import example_flops, trip_flops
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.task import ClassificationTask, max_entropy_gap
 from fl_bench.clients.trainer import ClientTrainer, minibatch_plan
-from fl_bench.engine.messages import Broadcast, Upload
+from fl_bench.contracts import Broadcast, Upload
 from fl_bench.errors import ConfigError
 from tests.clients.test_client import many_clients_data
 

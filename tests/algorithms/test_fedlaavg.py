@@ -7,7 +7,7 @@ import torch
 
 from fl_bench.algorithms.fedlaavg import FedLaAvg, FedLaAvgConfig
 from fl_bench.analysis.example1 import fedavg_limit, fedavg_trajectory, fedlaavg_trajectory, simulate
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
 from fl_bench.runs.experiment import build_experiment, run_experiment
 from tests.conftest import compose_run_config

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fl_bench.algorithms.fedstaleweight import FedStaleWeight, FedStaleWeightConfig
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 
 
 def server(rule, buffer_size=3, ema=0.5):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fl_bench.algorithms.hfl import HFL, HFLConfig, corrected_gradient
-from fl_bench.engine.messages import Upload
+from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
 from fl_bench.runs.experiment import build_experiment
 from tests.conftest import compose_run_config

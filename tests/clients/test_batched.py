@@ -8,8 +8,8 @@ from fl_bench.clients.batched import LinearChain, batched_forward, linear_chain
 from fl_bench.clients.local_update import LocalTraining
 from fl_bench.clients.task import ClassificationTask
 from fl_bench.clients.trainer import ClientTrainer
+from fl_bench.contracts import Broadcast
 from fl_bench.data.transforms import ImageTransform
-from fl_bench.engine.messages import Broadcast
 from tests.clients.test_client import Preconditioned, many_clients_data
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]  # the CUDA case runs where a GPU is

@@ -9,8 +9,8 @@ from torch.nn import functional as F
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.task import ClassificationTask
 from fl_bench.clients.trainer import ClientTrainer, minibatch_plan
+from fl_bench.contracts import Broadcast
 from fl_bench.data.federated import FederatedData
-from fl_bench.engine.messages import Broadcast
 from fl_bench.errors import ConfigError
 from fl_bench.models import CharRNN, CharRNNConfig
 

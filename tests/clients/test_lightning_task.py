@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
+from fl_bench.contracts import Broadcast
 from fl_bench.numerics import kernels
-from fl_bench.engine.messages import Broadcast
 from fl_bench.runs.experiment import Run, build_experiment, result_config, run_experiment
 from tests.conftest import compose_run_config
 
@@ -189,10 +189,10 @@ def test_torchmetrics_objects_are_logged_with_the_trainers_semantics():
     Lightning would not average is refused in one line."""
     from torchmetrics.classification import MulticlassAccuracy
 
-    from fl_bench.clients.lightning_task import task_metrics_logger
+    from fl_bench.clients.lightning_metrics import TaskMetrics
     from fl_bench.errors import ConfigError
 
-    metrics, accuracy = task_metrics_logger(), MulticlassAccuracy(3, average="micro")
+    metrics, accuracy = TaskMetrics(), MulticlassAccuracy(3, average="micro")
     metrics.stage = "val"
     for preds, target in ((torch.tensor([0, 1, 2, 0]), torch.tensor([0, 1, 2, 0])),  # 4 of 4 right
                           (torch.tensor([1]), torch.tensor([0]))):  # 0 of 1

@@ -14,7 +14,7 @@ from fl_bench.data import build_dataset
 from fl_bench.data.downloads import REGISTRY, download_settings, fetch, mirrored
 from fl_bench.data.sources import SOURCES, cache_dir, prepare
 from fl_bench.errors import DataMissingError
-from fl_bench.models import GLOVE_URL
+from fl_bench.models.glove import GLOVE_URL
 from tests.conftest import compose_run_config
 from tests.helpers.mirror import SENT140_URL, cifar10_tarball, glove_zip, mnist_files, sent140_zip
 

@@ -13,6 +13,7 @@ from fl_bench.algorithms import ServerAlgorithm
 from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
 from fl_bench.algorithms.client_state import ClientDict
 from fl_bench.algorithms.synchronous import FedAvg, FedAvgConfig
+from fl_bench.contracts import Trainer
 from fl_bench.engine.availability import AlwaysAvailable
 from fl_bench.engine.delays import ClientDelays, Delay
 from fl_bench.engine.population import ClientPopulation, IdlePool
@@ -36,7 +37,7 @@ class ScriptedDelay(Delay):
         return 1.0
 
 
-class RecordingTrainer:
+class RecordingTrainer(Trainer):
     """Delta = client id (so uploads can be traced); records each batch it is handed."""
 
     def __init__(self, vmap=True):

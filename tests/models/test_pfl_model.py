@@ -14,11 +14,11 @@ from torch import nn
 from fl_bench.clients.local_update import LocalTraining
 from fl_bench.clients.task import ClassificationTask
 from fl_bench.clients.trainer import ClientTrainer
+from fl_bench.contracts import Broadcast
 from fl_bench.data import build_dataset
 from fl_bench.data.cache import save_prepared
 from fl_bench.data.federated import Examples
 from fl_bench.data.sources import cache_dir
-from fl_bench.engine.messages import Broadcast
 from fl_bench.models import PflCNN, PflCNNConfig, build_model, count_parameters
 
 YAML = Path(__file__).resolve().parents[2] / "conf" / "model" / "cnn_pfl.yaml"
