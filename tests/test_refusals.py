@@ -240,6 +240,10 @@ REFUSALS = [
     (FL_BENCH, ["algorithm=ca2fl", "dp=ftrl"], {}, "dp=ftrl is not allowed with algorithm=ca2fl: its aggregation has no "
                                                    "private form"),
     (FL_BENCH, ["algorithm=fadas", "algorithm.tau_c=-1"], {}, "algorithm.tau_c=-1 is not allowed: must be an integer >= 0 or null"),
+    (FL_BENCH, ["algorithm=fadas", "algorithm.server_optimizer.bias_correction=maybe"], {},
+     "Error merging override algorithm.server_optimizer.bias_correction=maybe: Value 'maybe' is not a valid bool"),
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm.server_optimizer.bias_correction=true"], {},
+     "Could not override 'algorithm.server_optimizer.bias_correction': Key 'bias_correction' not in 'SGDServerOptimizerConfig'"),
     (FL_BENCH, ["algorithm=fadas", "algorithm.delay_rule=half"], {},
      "algorithm.delay_rule='half' is not allowed: choose one of min, divide"),
     (FL_BENCH, ["algorithm=fadas", "algorithm.tau_c=null", "algorithm.delay_rule=divide"], {},
