@@ -187,6 +187,8 @@ def test_the_readme_summary_is_the_one_the_scoreboard_generates_from_the_shipped
     text = scoreboard.README.read_text()
     begin, end = text.index(scoreboard.README_BEGIN), text.index(scoreboard.README_END)
     assert text[begin:end + len(scoreboard.README_END)] == scoreboard.readme_block(board)
+    # every shipped table was made under its sweep file's current claims (issue 54: none older)
+    assert "Evidence older" not in scoreboard.markdown(board)
 
 
 def test_a_verdict_from_fewer_seeds_than_the_protocol_s_minimum_is_shown_apart_and_not_counted(tmp_path):
