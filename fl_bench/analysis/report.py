@@ -37,6 +37,7 @@ import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from fl_bench.analysis.guards import evidence_markdown, paper_side, side  # noqa: E402
+from fl_bench.analysis.measures import MEASURES, REPORT_MEASURES  # noqa: E402
 from fl_bench.runs.config import NOT_RESULT_KEYS
 from fl_bench.runs.run_dir import FINISHED, unfinished
 from fl_bench.runs.run_log import METRIC_COLUMNS  # noqa: E402
@@ -575,9 +576,6 @@ def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-MEASURES = ("trips", "rounds", "best_accuracy", "final_accuracy", "costs", "privacy")
-
-
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
                  title: str | None = None, extra_seconds: float = 0.0, notes: str = "",
                  measure: str = "trips", found: pd.DataFrame | None = None,
@@ -590,11 +588,12 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     numbers beside ours and whether the direction matches; ``extra_seconds`` (tuning) is added to the
     stated wall time; ``notes`` (what was measured about a difference) follow the table; ``found``: the
     evidence (fl_bench.analysis.guards.evidence) when the caller has computed it."""
-    if measure not in MEASURES:
-        raise ValueError(f"measure {measure!r}: choose one of {', '.join(MEASURES)}")
+    if measure not in REPORT_MEASURES:
+        raise ValueError(f"measure {measure!r}: choose one of {', '.join(REPORT_MEASURES)}")
+    read = MEASURES[measure]
     runs, metrics, trips = frames
     seeds = sorted(runs["seed"].unique())
-    if measure == "privacy":
+    if read.page == "privacy":
         table = privacy_table(runs)
         best = None if arms is not None else reference or "fedbuff + ftrl"  # arms: the evidence judges
         direction = "" if best is None else f"; direction: whether the best method at each epsilon is the paper's ({best})"
@@ -603,7 +602,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"from dp-accounting, at delta {runs['dp_delta'].dropna().iloc[0] if 'dp_delta' in runs else 'n/a'})"
                 f"{direction}"
                 f".\n\n{privacy_markdown(table, best)}")
-    elif measure == "costs":
+    elif read.page == "costs":
         table = costs_table(runs, metrics, reference)
         if arms is not None:
             table = compare_accuracy_with_paper(table, arms, reference)
@@ -614,7 +613,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"{reference}'s mean max accuracy (mean over seeds, – unless every seed reached it)"
                 f"{'; difference: points relative to the arm it is compared with' if arms is not None else ''}."
                 f"\n\n{costs_markdown(table)}")
-    elif measure in ("best_accuracy", "final_accuracy"):  # one table; the evidence reads the best or the final model
+    elif read.page == "accuracy":  # one table; the evidence reads the best or the final model
         table = best_accuracy_table(runs, reference, metrics)
         if arms is not None:
             table = compare_accuracy_with_paper(table, arms, reference)
@@ -622,12 +621,12 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         body = (f"Best validation accuracy (%) within the budget ({budget:,} client trips, {int(table['rounds'].max()):,} "
                 f"rounds), mean ± std over seeds {', '.join(map(str, seeds))}; tail_accuracy: mean over each run's last "
                 f"10% of evaluations{_group_note(runs)}"
-                f"{'; the evidence below reads the final model accuracy (final_accuracy), not the best' if measure == 'final_accuracy' else ''}"
+                f"{'; the evidence below reads the final model accuracy (final_accuracy), not the best' if read.reads_final else ''}"
                 f"{'; difference: points relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
                 f".\n\n{accuracy_markdown(table)}")
     else:
-        unit = "rounds" if measure == "rounds" else "client trips"
-        table = trips_to_target_table(rounds_view(runs) if measure == "rounds" else runs, reference)
+        unit = "rounds" if read.in_rounds else "client trips"
+        table = trips_to_target_table(rounds_view(runs) if read.in_rounds else runs, reference)
         if arms is not None:
             table = compare_with_paper(table, arms, reference)
         target, budget = table["target_accuracy"].iloc[0], int(table["budget"].max())
@@ -642,14 +641,14 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"{'; ratio: ' + unit + ' (and time) relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
                 f"; client_times_to_target: simulated time in mean client trip times. Resolution of {unit} to target: {grid} "
                 f"(0 where every model was evaluated).\n\n{markdown(table)}")
-    body += "\n\n" + evidence_markdown(rounds_view(runs) if measure == "rounds" else runs, reference, arms or {}, measure,
+    body += "\n\n" + evidence_markdown(rounds_view(runs) if read.in_rounds else runs, reference, arms or {}, measure,
                                        found)
     written = [] if written is None else written
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
     written.append(out / f"{name}.csv")
     # Fig. 3's trips against concurrency when the table spans several concurrencies
-    plots = ["curves", "staleness", "examples"] + (["privacy"] if measure == "privacy" else [])
+    plots = ["curves", "staleness", "examples", *read.plots]
     if "concurrency" in table and table["concurrency"].nunique() > 1:
         plots.append("concurrency")
     (out / f"{name}.md").write_text(
@@ -660,8 +659,8 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     )
     written.append(out / f"{name}.md")
     target = float(runs["target_accuracy"].iloc[0])
-    axes = {"trips": ("trips", "sim_time"), "costs": ("upload_gb", "tflops")}.get(measure, ("server_step", "trips"))
-    if measure == "costs":  # FedGBO's curves: accuracy against what was uploaded and computed
+    axes = read.axes
+    if read.page == "costs":  # FedGBO's curves: accuracy against what was uploaded and computed
         metrics = metrics.assign(upload_gb=metrics["bytes_up"] / 1e9, tflops=metrics["flops"] / 1e12)
     draw = {"curves": lambda path: plot_curves(metrics, target, path, axes), "staleness": partial(plot_staleness, trips),
             "privacy": partial(plot_privacy, table), "examples": partial(plot_examples, trips),
@@ -683,7 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", help="method the others are compared with")
     parser.add_argument("--title", help="a line under the table's name")
     parser.add_argument("--notes", default="", help="findings printed after the table")
-    parser.add_argument("--measure", choices=MEASURES, default="trips",
+    parser.add_argument("--measure", choices=REPORT_MEASURES, default="trips",
                         help="client trips or rounds to the target, best accuracy within the budget, or costs "
                              "(FedGBO Table IV: max accuracy, upload GB and TFLOPs to it and to the reference's)")
     parser.add_argument("--publish", metavar="ENTITY/PROJECT",
@@ -709,11 +708,11 @@ def main(argv: list[str] | None = None) -> None:
                              measure=args.measure, written=written)
     except (FileNotFoundError, ValueError) as error:
         parser.exit(2, f"fl_bench.analysis.report: error: {error}\n")
-    if args.measure == "privacy":
+    page = MEASURES[args.measure].page
+    if page == "privacy":
         print(privacy_markdown(table, args.reference or "fedbuff + ftrl"))
     else:
-        print({"best_accuracy": accuracy_markdown, "final_accuracy": accuracy_markdown,
-               "costs": costs_markdown}.get(args.measure, markdown)(table))
+        print({"accuracy": accuracy_markdown, "costs": costs_markdown, "to_target": markdown}[page](table))
     print(f"written to {args.out}: {', '.join(path.name for path in written)}")
     if args.publish:
         from fl_bench.analysis.wandb_report import publish

@@ -83,6 +83,7 @@ from omegaconf.errors import OmegaConfBaseException
 from fl_bench.analysis.fairness import write_fairness
 from fl_bench.analysis.guards import (SPACES, contains, evidence, evidence_markdown, fill_notes, paper_effect, samples,
                                      search_space, search_space_text, tuned_edges)
+from fl_bench.analysis.measures import MEASURES, Measure
 from fl_bench.analysis.power import Need, seeds_needed, table_seeds
 from fl_bench.analysis.protocol import Protocol, plugin_spaces
 from fl_bench.analysis.report import Frames, load_runs, rounds_view, write_report
@@ -463,11 +464,11 @@ class Reproduction:
         return runs.sort_values("method", key=lambda m: m.map(order), kind="stable"), metrics, trips
 
     @staticmethod
-    def _evidence_view(table: dict, runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    def _evidence_view(table: dict, runs: pd.DataFrame) -> tuple[pd.DataFrame, Measure]:
         """The runs a table's verdicts read (rounds for a rounds table) and the measure they read
         (FedStaleWeight's fairness table is judged on best accuracy)."""
-        measure = table.get("measure", "trips")
-        return (rounds_view(runs) if measure == "rounds" else runs), {"fairness": "best_accuracy"}.get(measure, measure)
+        measure = MEASURES[table.get("measure", "trips")].verdict
+        return (rounds_view(runs) if measure.in_rounds else runs), measure
 
     def power(self, tables: dict[str, dict], arms: dict[str, Arm]) -> dict[str, dict[str, Need]]:
         """Per table, per verdict arm: the report seeds it needs (fl_bench.analysis.power), from every arm
@@ -483,16 +484,15 @@ class Reproduction:
             chosen = self.arms(table)
             runs = self._table_runs(chosen, directories)[0]
             view, measure = self._evidence_view(table, runs)
-            kind = "ratio" if measure in ("trips", "rounds") else "difference"
             needs[name] = {}
             for arm in chosen:
                 spec = table["arms"][arm.label]
                 vs = spec.get("vs", table["reference"])
-                paper = paper_effect(spec, table["arms"].get(vs, {}), measure)
+                paper = paper_effect(spec, table["arms"].get(vs, {}), measure.name)
                 if not paper or vs == arm.label:
                     continue
-                needs[name][arm.label] = seeds_needed(samples(view, arm.label, measure)[0],
-                                                      samples(view, vs, measure)[0], paper, kind,
+                needs[name][arm.label] = seeds_needed(samples(view, arm.label, measure.name)[0],
+                                                      samples(view, vs, measure.name)[0], paper, measure.kind,
                                                       spec.get("claim", "side"), spec.get("tolerance"))
         return needs
 
@@ -596,7 +596,7 @@ class Reproduction:
         degenerate = self.degenerate(table)
         arms = {label: {**arm, "degenerate": degenerate[label]} if label in degenerate else arm
                 for label, arm in table["arms"].items()}
-        return frames, evidence(view, table["reference"], arms, verdict_measure, needs, (self.protocol.power or {}).get("cap"))
+        return frames, evidence(view, table["reference"], arms, verdict_measure.name, needs, (self.protocol.power or {}).get("cap"))
 
     def write_table(self, name: str, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None,
                     ledger: SeedLedger | None, out: Path, computed: tuple[Frames, pd.DataFrame],
@@ -606,7 +606,7 @@ class Reproduction:
         chosen = self.arms(table)
         (runs, metrics, trips), found = computed
         tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
-        measure = table.get("measure", "trips")
+        measure = MEASURES[table.get("measure", "trips")]
         write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
         notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name, other_verdicts),
                                             self.power_note(needs, runs),
@@ -614,14 +614,14 @@ class Reproduction:
                                             self.guards(chosen),
                                             self.held_out(chosen, directories), self.readings(),
                                             self.protocol.describe(self._nested()))))
-        if measure == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
-            shown = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy", found)
+        if measure.page == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
+            shown = evidence_markdown(runs, table["reference"], table["arms"], measure.verdict.name, found)
             run_dirs = {a.label: sorted(finished_runs(directories[a.key])) for a in chosen}
             write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
                            "\n\n".join(filter(None, (shown, notes))), table["title"])
         else:
             write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
-                         notes, measure, found)
+                         notes, measure.name, found)
         return runs
 
     def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
