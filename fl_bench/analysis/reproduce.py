@@ -78,7 +78,8 @@ from fl_bench.analysis.launch import LAUNCHER_OVERRIDE, REPRODUCTION_NOT_WRITTEN
 from fl_bench.analysis.measures import MEASURES, Measure
 from fl_bench.analysis.power import Need, seeds_needed, table_seeds
 from fl_bench.analysis.protocol import Protocol, plugin_spaces
-from fl_bench.analysis.report import Frames, load_runs, rounds_view, write_report
+from fl_bench.analysis.report import write_report
+from fl_bench.analysis.run_frames import Frames, load_runs, rounds_view
 from fl_bench.analysis.scoreboard import write_table_evidence
 from fl_bench.analysis.seed_ledger import SeedLedger
 from fl_bench.analysis.sweep_file import load_sweep_file
