@@ -380,11 +380,22 @@ class Reproduction(Tuning):
         return runs
 
     def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
-        """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
-        Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
+        """Make the tables ``names`` into ``out``, stage after stage; with ``publish`` (ENTITY/PROJECT) each also
+        as a W&B Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
         tables = self.tables(names)
-        # Every arm of the file, as this mode would run it, composes and passes its checks before any directory is
-        # made or any run starts: a misspelt override in the last arm must not wait for the others' runs.
+        self.check(out)
+        arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
+        self.tune(arms)
+        needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
+        directories, ledger = self.report_runs(tables, arms, needs)
+        # Every table's evidence before any page: a page's headline sentence reads rows of the others
+        computed = {name: self.table_evidence(table, directories, needs.get(name)) for name, table in tables.items()}
+        self.write_pages(tables, out, directories, needs, ledger, computed, publish, dry_run)
+
+    def check(self, out: Path) -> None:
+        """Before any directory is made or any run starts: every arm of the file, as this mode would run it,
+        composes and passes its checks (a misspelt override in the last arm must not wait for the others'
+        runs), the output directories can be written, and the seed ledger is whole."""
         self.check_arms(list({arm.key: arm for table in self.spec["tables"].values()
                               for arm in self.arms(table, every=True)}.values()))
         for directory, what in ((out, "--out"), (self.runs_dir, "the runs directory (--runs-dir)"),
@@ -392,9 +403,10 @@ class Reproduction(Tuning):
             _check_writable(directory, what)  # before hours of runs
         if not self.smoke:  # a damaged or edited ledger stops the reproduction before its tuning, not after
             SeedLedger.read(self.runs_dir)
-        arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
-        studies = {arm.study for arm in arms.values()}
-        studies = sorted({self.spec["studies"][s].get("setting_of", s) for s in studies})
+
+    def tune(self, arms: dict[str, Arm]) -> None:
+        """Every study the arms run, tuned (or its kept setting read)."""
+        studies = sorted({self.spec["studies"][arm.study].get("setting_of", arm.study) for arm in arms.values()})
         # The studies side by side, --jobs at a time: each is one sequential TPE search (a trial's seeds, then
         # the next trial, as registered), whose runs its own command hands to the launcher; only their
         # drivers wait here. (A launcher runs jobs, not a search that decides its next trial from the last.)
@@ -404,7 +416,10 @@ class Reproduction(Tuning):
         else:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
                 list(pool.map(self.tuned, studies))
-        needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
+
+    def report_runs(self, tables: dict[str, dict], arms: dict[str, Arm], needs: dict[str, dict[str, Need]]
+                    ) -> tuple[dict[str, Path], SeedLedger | None]:
+        """Every arm run on its report seeds (recorded in the ledger first): each arm's directory, and the ledger."""
         seeds = {key: self.seeds for key in arms}
         if needs:  # an arm in several tables runs the most seeds any of them needs
             counts: dict[str, int] = defaultdict(int)
@@ -417,9 +432,12 @@ class Reproduction(Tuning):
                                    seeds, arms)
         report_runs = {key: self.arm_runs(arm, seeds[key]) for key, arm in arms.items()}
         self._launch("report", list(report_runs.values()), self.jobs)
-        directories = {key: runs.directory for key, runs in report_runs.items()}
-        # Every table's evidence before any page: a page's headline sentence reads rows of the others
-        computed = {name: self.table_evidence(table, directories, needs.get(name)) for name, table in tables.items()}
+        return {key: runs.directory for key, runs in report_runs.items()}, ledger
+
+    def write_pages(self, tables: dict[str, dict], out: Path, directories: dict[str, Path],
+                    needs: dict[str, dict[str, Need]], ledger: SeedLedger | None,
+                    computed: dict[str, tuple[Frames, pd.DataFrame]], publish: str | None, dry_run: bool) -> None:
+        """Each table's page from its evidence (``computed``), optionally as a W&B Report too, then the scoreboard."""
         verdicts = {f"{name}: {arm}": verdict for name, (_, found) in computed.items()
                     for arm, verdict in zip(found["method"], found["verdict"])} if computed else {}
         for name, table in tables.items():
@@ -432,7 +450,6 @@ class Reproduction(Tuning):
                 print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
         rows = scoreboard.write(out, [*scoreboard.reproductions(), self.spec_path])
         print(f"scoreboard: {out / 'README.md'}: {scoreboard.counts(rows)}")
-
 
 def _check_writable(directory: Path, what: str) -> None:
     """ValueError or ResultNotWritten in one line unless ``directory`` is (or can be made) a directory this
