@@ -57,10 +57,10 @@ def run_config(tmp_path):
 def cli_in_process(monkeypatch):
     """``python -m fl_bench ARGS`` in this process from directory ``cwd``: (exit status, its output,
     stdout and stderr together). For what does not depend on a new process: the same command, without
-    an interpreter's start-up of torch and Lightning (fl_bench.analysis.reproduce.run_in_process)."""
+    an interpreter's start-up of torch and Lightning (fl_bench.analysis.launch.run_in_process)."""
     import io
 
-    from fl_bench.analysis.reproduce import run_in_process
+    from fl_bench.analysis.launch import run_in_process
 
     def run(*args: str, cwd: Path) -> tuple[int, str]:
         monkeypatch.chdir(cwd)

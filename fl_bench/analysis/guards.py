@@ -60,6 +60,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
+from fl_bench.analysis.measures import MEASURES
+
 SPACES = Path(__file__).resolve().parents[2] / "conf" / "hparams_search"
 EDGE_FRACTION = 0.05  # of an interval's width (log width for log intervals)
 
@@ -309,7 +311,7 @@ def verdict(value: float, low: float, high: float, paper: list[Any], kind: str, 
 def censored_at(runs: pd.DataFrame, method: str, measure: str) -> float:
     """The budget ``method``'s missed seeds count as (trips or rounds), inf where none missed."""
     group = runs[runs["method"] == method]
-    if measure not in ("trips", "rounds") or not group["trips_to_target"].isna().any():
+    if not MEASURES[measure].to_target or not group["trips_to_target"].isna().any():
         return math.inf
     return float(group["max_trips"].min())
 
@@ -323,16 +325,10 @@ def open_ends(low: float, high: float, ours_at_budget: bool, base_at_budget: boo
 def samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, bool]:
     """One value per seed of ``method`` (trips with a miss counted as the budget), and whether a seed missed."""
     group = runs[runs["method"] == method]
-    if measure in ("trips", "rounds"):
+    if MEASURES[measure].to_target:
         missed = group["trips_to_target"].isna()
         return group["trips_to_target"].fillna(group["max_trips"]).to_numpy(float), bool(missed.any())
-    return 100 * group[_accuracy(measure)].to_numpy(float), False
-
-
-def _accuracy(measure: str) -> str:
-    """The summary key an accuracy measure reads: the final accuracy after the budget for FedBuff
-    Fig. 4 (privacy) and ``final_accuracy`` (the model the run ends with), the best within it otherwise."""
-    return "final_val_accuracy" if measure in ("privacy", "final_accuracy") else "best_val_accuracy"
+    return 100 * group[MEASURES[measure].accuracy].to_numpy(float), False
 
 
 def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float, float]:
@@ -351,14 +347,14 @@ def shown_interval(value: float, low: float, high: float, kind: str, bound: bool
 
 def saturated(runs: pd.DataFrame, measure: str) -> str:
     """Why the table's workload cannot tell its arms apart ('' when it can)."""
-    if measure in ("trips", "rounds"):
-        first = runs.get("eval_every", pd.Series(dtype=float))
+    if MEASURES[measure].to_target:
+        first = runs.get("eval_every", pd.Series(dtype=float))  # (in client trips)
         if runs["trips_to_target"].isna().all():
             return "no arm reached the target within the budget"
-        if measure == "trips" and len(first) and (runs["trips_to_target"] <= first).all():
+        if not MEASURES[measure].in_rounds and len(first) and (runs["trips_to_target"] <= first).all():
             return "every arm reached the target at its first evaluation"
         return ""
-    column = _accuracy(measure)
+    column = MEASURES[measure].accuracy
     medians = runs.groupby("method")[column].median() * 100
     noise = 100 * runs.groupby("method")[column].std(ddof=1).median()
     if len(medians) > 1 and pd.notna(noise) and medians.max() - medians.min() <= noise:
@@ -371,11 +367,11 @@ def collapsed(runs: pd.DataFrame, method: str, measure: str) -> list[int]:
     """The seeds on which ``method``'s setting collapsed (see Unstable above)."""
     group = runs[runs["method"] == method]
     bad = group.get("status", pd.Series("", index=group.index)) == "diverged"
-    if measure in ("trips", "rounds"):
+    if MEASURES[measure].to_target:
         missed = group["trips_to_target"].isna()
         bad |= missed & (missed.mean() < 0.5)
     else:
-        accuracy = 100 * group[_accuracy(measure)]
+        accuracy = 100 * group[MEASURES[measure].accuracy]
         bad |= accuracy < accuracy.median() - COLLAPSE_POINTS
     return sorted(int(seed) for seed in group.loc[bad, "seed"])
 
@@ -388,7 +384,7 @@ def paper_effect(arm: dict, vs_arm: dict, measure: str) -> list | None:
     """The paper's effect of ``arm`` against ``vs_arm`` (sweep-file arms): its ratios of trips (or
     rounds), or the difference of its accuracies, or the direction it states without numbers (``paper:
     {difference: ['>0']}``: FedStaleWeight); None where the paper has none."""
-    if measure in ("trips", "rounds"):
+    if MEASURES[measure].to_target:
         return (arm.get("paper") or {}).get("trips")
     paper = (arm.get("paper") or {}).get("accuracy")
     if paper is not None:
@@ -405,7 +401,7 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
     lower bound), the paper's effect as text, the verdict; the guards' findings. Numbers, not text: the
     page's table (:func:`evidence_table`), the findings' placeholders (:func:`fill_notes`) and the
     scoreboard (fl_bench.analysis.scoreboard) all read it."""
-    kind = "ratio" if measure in ("trips", "rounds") else "difference"
+    kind = MEASURES[measure].kind
     methods = list(dict.fromkeys(runs["method"]))
     median_intervals = {m: bootstrap_interval(np.median, samples(runs, m, measure)[0]) for m in methods}
     rows = []
@@ -465,7 +461,7 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
 
 def shown_median(row: pd.Series) -> str:
     """An evidence row's median [95% interval] as the page prints it."""
-    if row["measure"] in ("trips", "rounds"):
+    if MEASURES[row["measure"]].to_target:
         return f"{'>' if row['missed'] else ''}{row['median']:,.0f} [{row['median_low']:,.0f}, {row['median_high']:,.0f}]"
     return f"{row['median']:.2f} [{row['median_low']:.2f}, {row['median_high']:.2f}]"
 
@@ -474,8 +470,8 @@ def shown_effect(row: pd.Series) -> str:
     """An evidence row's effect [95% interval] as the page prints it ('' for an arm compared with none)."""
     if pd.isna(row["effect"]):
         return ""
-    kind = "ratio" if row["measure"] in ("trips", "rounds") else "difference"
-    return shown_interval(row["effect"], row["effect_low"], row["effect_high"], kind, bool(row["effect_bound"]))
+    return shown_interval(row["effect"], row["effect_low"], row["effect_high"], MEASURES[row["measure"]].kind,
+                          bool(row["effect_bound"]))
 
 
 def shown_paper(row: pd.Series, paper: str = "paper") -> str:
@@ -484,7 +480,7 @@ def shown_paper(row: pd.Series, paper: str = "paper") -> str:
     claim = row.get("claim", "side")
     if not isinstance(claim, str) or claim in ("", "side"):
         return row[paper]
-    ratio = row["measure"] in ("trips", "rounds")
+    ratio = MEASURES[row["measure"]].to_target
     low, high = row["band_low"], row["band_high"]
     shown = (lambda v: f"{v:.2f}×") if ratio else (lambda v: f"{v:+.2f}")
     band = (f"up to {shown(high)}" if low == -math.inf else f"from {shown(low)}" if high == math.inf
@@ -598,11 +594,9 @@ def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str,
     """The evidence table with the guards' findings, as a section of a report (``found``: :func:`evidence`
     when already computed)."""
     table = evidence_table(runs, reference, arms, measure, found)
-    unit = {"trips": "client trips to target", "rounds": "rounds to target",
-            "privacy": "final accuracy (%)", "final_accuracy": "final accuracy (%)"}.get(measure, "best accuracy (%)")
-    effect = ("ratio of medians (lower is better)" if measure in ("trips", "rounds")
+    effect = ("ratio of medians (lower is better)" if MEASURES[measure].to_target
               else "difference of medians in points (higher is better)")
-    lines = [f"## Evidence\n\nMedian {unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "
+    lines = [f"## Evidence\n\nMedian {MEASURES[measure].unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "
              "the arm in `vs`, with its interval; verdict by where that interval lies against the paper's side "
              "(fl_bench/analysis/guards.py states the rules).\n", table.to_markdown(index=False), ""]
     why = saturated(runs, measure)

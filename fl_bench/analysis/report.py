@@ -10,7 +10,7 @@ Reads every run directory below the given paths (``summary.json``, ``metrics.csv
                            the reference method's (FedBuff Table 1: "FedAvgM needs 1.7x"),
                            simulated time to the target;
                            ">budget" where some seed missed the target; runs of one method that
-                           differ in more than the seed get a row each (see ``_methods``);
+                           differ in more than the seed get a row each (fl_bench.analysis.run_frames);
   <name>_curves.png        validation accuracy against client trips and against simulated time,
                            one line per method, a band from the lowest to the highest seed;
   <name>_staleness.png     histogram of staleness over all trips, per method.
@@ -19,11 +19,8 @@ Reads every run directory below the given paths (``summary.json``, ``metrics.csv
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,131 +31,10 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
 from fl_bench.analysis.guards import evidence_markdown, paper_side, side  # noqa: E402
-from fl_bench.runs.config import NOT_RESULT_KEYS
-from fl_bench.runs.run_dir import FINISHED, unfinished
-from fl_bench.runs.run_log import METRIC_COLUMNS  # noqa: E402
-
-Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
-
-# Config keys that do not change the experiment a run measures, so runs that differ only in them are
-# averaged together: the seed (what the table averages over), NOT_RESULT_KEYS (where data and outputs
-# go, logging, checkpoints; device and threads, which change the float rounding of the kernels and so
-# the metrics' last digits), the cache path, and vmap batching (the same computation batched: float
-# rounding or augmentation draws differ at most). experiment_name only names a preset;
-# the settings it makes are in the other keys.
-NOT_WORKLOAD = {*NOT_RESULT_KEYS, "seed", "experiment_name", "dataset.root", "vmap_clients", "vmap_chunk"}
-
-
-def _workload(config: Any) -> dict[str, str]:
-    """The run's flattened config ("dataset.name": "synthetic") without the NOT_WORKLOAD keys."""
-    flat = pd.json_normalize(OmegaConf.to_container(config)).iloc[0]
-    return {key: str(value) for key, value in flat.items()
-            if key not in NOT_WORKLOAD and key.split(".")[0] not in NOT_RESULT_KEYS}
-
-
-def _determined(runs: pd.DataFrame, keys: list[str], key: str) -> bool:
-    """Whether among ``runs`` each combination of values of ``keys`` comes with one value of ``key``."""
-    return bool(keys) and runs.groupby(keys, dropna=False)[key].nunique(dropna=False).max() == 1
-
-
-def _telling_keys(differing: pd.DataFrame) -> list[str]:
-    """The differing keys a label names: a config group's choice (``dataset.name``) stands for the keys
-    it sets (that dataset's size, its paper's partition and model), so those are left out."""
-    choices = []
-    for key in differing:  # in config order: dataset.name before the partition.name it sets
-        if key.endswith(".name") and not _determined(differing, choices, key):
-            choices.append(key)
-    return [key for key in differing if key in choices or not _determined(differing, choices, key)]
-
-
-def _methods(configs: list[Any], by: list[str]) -> list[str]:
-    """Each run's method label: its ``by`` config values, and where runs with the same values differ in
-    any workload key but the seed, the keys that tell them apart ("fedbuff [dataset.name=synthetic]"):
-    one row per setting rather than a mean over different experiments. A line on stderr names the keys."""
-    workloads = pd.DataFrame([_workload(config) for config in configs])  # NaN: a key this run lacks (unlabelled)
-    labels = pd.Series([" ".join(str(OmegaConf.select(config, key)) for key in by) for config in configs])
-    for label, runs in workloads.groupby(labels, sort=False):
-        differing = runs[[key for key in runs if runs[key].nunique(dropna=False) > 1]]
-        if differing.empty:
-            continue
-        print(f"fl_bench.analysis.report: runs of {label} differ in {', '.join(differing)} besides the seed: "
-              "one row per setting", file=sys.stderr)
-        for run, values in differing[_telling_keys(differing)].iterrows():
-            labels[run] = f"{label} [{', '.join(f'{k}={v}' for k, v in values.items() if pd.notna(v))}]"
-    return labels.tolist()
-
-
-def _frames(records: list[tuple[Any, dict, pd.DataFrame, pd.DataFrame, str]], by: list[str]) -> Frames:
-    """(runs, metrics, trips) from (config, summary, metrics, trips, where) per run; ``method`` as
-    _methods labels it."""
-    runs, metrics, trips = [], [], []
-    methods = _methods([config for config, *_ in records], by)
-    for run_id, ((_, summary, m, t, where), method) in enumerate(zip(records, methods)):
-        runs.append({"run": run_id, "method": method, "source": where, **summary})
-        metrics.append(m.assign(run=run_id, method=method, seed=summary["seed"]))
-        trips.append(t[TRIP_COLUMNS].assign(run=run_id, method=method))
-    return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True), pd.concat(trips, ignore_index=True)
-
-
-def load_runs(paths: list[Path], by: list[str]) -> Frames:
-    """Every run directory (summary.json) below ``paths``; ValueError naming a run that did not finish
-    (fl_bench.runs.run_dir.unfinished): a table is built from finished runs only."""
-    summaries = sorted({s for p in paths for s in ([p] if p.name == "summary.json" else p.rglob("summary.json"))})
-    if not summaries:
-        raise FileNotFoundError(f"no finished runs (summary.json) under {', '.join(map(str, paths))}")
-    records = []
-    for summary_path in summaries:
-        run_dir = summary_path.parent
-        why = unfinished(run_dir)
-        if why is not None:
-            raise ValueError(f"{run_dir} did not finish ({why}): run its command again (it goes on from its "
-                             f"checkpoint), or leave it out; a table is built from finished runs only")
-        summary = json.loads(summary_path.read_text())
-        records.append((
-            OmegaConf.load(run_dir / ".hydra" / "config.yaml"), summary,
-            pd.read_csv(run_dir / "metrics.csv"), _trips(run_dir, summary), str(run_dir),
-        ))
-    return _frames(records, by)
-
-
-TRIP_COLUMNS = ["staleness", "used", "num_examples"]  # what the tables and plots read of trips.csv
-
-
-def _trips(run_dir: Path, summary: dict[str, Any]) -> pd.DataFrame:
-    """The run's trips.csv; none for ``algorithm=centralized``, which has no client trips to log
-    (fl_bench.runs.centralized: one model on the pooled data, on lightning.Trainer)."""
-    if summary.get("algorithm") == "centralized" and not (run_dir / "trips.csv").exists():
-        return pd.DataFrame({column: pd.Series(dtype="int64") for column in TRIP_COLUMNS})
-    return pd.read_csv(run_dir / "trips.csv")
-
-
-def load_wandb_runs(project: str, by: list[str], api: Any = None) -> Frames:
-    """The same from the W&B API: finished runs of ``entity/project`` logged with logger=wandb
-    (config, summary, metric history, and the per-trip table)."""
-    if api is None:
-        import wandb
-
-        api = wandb.Api()
-    records = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for run in api.runs(project):
-            if run.state != "finished" or run.summary.get("status") not in FINISHED:  # (a W&B run ends "finished" when interrupted too)
-                continue
-            summary = dict(run.summary)
-            table = json.loads(Path(run.file(summary["trips_table"]["path"]).download(root=tmp, replace=True).name)
-                               .read_text())
-            records.append((
-                OmegaConf.create(dict(run.config)), summary,
-                run.history(keys=list(METRIC_COLUMNS), samples=100_000, pandas=True),
-                pd.DataFrame(table["data"], columns=table["columns"]), f"wandb:{project}/{run.id}",
-            ))
-    if not records:
-        raise FileNotFoundError(f"no finished runs in W&B project {project}")
-    return _frames(records, by)
-
+from fl_bench.analysis.measures import MEASURES, REPORT_MEASURES  # noqa: E402
+from fl_bench.analysis.run_frames import Frames, load_runs, load_wandb_runs, rounds_view  # noqa: E402
 
 def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     """Per method: seeds, mean (and std) client trips to target (NaN if a seed missed it), the
@@ -190,13 +66,6 @@ def trips_to_target_table(runs: pd.DataFrame, reference: str | None) -> pd.DataF
         base = table.loc[table["method"] == reference, "trips_to_target"].iloc[0]
         table["vs_reference"] = table["trips_to_target"] / base  # FedBuff Table 1: "FedAvgM needs 1.7x"
     return table
-
-
-def rounds_view(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with rounds (server steps) in place of client trips, for round-based papers
-    (FedLaAvg Table 3): every round is evaluated, so the crossing is exact."""
-    return runs.assign(trips_to_target=runs["steps_to_target"].astype(float), max_trips=runs["server_steps"],
-                       trips_to_target_resolution=0)
 
 
 def best_accuracy_table(runs: pd.DataFrame, reference: str | None, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -575,9 +444,6 @@ def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-MEASURES = ("trips", "rounds", "best_accuracy", "final_accuracy", "costs", "privacy")
-
-
 def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
                  title: str | None = None, extra_seconds: float = 0.0, notes: str = "",
                  measure: str = "trips", found: pd.DataFrame | None = None,
@@ -590,11 +456,12 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     numbers beside ours and whether the direction matches; ``extra_seconds`` (tuning) is added to the
     stated wall time; ``notes`` (what was measured about a difference) follow the table; ``found``: the
     evidence (fl_bench.analysis.guards.evidence) when the caller has computed it."""
-    if measure not in MEASURES:
-        raise ValueError(f"measure {measure!r}: choose one of {', '.join(MEASURES)}")
+    if measure not in REPORT_MEASURES:
+        raise ValueError(f"measure {measure!r}: choose one of {', '.join(REPORT_MEASURES)}")
+    read = MEASURES[measure]
     runs, metrics, trips = frames
     seeds = sorted(runs["seed"].unique())
-    if measure == "privacy":
+    if read.page == "privacy":
         table = privacy_table(runs)
         best = None if arms is not None else reference or "fedbuff + ftrl"  # arms: the evidence judges
         direction = "" if best is None else f"; direction: whether the best method at each epsilon is the paper's ({best})"
@@ -603,7 +470,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"from dp-accounting, at delta {runs['dp_delta'].dropna().iloc[0] if 'dp_delta' in runs else 'n/a'})"
                 f"{direction}"
                 f".\n\n{privacy_markdown(table, best)}")
-    elif measure == "costs":
+    elif read.page == "costs":
         table = costs_table(runs, metrics, reference)
         if arms is not None:
             table = compare_accuracy_with_paper(table, arms, reference)
@@ -614,7 +481,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"{reference}'s mean max accuracy (mean over seeds, – unless every seed reached it)"
                 f"{'; difference: points relative to the arm it is compared with' if arms is not None else ''}."
                 f"\n\n{costs_markdown(table)}")
-    elif measure in ("best_accuracy", "final_accuracy"):  # one table; the evidence reads the best or the final model
+    elif read.page == "accuracy":  # one table; the evidence reads the best or the final model
         table = best_accuracy_table(runs, reference, metrics)
         if arms is not None:
             table = compare_accuracy_with_paper(table, arms, reference)
@@ -622,12 +489,12 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
         body = (f"Best validation accuracy (%) within the budget ({budget:,} client trips, {int(table['rounds'].max()):,} "
                 f"rounds), mean ± std over seeds {', '.join(map(str, seeds))}; tail_accuracy: mean over each run's last "
                 f"10% of evaluations{_group_note(runs)}"
-                f"{'; the evidence below reads the final model accuracy (final_accuracy), not the best' if measure == 'final_accuracy' else ''}"
+                f"{'; the evidence below reads the final model accuracy (final_accuracy), not the best' if read.reads_final else ''}"
                 f"{'; difference: points relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
                 f".\n\n{accuracy_markdown(table)}")
     else:
-        unit = "rounds" if measure == "rounds" else "client trips"
-        table = trips_to_target_table(rounds_view(runs) if measure == "rounds" else runs, reference)
+        unit = "rounds" if read.in_rounds else "client trips"
+        table = trips_to_target_table(rounds_view(runs) if read.in_rounds else runs, reference)
         if arms is not None:
             table = compare_with_paper(table, arms, reference)
         target, budget = table["target_accuracy"].iloc[0], int(table["budget"].max())
@@ -642,14 +509,14 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
                 f"{'; ratio: ' + unit + ' (and time) relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
                 f"; client_times_to_target: simulated time in mean client trip times. Resolution of {unit} to target: {grid} "
                 f"(0 where every model was evaluated).\n\n{markdown(table)}")
-    body += "\n\n" + evidence_markdown(rounds_view(runs) if measure == "rounds" else runs, reference, arms or {}, measure,
+    body += "\n\n" + evidence_markdown(rounds_view(runs) if read.in_rounds else runs, reference, arms or {}, measure,
                                        found)
     written = [] if written is None else written
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
     written.append(out / f"{name}.csv")
     # Fig. 3's trips against concurrency when the table spans several concurrencies
-    plots = ["curves", "staleness", "examples"] + (["privacy"] if measure == "privacy" else [])
+    plots = ["curves", "staleness", "examples", *read.plots]
     if "concurrency" in table and table["concurrency"].nunique() > 1:
         plots.append("concurrency")
     (out / f"{name}.md").write_text(
@@ -660,8 +527,8 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     )
     written.append(out / f"{name}.md")
     target = float(runs["target_accuracy"].iloc[0])
-    axes = {"trips": ("trips", "sim_time"), "costs": ("upload_gb", "tflops")}.get(measure, ("server_step", "trips"))
-    if measure == "costs":  # FedGBO's curves: accuracy against what was uploaded and computed
+    axes = read.axes
+    if read.page == "costs":  # FedGBO's curves: accuracy against what was uploaded and computed
         metrics = metrics.assign(upload_gb=metrics["bytes_up"] / 1e9, tflops=metrics["flops"] / 1e12)
     draw = {"curves": lambda path: plot_curves(metrics, target, path, axes), "staleness": partial(plot_staleness, trips),
             "privacy": partial(plot_privacy, table), "examples": partial(plot_examples, trips),
@@ -683,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", help="method the others are compared with")
     parser.add_argument("--title", help="a line under the table's name")
     parser.add_argument("--notes", default="", help="findings printed after the table")
-    parser.add_argument("--measure", choices=MEASURES, default="trips",
+    parser.add_argument("--measure", choices=REPORT_MEASURES, default="trips",
                         help="client trips or rounds to the target, best accuracy within the budget, or costs "
                              "(FedGBO Table IV: max accuracy, upload GB and TFLOPs to it and to the reference's)")
     parser.add_argument("--publish", metavar="ENTITY/PROJECT",
@@ -709,11 +576,11 @@ def main(argv: list[str] | None = None) -> None:
                              measure=args.measure, written=written)
     except (FileNotFoundError, ValueError) as error:
         parser.exit(2, f"fl_bench.analysis.report: error: {error}\n")
-    if args.measure == "privacy":
+    page = MEASURES[args.measure].page
+    if page == "privacy":
         print(privacy_markdown(table, args.reference or "fedbuff + ftrl"))
     else:
-        print({"best_accuracy": accuracy_markdown, "final_accuracy": accuracy_markdown,
-               "costs": costs_markdown}.get(args.measure, markdown)(table))
+        print({"accuracy": accuracy_markdown, "costs": costs_markdown, "to_target": markdown}[page](table))
     print(f"written to {args.out}: {', '.join(path.name for path in written)}")
     if args.publish:
         from fl_bench.analysis.wandb_report import publish

@@ -55,82 +55,38 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
-import functools
 import hashlib
 import math
 import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
-import time
-import traceback
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import pandas as pd
-import yaml
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
+from fl_bench.analysis import scoreboard
 from fl_bench.analysis.fairness import write_fairness
-from fl_bench.analysis.guards import (SPACES, contains, evidence, evidence_markdown, fill_notes, paper_effect, samples,
-                                     search_space, search_space_text, tuned_edges)
+from fl_bench.analysis.guards import SPACES, evidence, evidence_markdown, fill_notes, paper_effect, samples, tuned_edges
+from fl_bench.analysis.launch import LAUNCHER_OVERRIDE, REPRODUCTION_NOT_WRITTEN, Runs, launcher_keys
+from fl_bench.analysis.measures import MEASURES, Measure
 from fl_bench.analysis.power import Need, seeds_needed, table_seeds
 from fl_bench.analysis.protocol import Protocol, plugin_spaces
-from fl_bench.analysis.report import Frames, load_runs, rounds_view, write_report
-from fl_bench.analysis import scoreboard
+from fl_bench.analysis.report import write_report
+from fl_bench.analysis.run_frames import Frames, load_runs, rounds_view
 from fl_bench.analysis.scoreboard import write_table_evidence
 from fl_bench.analysis.seed_ledger import SeedLedger
 from fl_bench.analysis.sweep_file import load_sweep_file
-from fl_bench.errors import ConfigError, FLBenchError
+from fl_bench.analysis.tuning import Tuning
+from fl_bench.errors import FLBenchError
 from fl_bench.runs.config import register_configs
-from fl_bench.runs.atomic import replace_text
-from fl_bench.runs.claim import SUFFIX as CLAIM
-from fl_bench.runs.claim import holder as claim_holder
-from fl_bench.runs.run_dir import RunDirectory, finished_runs, unfinished, writing
-from fl_bench.runs.tuning import confirmed
-
-
-# What a reproduction's write error adds to the path it names.
-REPRODUCTION_NOT_WRITTEN = "results written before are kept (free space, or choose a writable --runs-dir / --out)"
-# An --override of the launcher's settings (hydra.launcher.partition=gpu, +hydra.launcher.additional_parameters.X=Y).
-LAUNCHER_OVERRIDE = re.compile(r"[+~]{0,2}hydra\.launcher\.")
-
-
-@dataclass(frozen=True)
-class Runs:
-    """The runs of the reproduction's ``workload`` with ``setting`` (a study's, and an arm's overrides) on
-    ``seeds`` in ``directory`` (an arm's, or a study's finalist's); ``what`` names them in errors."""
-
-    directory: Path
-    workload: tuple[str, ...]
-    setting: tuple[str, ...]
-    seeds: tuple[int, ...]
-    what: str
-
-    @property
-    def command(self) -> list[str]:
-        """The multirun that makes these runs, kept in the directory's reproduce.log (runs are reused only
-        where the same command made them): by hand it makes the same runs in the same run directories,
-        one after another; the driver launches each seed's run as a job of its own (:meth:`job`)."""
-        return _multirun([*self.workload, *self.setting, f"seed={','.join(map(str, self.seeds))}",
-                          f"hydra.sweep.dir={self.directory}"])
-
-    def job(self, index: int) -> list[str]:
-        """The command's job ``index`` (the run of seed ``seeds[index]``, in the run directory the command
-        gives it: Hydra's ``<job num>_<algorithm>_seed<seed>``, conf/config.yaml), less the workload, which
-        the launch's command line gives every job."""
-        seed = self.seeds[index]
-        return [*self.setting, f"seed={seed}", f"hydra.sweep.dir={self.directory}",
-                f"hydra.sweep.subdir={index}_${{algorithm.name}}_seed{seed}"]
+from fl_bench.runs.run_dir import finished_runs, writing
 
 
 @dataclass(frozen=True)
@@ -150,7 +106,7 @@ class Arm:
         return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
-class Reproduction:
+class Reproduction(Tuning):
     """One sweep file's reproduction: tune its studies, run its tables' arms on the report seeds,
     write the tables. ``smoke``: the file's small workload, one seed, each table's reference arm (with
     ``every_arm`` every arm: a check that each of the file's commands runs and is reported),
@@ -173,7 +129,7 @@ class Reproduction:
         if in_process and (launcher != "local_cores" or self.launcher_overrides):
             raise ValueError(f"--in-process runs every run in this process: use the default --launcher local_cores, "
                              f"without hydra.launcher overrides (not {' '.join([launcher, *self.launcher_overrides])})")
-        self.launcher, self.launcher_keys = launcher, _launcher_keys(launcher, self.launcher_overrides, overrides)
+        self.launcher, self.launcher_keys = launcher, launcher_keys(launcher, self.launcher_overrides, overrides)
         self.smoke, self.every_arm, self.jobs, self.in_process = smoke, every_arm, jobs, in_process
         self.runs_dir = runs_dir or Path(self.spec["runs_dir"] + ("_smoke" if smoke else ""))
         self.tuned_dir = Path(self.spec["tuned_dir"])
@@ -228,122 +184,6 @@ class Reproduction:
             return [a for a in arms if a.label == table["reference"]]
         return arms
 
-    # ------------------------------------------------------------------ tuning
-    def tuned(self, study: str) -> dict:
-        """The study's best setting; tuned now unless already on file under the same protocol (smoke
-        runs never tune: they take such a file when present, else the algorithm's defaults)."""
-        spec = self.spec["studies"][study]
-        if "setting_of" in spec:  # not tuned: runs another study's best setting (a diagnostic arm)
-            return {**self.tuned(spec["setting_of"]), "wall_seconds": 0.0}
-        if "space" not in spec:  # not tuned: the paper's fixed setting (HFL: eta_0 = 0.1 for every method)
-            return {"best_params": {}, "wall_seconds": 0.0}
-        with self._study_locks[study]:
-            return self._tune(study, spec)
-
-    def _tune(self, study: str, spec: dict) -> dict:
-        """The search's result; under a protocol that confirms, with the confirmed finalist as its best
-        (``best_params``, ``best_value``, ``best_per_seed``)."""
-        found = self._search(study, spec)
-        confirm = self.protocol.tuner.get("confirm")
-        if confirm is None or not found.get("best_params"):
-            return found
-        best = self._confirm(study, spec, found, confirm)
-        if best is None:  # a smoke point without a confirmed file: the algorithm's defaults
-            return {"best_params": {}, "wall_seconds": 0.0}
-        return {**found, "best_params": best["params"], "best_value": best["value"], "best_per_seed": best["per_seed"]}
-
-    def _search(self, study: str, spec: dict) -> dict:
-        """The TPE search on the tuning seeds (``protocol.tuner`` less its ``confirm``), kept in
-        ``<tuned_dir>/<study>.yaml`` with every completed setting ranked."""
-        path = self.tuned_dir / f"{study}.yaml"
-        search = {key: value for key, value in self.protocol.tuner.items() if key != "confirm"}
-        if self.smoke:
-            kept = _kept(path)
-            return kept if kept.get("tuner") == search else {"best_params": {}, "wall_seconds": 0.0}
-        enqueue = self._special_case_start(spec)
-        made = {"space": spec["space"], "params": search_space_text(spec["space"], self.protocol.spaces), "overrides": spec["overrides"],
-                "tuner": search, "enqueued": enqueue}
-        kept = _kept(path)
-        # (a file from before the ranking was kept cannot name finalists: searched again)
-        if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
-            return kept
-        previous = self._previous(kept, spec)
-        self._check_sweep_file()
-        sweep_dir = self.runs_dir / f"tune_{study}"
-        shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
-        started = time.perf_counter()
-        self._run(_multirun([
-            *self._launcher_overrides(1),  # (a trial's seeds one after another on this machine, as --jobs studies run)
-            *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
-            f"hydra.sweeper.n_trials={search['trials']}", f"hydra.sweeper.n_startup_trials={search['startup_trials']}",
-            f"hydra.sweeper.objective={search['objective']}", f"hydra.sweeper.direction={search['direction']}",
-            f"hydra.sweeper.seeds=[{','.join(map(str, search['seeds']))}]",
-            *([f"hydra.sweeper.aggregate={search['aggregate']}"] if search.get("aggregate") else []),
-            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in search['pruner'].items() if v is not None)}}}"]
-              if search.get("pruner") else []),
-            *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
-            f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
-            f"hydra.sweep.dir={sweep_dir}",
-        ]), sweep_dir)
-        result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
-        result.update(study=study, **made, previous=previous, wall_seconds=time.perf_counter() - started)
-        _save_tuned(path, result)
-        return result
-
-    def _previous(self, kept: dict, spec: dict) -> list[dict]:
-        """The settings earlier tunings of the study kept (its file's ``previous`` and its best), those
-        that the study's space can still take: a search again, in a wider space or under another rule,
-        can miss a setting an earlier one found, and the confirmation then still weighs it."""
-        space = search_space(spec["space"], self.protocol.spaces)
-        kept_best = (kept.get("confirmed") or {}).get("best", {}).get("params") or kept.get("best_params") or {}
-        settings = [*kept.get("previous", []), kept_best]
-        return [p for i, p in enumerate(settings) if p and p not in settings[:i] and set(p) == set(space)
-                and all(contains(space[key], value) for key, value in p.items())]
-
-    def _confirm(self, study: str, spec: dict, found: dict, confirm: dict) -> dict | None:
-        """The confirmation stage: the search's best ``confirm.finalists`` settings (and a nested
-        study's start, its special case's chosen setting, wherever it ranked, and the settings earlier
-        tunings kept, on the tuning seeds too) run on the confirmation seeds; the one with the best
-        ``confirm.aggregate`` over all its seeds is kept. Two tuning
-        seeds do not show a setting at the edge of stability that collapses on one seed in four; the
-        finalists' extra seeds can, for far fewer runs than a search on more seeds. Kept in the study's
-        file (None at a smoke point without one)."""
-        tuner, rule = self.protocol.tuner, confirm
-        ranked = found.get("ranked") or []  # (none in a file from before rankings were kept: a smoke point's defaults)
-        finalists = ranked[:confirm["finalists"]]
-        start = found.get("enqueued")  # the nested study's first trial (its special case's kept setting)
-        finalists += [c for c in ranked[confirm["finalists"]:] if start and c["params"] == start][:1]
-        finalists += [next((c for c in ranked if c["params"] == p), {"params": p, "per_seed": {}})
-                      for p in found.get("previous") or [] if all(c["params"] != p for c in finalists)]
-        kept = found.get("confirmed") or {}
-        if kept.get("rule") == rule and [c["params"] for c in kept["candidates"]] == [c["params"] for c in finalists]:
-            return kept["best"]
-        if self.smoke:
-            return None
-        stage_runs = [Runs(self.runs_dir / f"confirm_{study}" / str(number), tuple(self.workload),
-                           (*spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())),
-                           (*(s for s in tuner["seeds"] if s not in finalist["per_seed"]), *confirm["seeds"]),
-                           f"study {study}'s finalist {number}") for number, finalist in enumerate(finalists)]
-        self._launch(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
-        candidates = []
-        for finalist, runs in zip(finalists, stage_runs):
-            summaries = finished_runs(runs.directory).values()
-            candidates.append({**finalist, "per_seed": {**finalist["per_seed"],
-                                                        **{s["seed"]: float(s[tuner["objective"]]) for s in summaries}}})
-        best = confirmed(candidates, rule["aggregate"], tuner["direction"])
-        found = {**found, "confirmed": {"rule": rule, "candidates": candidates, "best": best}}
-        _save_tuned(self.tuned_dir / f"{study}.yaml", found)
-        return best
-
-    def _special_case_start(self, spec: dict) -> dict:
-        """The nested study's first trial: its special case's tuned best with the values that reduce
-        it to that case (empty without a special case)."""
-        special = spec.get("special_case")
-        if special is None:
-            return {}
-        return {**self.tuned(special["study"])["best_params"], **special.get("set", {})}
-
-    # ------------------------------------------------------------------ runs
     def arm_runs(self, arm: Arm, seeds: list[int] | None = None, base: Path | None = None) -> Runs:
         """The arm's runs on ``seeds`` (default: the report seeds) in ``base`` (default: the runs
         directory), with its study's tuned setting (a retuned study or an edited arm is another command)."""
@@ -351,90 +191,6 @@ class Reproduction:
         best = self.tuned(arm.study)["best_params"]
         setting = (*self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()), *arm.overrides)
         return Runs((base or self.runs_dir) / arm.key, tuple(self.workload), setting, tuple(seeds), f"arm {arm.label!r}")
-
-    def _launch(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
-        """Every run of ``stage_runs`` finished (a diverged seed is a result), as one multirun of the
-        fl_bench_jobs sweeper through the launcher (hydra_plugins/fl_bench_jobs), logged in
-        ``<runs_dir>/launch/<stage>/reproduce.log``; ``at_once``: its runs at a time on this machine. Runs
-        the same command made are reused, another command's are removed first; a seed still to run goes on
-        where it stopped (an interrupted run from its checkpoint), and one a live task of another launch holds
-        is left to it. RuntimeError naming a seed that did not finish, else one naming the runs still held."""
-        self._check_sweep_file()
-        jobs = []
-        for runs in stage_runs:
-            self._keep_if_same_command(runs)
-            done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
-            jobs += [runs.job(i) for i, seed in enumerate(runs.seeds) if seed not in done and seed not in held]
-        stage_dir = self.runs_dir / "launch" / stage
-        if jobs:
-            with writing(stage_dir, REPRODUCTION_NOT_WRITTEN):
-                stage_dir.mkdir(parents=True, exist_ok=True)
-                replace_text(stage_dir / "jobs.yaml", yaml.safe_dump(jobs, width=math.inf))
-            # the workload on the command line, before each job's own overrides (the order of the runs' own
-            # commands), where `python -m fl_bench` reads it first (numerics=portable's environment)
-            self._run(_multirun([*self._launcher_overrides(at_once), "hydra/sweeper=fl_bench_jobs",
-                                 f"hydra.sweeper.jobs={stage_dir / 'jobs.yaml'}", f"hydra.sweep.dir={stage_dir}",
-                                 *self.workload]), stage_dir, check=False)
-        running = {}
-        for runs in stage_runs:
-            done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
-            missing = [seed for seed in runs.seeds if seed not in done and seed not in held]
-            if missing:
-                raise RuntimeError(_not_finished(runs.what, runs.directory, missing, stage_dir / "reproduce.log"))
-            running.update({seed: (runs, holder) for seed, holder in held.items() if seed in runs.seeds and seed not in done})
-        if running:
-            seed, (runs, holder) = next(iter(running.items()))
-            raise RuntimeError(f"{len(running)} run{'s are' if len(running) > 1 else ' is'} still running ({runs.what}, "
-                               f"seed {seed}: {holder}): run this command again when they end")
-
-    def _keep_if_same_command(self, runs: Runs) -> None:
-        """``runs.directory`` kept where the same command made its runs (its reproduce.log's first line),
-        else emptied and the command recorded; RuntimeError where another command's runs still run there."""
-        record = runs.directory / "reproduce.log"
-        # (the interpreter's path may differ between machines: compare from the module on)
-        if record.is_file() and record.read_text(errors="replace").split("\n", 1)[0].endswith(" ".join(runs.command[1:])):
-            return
-        held = _held_seeds(runs.directory)
-        if held:
-            seed, holder = next(iter(held.items()))
-            raise RuntimeError(f"{runs.what}: the runs of its earlier command still run in {runs.directory} (seed "
-                               f"{seed}: {holder}): run this command again when they end")
-        shutil.rmtree(runs.directory, ignore_errors=True)
-        with writing(record, REPRODUCTION_NOT_WRITTEN):
-            runs.directory.mkdir(parents=True, exist_ok=True)
-            replace_text(record, " ".join(runs.command) + "\n")
-
-    def _launcher_overrides(self, at_once: int) -> list[str]:
-        """The launcher and its settings for a command whose runs go ``at_once`` at a time on this machine
-        (a launcher with ``n_jobs``, joblib's, takes it unless ``--override`` sets it)."""
-        keys = {o.lstrip("+~").split("=", 1)[0] for o in self.launcher_overrides}
-        parallel = "n_jobs" in self.launcher_keys and "hydra.launcher.n_jobs" not in keys
-        return [f"hydra/launcher={self.launcher}", *([f"hydra.launcher.n_jobs={at_once}"] if parallel else []),
-                *self.launcher_overrides]
-
-    def _check_sweep_file(self) -> None:
-        """ValueError unless the sweep file is still the one this reproduction read (its SHA-256): a file
-        edited while the runs went on would be recorded in the seed ledger for runs it did not make."""
-        now = hashlib.sha256(self.spec_path.read_bytes()).hexdigest()
-        if now != self.sweep_sha256:
-            raise ValueError(f"{self.spec_path} was edited after this reproduction read it (SHA-256 {self.sweep_sha256[:12]}, "
-                             f"now {now[:12]}): run the command again to reproduce the file as it is now")
-
-    def _run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
-        with writing(log_dir / "reproduce.log", REPRODUCTION_NOT_WRITTEN):
-            log_dir.mkdir(parents=True, exist_ok=True)
-            log = open(log_dir / "reproduce.log", "w")
-        with log:
-            log.write(" ".join(command) + "\n")
-            log.flush()
-            if self.in_process:  # command is [python, -m, fl_bench, ...]
-                code = run_in_process(command[3:], log)
-            else:
-                code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
-        if code != 0 and check:
-            raise RuntimeError(f"{' '.join(command[2:])} failed (exit {code}): "
-                               f"{_error_in_log(log_dir / 'reproduce.log') or 'no error line'} (its log: {log_dir}/reproduce.log)")
-        return code == 0
 
     # ------------------------------------------------------------------ tables
     def guards(self, arms: list[Arm]) -> str:
@@ -463,11 +219,11 @@ class Reproduction:
         return runs.sort_values("method", key=lambda m: m.map(order), kind="stable"), metrics, trips
 
     @staticmethod
-    def _evidence_view(table: dict, runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    def _evidence_view(table: dict, runs: pd.DataFrame) -> tuple[pd.DataFrame, Measure]:
         """The runs a table's verdicts read (rounds for a rounds table) and the measure they read
         (FedStaleWeight's fairness table is judged on best accuracy)."""
-        measure = table.get("measure", "trips")
-        return (rounds_view(runs) if measure == "rounds" else runs), {"fairness": "best_accuracy"}.get(measure, measure)
+        measure = MEASURES[table.get("measure", "trips")].verdict
+        return (rounds_view(runs) if measure.in_rounds else runs), measure
 
     def power(self, tables: dict[str, dict], arms: dict[str, Arm]) -> dict[str, dict[str, Need]]:
         """Per table, per verdict arm: the report seeds it needs (fl_bench.analysis.power), from every arm
@@ -483,16 +239,15 @@ class Reproduction:
             chosen = self.arms(table)
             runs = self._table_runs(chosen, directories)[0]
             view, measure = self._evidence_view(table, runs)
-            kind = "ratio" if measure in ("trips", "rounds") else "difference"
             needs[name] = {}
             for arm in chosen:
                 spec = table["arms"][arm.label]
                 vs = spec.get("vs", table["reference"])
-                paper = paper_effect(spec, table["arms"].get(vs, {}), measure)
+                paper = paper_effect(spec, table["arms"].get(vs, {}), measure.name)
                 if not paper or vs == arm.label:
                     continue
-                needs[name][arm.label] = seeds_needed(samples(view, arm.label, measure)[0],
-                                                      samples(view, vs, measure)[0], paper, kind,
+                needs[name][arm.label] = seeds_needed(samples(view, arm.label, measure.name)[0],
+                                                      samples(view, vs, measure.name)[0], paper, measure.kind,
                                                       spec.get("claim", "side"), spec.get("tolerance"))
         return needs
 
@@ -596,7 +351,7 @@ class Reproduction:
         degenerate = self.degenerate(table)
         arms = {label: {**arm, "degenerate": degenerate[label]} if label in degenerate else arm
                 for label, arm in table["arms"].items()}
-        return frames, evidence(view, table["reference"], arms, verdict_measure, needs, (self.protocol.power or {}).get("cap"))
+        return frames, evidence(view, table["reference"], arms, verdict_measure.name, needs, (self.protocol.power or {}).get("cap"))
 
     def write_table(self, name: str, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None,
                     ledger: SeedLedger | None, out: Path, computed: tuple[Frames, pd.DataFrame],
@@ -606,7 +361,7 @@ class Reproduction:
         chosen = self.arms(table)
         (runs, metrics, trips), found = computed
         tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
-        measure = table.get("measure", "trips")
+        measure = MEASURES[table.get("measure", "trips")]
         write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
         notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name, other_verdicts),
                                             self.power_note(needs, runs),
@@ -614,22 +369,33 @@ class Reproduction:
                                             self.guards(chosen),
                                             self.held_out(chosen, directories), self.readings(),
                                             self.protocol.describe(self._nested()))))
-        if measure == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
-            shown = evidence_markdown(runs, table["reference"], table["arms"], "best_accuracy", found)
+        if measure.page == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
+            shown = evidence_markdown(runs, table["reference"], table["arms"], measure.verdict.name, found)
             run_dirs = {a.label: sorted(finished_runs(directories[a.key])) for a in chosen}
             write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
                            "\n\n".join(filter(None, (shown, notes))), table["title"])
         else:
             write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
-                         notes, measure, found)
+                         notes, measure.name, found)
         return runs
 
     def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
-        """Make the tables ``names`` into ``out``; with ``publish`` (ENTITY/PROJECT) each also as a W&B
-        Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
+        """Make the tables ``names`` into ``out``, stage after stage; with ``publish`` (ENTITY/PROJECT) each also
+        as a W&B Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
         tables = self.tables(names)
-        # Every arm of the file, as this mode would run it, composes and passes its checks before any directory is
-        # made or any run starts: a misspelt override in the last arm must not wait for the others' runs.
+        self.check(out)
+        arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
+        self.tune(arms)
+        needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
+        directories, ledger = self.report_runs(tables, arms, needs)
+        # Every table's evidence before any page: a page's headline sentence reads rows of the others
+        computed = {name: self.table_evidence(table, directories, needs.get(name)) for name, table in tables.items()}
+        self.write_pages(tables, out, directories, needs, ledger, computed, publish, dry_run)
+
+    def check(self, out: Path) -> None:
+        """Before any directory is made or any run starts: every arm of the file, as this mode would run it,
+        composes and passes its checks (a misspelt override in the last arm must not wait for the others'
+        runs), the output directories can be written, and the seed ledger is whole."""
         self.check_arms(list({arm.key: arm for table in self.spec["tables"].values()
                               for arm in self.arms(table, every=True)}.values()))
         for directory, what in ((out, "--out"), (self.runs_dir, "the runs directory (--runs-dir)"),
@@ -637,9 +403,10 @@ class Reproduction:
             _check_writable(directory, what)  # before hours of runs
         if not self.smoke:  # a damaged or edited ledger stops the reproduction before its tuning, not after
             SeedLedger.read(self.runs_dir)
-        arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
-        studies = {arm.study for arm in arms.values()}
-        studies = sorted({self.spec["studies"][s].get("setting_of", s) for s in studies})
+
+    def tune(self, arms: dict[str, Arm]) -> None:
+        """Every study the arms run, tuned (or its kept setting read)."""
+        studies = sorted({self.spec["studies"][arm.study].get("setting_of", arm.study) for arm in arms.values()})
         # The studies side by side, --jobs at a time: each is one sequential TPE search (a trial's seeds, then
         # the next trial, as registered), whose runs its own command hands to the launcher; only their
         # drivers wait here. (A launcher runs jobs, not a search that decides its next trial from the last.)
@@ -649,7 +416,10 @@ class Reproduction:
         else:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
                 list(pool.map(self.tuned, studies))
-        needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
+
+    def report_runs(self, tables: dict[str, dict], arms: dict[str, Arm], needs: dict[str, dict[str, Need]]
+                    ) -> tuple[dict[str, Path], SeedLedger | None]:
+        """Every arm run on its report seeds (recorded in the ledger first): each arm's directory, and the ledger."""
         seeds = {key: self.seeds for key in arms}
         if needs:  # an arm in several tables runs the most seeds any of them needs
             counts: dict[str, int] = defaultdict(int)
@@ -662,9 +432,12 @@ class Reproduction:
                                    seeds, arms)
         report_runs = {key: self.arm_runs(arm, seeds[key]) for key, arm in arms.items()}
         self._launch("report", list(report_runs.values()), self.jobs)
-        directories = {key: runs.directory for key, runs in report_runs.items()}
-        # Every table's evidence before any page: a page's headline sentence reads rows of the others
-        computed = {name: self.table_evidence(table, directories, needs.get(name)) for name, table in tables.items()}
+        return {key: runs.directory for key, runs in report_runs.items()}, ledger
+
+    def write_pages(self, tables: dict[str, dict], out: Path, directories: dict[str, Path],
+                    needs: dict[str, dict[str, Need]], ledger: SeedLedger | None,
+                    computed: dict[str, tuple[Frames, pd.DataFrame]], publish: str | None, dry_run: bool) -> None:
+        """Each table's page from its evidence (``computed``), optionally as a W&B Report too, then the scoreboard."""
         verdicts = {f"{name}: {arm}": verdict for name, (_, found) in computed.items()
                     for arm, verdict in zip(found["method"], found["verdict"])} if computed else {}
         for name, table in tables.items():
@@ -677,51 +450,6 @@ class Reproduction:
                 print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
         rows = scoreboard.write(out, [*scoreboard.reproductions(), self.spec_path])
         print(f"scoreboard: {out / 'README.md'}: {scoreboard.counts(rows)}")
-
-
-def _kept(path: Path) -> dict:
-    """A study's tuned file ({} when there is none), read once per version: every arm, guard and
-    nested study asks for it, and a file that keeps its search's ranking is some kilobytes of YAML."""
-    if not path.exists():
-        return {}
-    stat = path.stat()
-    return copy.deepcopy(_read_kept(path, stat.st_mtime_ns, stat.st_size))
-
-
-def _save_tuned(path: Path, result: dict) -> None:
-    """A study's tuned file, replaced whole (a failed write keeps the earlier one)."""
-    with writing(path, REPRODUCTION_NOT_WRITTEN):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        replace_text(path, OmegaConf.to_yaml(OmegaConf.create(result)))
-
-
-@functools.lru_cache(maxsize=256)
-def _read_kept(path: Path, mtime_ns: int, size: int) -> dict:
-    try:
-        kept = OmegaConf.to_container(OmegaConf.load(path)) if size else {}  # (an empty file: tuned again)
-    except (UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException):
-        kept = None
-    if not isinstance(kept, dict):
-        raise ConfigError(f"{path} is not a study's tuned file (a mapping of its search and its best setting): "
-                          "delete it to tune the study again")
-    return kept
-
-
-@contextlib.contextmanager
-def _mode_from_the_command_line(arguments: list[str]):
-    """Hydra composes a command's whole config once more only to read ``hydra.mode`` before it composes
-    the run's (a quarter of a small run's time in-process); no fl_bench config sets ``hydra.mode``, so
-    unless the command does, the mode is what ``-m`` says and that extra composition is skipped."""
-    from unittest import mock
-
-    from hydra._internal.hydra import Hydra
-
-    if any(a.lstrip("+").startswith("hydra.mode=") for a in arguments) or not hasattr(Hydra, "get_mode"):
-        yield
-        return
-    with mock.patch.object(Hydra, "get_mode", lambda self, config_name, overrides: None):
-        yield
-
 
 def _check_writable(directory: Path, what: str) -> None:
     """ValueError or ResultNotWritten in one line unless ``directory`` is (or can be made) a directory this
@@ -749,117 +477,9 @@ def _staged(out: Path):
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _multirun(overrides: list[str]) -> list[str]:
-    """``python -m fl_bench -m`` with ``overrides`` (and no progress bar: the output goes to a log)."""
-    return [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
-
-
-def _launcher_keys(launcher: str, launcher_overrides: list[str], overrides: list[str]) -> frozenset[str]:
-    """The keys of Hydra's launcher config ``launcher`` (conf/hydra/launcher/ or a plugin's); ValueError in
-    one line for an unknown launcher, or an override it does not take (naming its keys)."""
-    chosen = next((o for o in overrides if o.lstrip("+~").startswith("hydra/launcher=")), None)
-    if chosen is not None:
-        raise ValueError(f"--override {chosen}: choose the launcher with --launcher {chosen.split('=', 1)[1]}")
-    return _checked_launcher(launcher, tuple(launcher_overrides))
-
-
-@functools.lru_cache(maxsize=16)
-def _checked_launcher(launcher: str, launcher_overrides: tuple[str, ...]) -> frozenset[str]:
-    """:func:`_launcher_keys` once per process (a composition with Hydra's config: a second or two on a busy
-    machine, and the tests make many reproductions)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from fl_bench.runs.cli import CONFIG_DIR, one_line
-
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        names = GlobalHydra.instance().config_loader().get_group_options("hydra/launcher")
-        if launcher not in names:
-            raise ValueError(f"--launcher {launcher!r} is not a launcher: choose one of {', '.join(names)} "
-                             "(conf/hydra/launcher/ and Hydra's launcher plugins)")
-        keys = frozenset(compose("config", [f"hydra/launcher={launcher}"], return_hydra_config=True).hydra.launcher) - {"_target_"}
-        for override in launcher_overrides:
-            key = LAUNCHER_OVERRIDE.sub("", override).split("=", 1)[0].split(".", 1)[0]
-            if key not in keys and not override.startswith("+"):
-                raise ValueError(f"--override {override}: --launcher {launcher} has no key {key!r}: choose one of "
-                                 f"{', '.join(sorted(keys))}")
-            try:
-                compose("config", [f"hydra/launcher={launcher}", override], return_hydra_config=True)
-            except Exception as error:  # Hydra's and the launcher schema's errors, made one line
-                raise ValueError(f"--override {override} is not allowed for --launcher {launcher}: "
-                                 f"{one_line(error)}") from error
-    return keys
-
-
-def _finished_seeds(directory: Path) -> set[int]:
-    return {summary["seed"] for summary in finished_runs(directory).values()}
-
-
-def _held_seeds(directory: Path) -> dict[int, str]:
-    """The seeds whose run in ``directory`` a live task holds (fl_bench.runs.claim), with its holder line."""
-    held = {}
-    for claim in sorted(directory.glob(f"*_seed*{CLAIM}")):
-        seed = re.search(r"_seed(\d+)$", claim.name.removesuffix(CLAIM))
-        holder = claim_holder(claim.with_name(claim.name.removesuffix(CLAIM)))
-        if seed and holder is not None:
-            held[int(seed.group(1))] = holder
-    return held
-
-
-def _not_finished(what: str, directory: Path, missing: list[int], log: Path) -> str:
-    """The line for runs that did not all finish: the first such seed, why, and the first line of its own
-    error (its summary's, else the error its launch's ``log`` shows for it, else the last one it shows)."""
-    seed = missing[0]
-    run = next(directory.glob(f"*_seed{seed}"), None)
-    why = "it never started (no run directory)" if run is None else unfinished(run)
-    error = (RunDirectory(run).summary() or {}).get("error") if run is not None else None
-    error = error or _error_in_log(log, run)
-    more = f" (and {len(missing) - 1} more seed{'s' if len(missing) > 2 else ''})" if len(missing) > 1 else ""
-    return (f"{what} did not finish on seed {seed}{more}: {why}" + (f": {error}" if error else "") + f" (log: {log})")
-
-
-def _error_in_log(log: Path, run: Path | None = None) -> str | None:
-    """The last error a command's log shows: the one it names ``run`` with (fl_bench_jobs' line for a failed
-    job), else fl_bench's one line, else an exception's last line."""
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    mine = f"fl_bench: error: {run}: "
-    for prefix in ([mine] if run is not None else []) + ["fl_bench: error: "]:
-        for line in reversed(lines):
-            if line.startswith(prefix):
-                return line[len(prefix):]
-    return next((line for line in reversed(lines) if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", line)), None)
-
-
 def _scaled(effect: float, need: Need) -> str:
     """A pilot's effect as its table shows it: a ratio (kept as a log ratio in Need) or points."""
     return f"{math.exp(effect):.2f}×" if need.kind == "ratio" else f"{effect:+.2f}"
-
-
-def run_in_process(arguments: list[str], log: TextIO) -> int:
-    """``python -m fl_bench ARGUMENTS`` in this process, its output into ``log``: the same command (and
-    the same results: every run seeds what it draws from) without a new interpreter's start-up of
-    torch and Lightning. Returns its exit status."""
-    import logging
-
-    from fl_bench.runs.cli import main as fl_bench_main
-
-    argv, handlers, level = sys.argv, logging.root.handlers[:], logging.root.level
-    sys.argv = ["fl_bench", *arguments]
-    try:
-        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _mode_from_the_command_line(arguments):
-            fl_bench_main()
-        return 0
-    except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else 1
-    except Exception:  # a traceback in the log, as a subprocess would leave it
-        traceback.print_exc(file=log)
-        return 1
-    finally:
-        sys.argv = argv
-        logging.root.handlers[:], logging.root.level = handlers, level  # Hydra configured logging for the run
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,6 +34,7 @@ import pandas as pd
 import yaml
 
 from fl_bench.analysis.guards import answer, shown_interval, shown_paper, tally
+from fl_bench.analysis.measures import MEASURES
 from fl_bench.analysis.protocol import Protocol
 from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
@@ -242,8 +243,8 @@ def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
 
 def _effect(row: pd.Series) -> str:
     """An effect [95% interval] as its page prints it, its censored bound (">") kept."""
-    kind = "ratio" if row["measure"] in ("trips", "rounds") else "difference"
-    return shown_interval(row["effect"], row["effect_low"], row["effect_high"], kind, row["censored"] == ">")
+    return shown_interval(row["effect"], row["effect_low"], row["effect_high"], MEASURES[row["measure"]].kind,
+                          row["censored"] == ">")
 
 
 def counts(rows: pd.DataFrame) -> str:

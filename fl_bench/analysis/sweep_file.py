@@ -32,12 +32,11 @@ from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from fl_bench.analysis.guards import CLAIMS, PLACEHOLDER_KINDS, TYPED_INTERVAL, default_tolerance, paper_effect
-from fl_bench.analysis.report import MEASURES as REPORT_MEASURES
+from fl_bench.analysis.measures import MEASURES
 from fl_bench.errors import ConfigError
 from fl_bench.runs.config import OBJECTIVES
 from fl_bench.runs.pruning import PrunerConfig
 
-MEASURES = (*REPORT_MEASURES, "fairness")  # fairness: FedStaleWeight's weight shares (fl_bench.analysis.fairness)
 DIRECTIONS = ("minimize", "maximize")
 TABLE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # its page is <out>/<name>.md: a file name, no path
 
@@ -516,7 +515,7 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
         if not arms:
             raise ConfigError(f"{path}: {where}.arms is empty: a table needs at least its reference arm")
         known(table["reference"], f"{where}.reference", arms)
-        _choose(path, f"{where}.measure", table.get("measure", "trips"), MEASURES)
+        _choose(path, f"{where}.measure", table.get("measure", "trips"), tuple(MEASURES))
         for label, arm in arms.items():
             known(arm["study"], f"{where}.arms.{label}.study", studies)
             for key in ("vs", "special_case"):
@@ -566,7 +565,7 @@ def _check_headlines(spec: dict[str, Any], path: Path, known: Any) -> None:
 
 def _check_paper(arm: dict[str, Any], label: str, measure: str, where: str, path: Path) -> None:
     """The arm's ``paper`` gives only keys its table's measure reads (PAPER_KEYS), each in its shape."""
-    keys = PAPER_KEYS["ratio" if measure in ("trips", "rounds") else "difference"]
+    keys = PAPER_KEYS[MEASURES[measure].kind]
     paper = arm.get("paper") or {}
     for key, value in paper.items():
         if key not in keys:
@@ -593,7 +592,7 @@ def _check_claim(arm: dict[str, Any], vs: dict[str, Any], measure: str, where: s
     (fl_bench.analysis.guards), with its reason."""
     claim = arm.get("claim", "side")
     _choose(path, f"{where}.claim", claim, CLAIMS)
-    kind = "ratio" if measure in ("trips", "rounds") else "difference"
+    kind = MEASURES[measure].kind
     values = paper_effect(arm, vs, measure)
     if claim != "side" and (not values or all(str(v)[:1] in "<>" for v in values)):
         _refuse(path, f"{where}.claim", claim, "a size or closeness claim needs the paper's numbers in its paper "

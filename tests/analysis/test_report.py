@@ -10,14 +10,14 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import load_runs, load_wandb_runs, trips_to_target_table, write_report
 from fl_bench.analysis.report import main as report_main
-from fl_bench.analysis.reproduce import run_in_process
+from fl_bench.analysis.launch import run_in_process
 from helpers.runs import write_finished_run
 
 
 @pytest.fixture(scope="module")
 def multirun(tmp_path_factory):
     root = tmp_path_factory.mktemp("multirun")
-    log = io.StringIO()  # (the command in this process: fl_bench.analysis.reproduce.run_in_process)
+    log = io.StringIO()  # (the command in this process: fl_bench.analysis.launch.run_in_process)
     code = run_in_process(["-m", "algorithm=fedbuff,fedavgm", "seed=0,1", "max_trips=600", "eval_every=200",
                            "concurrency=20", "target_accuracy=0.15", "progress=false", f"hydra.sweep.dir={root}"], log)
     assert code == 0, log.getvalue()

@@ -198,7 +198,7 @@ def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s
     changed.tuned("fedavgm")
     assert len(commands) == 4 and "hydra.sweeper.n_trials=40" in commands[3]  # another protocol: tuned again
     widened = {"algorithm.client_lr": "tag(log, interval(1e-3, 1000.0))", "algorithm.server_optimizer.lr": "x"}
-    monkeypatch.setattr("fl_bench.analysis.reproduce.search_space_text", lambda space, spaces: widened)
+    monkeypatch.setattr("fl_bench.analysis.tuning.search_space_text", lambda space, spaces: widened)
     changed.tuned("fedavg")
     assert len(commands) == 5  # a space with other ranges: tuned again
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from fl_bench.analysis.report import main as report_main
-from fl_bench.analysis.reproduce import run_in_process
+from fl_bench.analysis.launch import run_in_process
 
 
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
     """FedBuff Table 1's smoke workload, tiny: fedbuff and fedavgm on seeds 0 and 1, logged to W&B offline."""
     root = tmp_path_factory.mktemp("wandb_runs")
-    log = io.StringIO()  # (the command in this process: fl_bench.analysis.reproduce.run_in_process)
+    log = io.StringIO()  # (the command in this process: fl_bench.analysis.launch.run_in_process)
     code = run_in_process(["-m", "experiment=fedbuff_smoke", "algorithm=fedbuff,fedavgm", "seed=0,1", "max_trips=300",
                            "concurrency=20", "dataset.num_samples=3000", "eval_every=100", "partition.num_clients=200",
                            "logger=wandb", f"hydra.sweep.dir={root}"], log)

@@ -1,0 +1,272 @@
+"""The runs stage of a reproduction: each stage's runs (a study's confirmation, the pilot, the report runs)
+launched through Hydra's launcher as one multirun of the fl_bench_jobs sweeper, each seed's run a job of
+its own, reusing the runs the same command made (fl_bench.analysis.reproduce drives it)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import math
+import re
+import shutil
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import yaml
+
+from fl_bench.runs.atomic import replace_text
+from fl_bench.runs.claim import SUFFIX as CLAIM
+from fl_bench.runs.claim import holder as claim_holder
+from fl_bench.runs.run_dir import RunDirectory, finished_runs, unfinished, writing
+
+# What a reproduction's write error adds to the path it names.
+REPRODUCTION_NOT_WRITTEN = "results written before are kept (free space, or choose a writable --runs-dir / --out)"
+# An --override of the launcher's settings (hydra.launcher.partition=gpu, +hydra.launcher.additional_parameters.X=Y).
+LAUNCHER_OVERRIDE = re.compile(r"[+~]{0,2}hydra\.launcher\.")
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The runs of the reproduction's ``workload`` with ``setting`` (a study's, and an arm's overrides) on
+    ``seeds`` in ``directory`` (an arm's, or a study's finalist's); ``what`` names them in errors."""
+
+    directory: Path
+    workload: tuple[str, ...]
+    setting: tuple[str, ...]
+    seeds: tuple[int, ...]
+    what: str
+
+    @property
+    def command(self) -> list[str]:
+        """The multirun that makes these runs, kept in the directory's reproduce.log (runs are reused only
+        where the same command made them): by hand it makes the same runs in the same run directories,
+        one after another; the driver launches each seed's run as a job of its own (:meth:`job`)."""
+        return multirun([*self.workload, *self.setting, f"seed={','.join(map(str, self.seeds))}",
+                         f"hydra.sweep.dir={self.directory}"])
+
+    def job(self, index: int) -> list[str]:
+        """The command's job ``index`` (the run of seed ``seeds[index]``, in the run directory the command
+        gives it: Hydra's ``<job num>_<algorithm>_seed<seed>``, conf/config.yaml), less the workload, which
+        the launch's command line gives every job."""
+        seed = self.seeds[index]
+        return [*self.setting, f"seed={seed}", f"hydra.sweep.dir={self.directory}",
+                f"hydra.sweep.subdir={index}_${{algorithm.name}}_seed{seed}"]
+
+
+class StageLauncher:
+    """A reproduction's launches: its subclass (fl_bench.analysis.reproduce.Reproduction) sets where runs go
+    (``runs_dir``), their ``workload``, the launcher and its settings (``launcher``, ``launcher_keys``,
+    ``launcher_overrides``), ``in_process``, and the sweep file read (``spec_path``, ``sweep_sha256``)."""
+
+    def _launch(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
+        """Every run of ``stage_runs`` finished (a diverged seed is a result), as one multirun of the
+        fl_bench_jobs sweeper through the launcher (hydra_plugins/fl_bench_jobs), logged in
+        ``<runs_dir>/launch/<stage>/reproduce.log``; ``at_once``: its runs at a time on this machine. Runs
+        the same command made are reused, another command's are removed first; a seed still to run goes on
+        where it stopped (an interrupted run from its checkpoint), and one a live task of another launch holds
+        is left to it. RuntimeError naming a seed that did not finish, else one naming the runs still held."""
+        self._check_sweep_file()
+        jobs = []
+        for runs in stage_runs:
+            self._keep_if_same_command(runs)
+            done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
+            jobs += [runs.job(i) for i, seed in enumerate(runs.seeds) if seed not in done and seed not in held]
+        stage_dir = self.runs_dir / "launch" / stage
+        if jobs:
+            with writing(stage_dir, REPRODUCTION_NOT_WRITTEN):
+                stage_dir.mkdir(parents=True, exist_ok=True)
+                replace_text(stage_dir / "jobs.yaml", yaml.safe_dump(jobs, width=math.inf))
+            # the workload on the command line, before each job's own overrides (the order of the runs' own
+            # commands), where `python -m fl_bench` reads it first (numerics=portable's environment)
+            self._run(multirun([*self._launcher_overrides(at_once), "hydra/sweeper=fl_bench_jobs",
+                                f"hydra.sweeper.jobs={stage_dir / 'jobs.yaml'}", f"hydra.sweep.dir={stage_dir}",
+                                *self.workload]), stage_dir, check=False)
+        running = {}
+        for runs in stage_runs:
+            done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
+            missing = [seed for seed in runs.seeds if seed not in done and seed not in held]
+            if missing:
+                raise RuntimeError(_not_finished(runs.what, runs.directory, missing, stage_dir / "reproduce.log"))
+            running.update({seed: (runs, holder) for seed, holder in held.items() if seed in runs.seeds and seed not in done})
+        if running:
+            seed, (runs, holder) = next(iter(running.items()))
+            raise RuntimeError(f"{len(running)} run{'s are' if len(running) > 1 else ' is'} still running ({runs.what}, "
+                               f"seed {seed}: {holder}): run this command again when they end")
+
+    def _keep_if_same_command(self, runs: Runs) -> None:
+        """``runs.directory`` kept where the same command made its runs (its reproduce.log's first line),
+        else emptied and the command recorded; RuntimeError where another command's runs still run there."""
+        record = runs.directory / "reproduce.log"
+        # (the interpreter's path may differ between machines: compare from the module on)
+        if record.is_file() and record.read_text(errors="replace").split("\n", 1)[0].endswith(" ".join(runs.command[1:])):
+            return
+        held = _held_seeds(runs.directory)
+        if held:
+            seed, holder = next(iter(held.items()))
+            raise RuntimeError(f"{runs.what}: the runs of its earlier command still run in {runs.directory} (seed "
+                               f"{seed}: {holder}): run this command again when they end")
+        shutil.rmtree(runs.directory, ignore_errors=True)
+        with writing(record, REPRODUCTION_NOT_WRITTEN):
+            runs.directory.mkdir(parents=True, exist_ok=True)
+            replace_text(record, " ".join(runs.command) + "\n")
+
+    def _launcher_overrides(self, at_once: int) -> list[str]:
+        """The launcher and its settings for a command whose runs go ``at_once`` at a time on this machine
+        (a launcher with ``n_jobs``, joblib's, takes it unless ``--override`` sets it)."""
+        keys = {o.lstrip("+~").split("=", 1)[0] for o in self.launcher_overrides}
+        parallel = "n_jobs" in self.launcher_keys and "hydra.launcher.n_jobs" not in keys
+        return [f"hydra/launcher={self.launcher}", *([f"hydra.launcher.n_jobs={at_once}"] if parallel else []),
+                *self.launcher_overrides]
+
+    def _check_sweep_file(self) -> None:
+        """ValueError unless the sweep file is still the one this reproduction read (its SHA-256): a file
+        edited while the runs went on would be recorded in the seed ledger for runs it did not make."""
+        now = hashlib.sha256(self.spec_path.read_bytes()).hexdigest()
+        if now != self.sweep_sha256:
+            raise ValueError(f"{self.spec_path} was edited after this reproduction read it (SHA-256 {self.sweep_sha256[:12]}, "
+                             f"now {now[:12]}): run the command again to reproduce the file as it is now")
+
+    def _run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
+        with writing(log_dir / "reproduce.log", REPRODUCTION_NOT_WRITTEN):
+            log_dir.mkdir(parents=True, exist_ok=True)
+            log = open(log_dir / "reproduce.log", "w")
+        with log:
+            log.write(" ".join(command) + "\n")
+            log.flush()
+            if self.in_process:  # command is [python, -m, fl_bench, ...]
+                code = run_in_process(command[3:], log)
+            else:
+                code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+        if code != 0 and check:
+            raise RuntimeError(f"{' '.join(command[2:])} failed (exit {code}): "
+                               f"{_error_in_log(log_dir / 'reproduce.log') or 'no error line'} (its log: {log_dir}/reproduce.log)")
+        return code == 0
+
+
+@contextlib.contextmanager
+def _mode_from_the_command_line(arguments: list[str]):
+    """Hydra composes a command's whole config once more only to read ``hydra.mode`` before it composes
+    the run's (a quarter of a small run's time in-process); no fl_bench config sets ``hydra.mode``, so
+    unless the command does, the mode is what ``-m`` says and that extra composition is skipped."""
+    from unittest import mock
+
+    from hydra._internal.hydra import Hydra
+
+    if any(a.lstrip("+").startswith("hydra.mode=") for a in arguments) or not hasattr(Hydra, "get_mode"):
+        yield
+        return
+    with mock.patch.object(Hydra, "get_mode", lambda self, config_name, overrides: None):
+        yield
+
+
+def multirun(overrides: list[str]) -> list[str]:
+    """``python -m fl_bench -m`` with ``overrides`` (and no progress bar: the output goes to a log)."""
+    return [sys.executable, "-m", "fl_bench", "-m", "progress=false", *overrides]
+
+
+def launcher_keys(launcher: str, launcher_overrides: list[str], overrides: list[str]) -> frozenset[str]:
+    """The keys of Hydra's launcher config ``launcher`` (conf/hydra/launcher/ or a plugin's); ValueError in
+    one line for an unknown launcher, or an override it does not take (naming its keys)."""
+    chosen = next((o for o in overrides if o.lstrip("+~").startswith("hydra/launcher=")), None)
+    if chosen is not None:
+        raise ValueError(f"--override {chosen}: choose the launcher with --launcher {chosen.split('=', 1)[1]}")
+    return _checked_launcher(launcher, tuple(launcher_overrides))
+
+
+@functools.lru_cache(maxsize=16)
+def _checked_launcher(launcher: str, launcher_overrides: tuple[str, ...]) -> frozenset[str]:
+    """:func:`launcher_keys` once per process (a composition with Hydra's config: a second or two on a busy
+    machine, and the tests make many reproductions)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from fl_bench.runs.cli import CONFIG_DIR, one_line
+
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        names = GlobalHydra.instance().config_loader().get_group_options("hydra/launcher")
+        if launcher not in names:
+            raise ValueError(f"--launcher {launcher!r} is not a launcher: choose one of {', '.join(names)} "
+                             "(conf/hydra/launcher/ and Hydra's launcher plugins)")
+        keys = frozenset(compose("config", [f"hydra/launcher={launcher}"], return_hydra_config=True).hydra.launcher) - {"_target_"}
+        for override in launcher_overrides:
+            key = LAUNCHER_OVERRIDE.sub("", override).split("=", 1)[0].split(".", 1)[0]
+            if key not in keys and not override.startswith("+"):
+                raise ValueError(f"--override {override}: --launcher {launcher} has no key {key!r}: choose one of "
+                                 f"{', '.join(sorted(keys))}")
+            try:
+                compose("config", [f"hydra/launcher={launcher}", override], return_hydra_config=True)
+            except Exception as error:  # Hydra's and the launcher schema's errors, made one line
+                raise ValueError(f"--override {override} is not allowed for --launcher {launcher}: "
+                                 f"{one_line(error)}") from error
+    return keys
+
+
+def _finished_seeds(directory: Path) -> set[int]:
+    return {summary["seed"] for summary in finished_runs(directory).values()}
+
+
+def _held_seeds(directory: Path) -> dict[int, str]:
+    """The seeds whose run in ``directory`` a live task holds (fl_bench.runs.claim), with its holder line."""
+    held = {}
+    for claim in sorted(directory.glob(f"*_seed*{CLAIM}")):
+        seed = re.search(r"_seed(\d+)$", claim.name.removesuffix(CLAIM))
+        holder = claim_holder(claim.with_name(claim.name.removesuffix(CLAIM)))
+        if seed and holder is not None:
+            held[int(seed.group(1))] = holder
+    return held
+
+
+def _not_finished(what: str, directory: Path, missing: list[int], log: Path) -> str:
+    """The line for runs that did not all finish: the first such seed, why, and the first line of its own
+    error (its summary's, else the error its launch's ``log`` shows for it, else the last one it shows)."""
+    seed = missing[0]
+    run = next(directory.glob(f"*_seed{seed}"), None)
+    why = "it never started (no run directory)" if run is None else unfinished(run)
+    error = (RunDirectory(run).summary() or {}).get("error") if run is not None else None
+    error = error or _error_in_log(log, run)
+    more = f" (and {len(missing) - 1} more seed{'s' if len(missing) > 2 else ''})" if len(missing) > 1 else ""
+    return (f"{what} did not finish on seed {seed}{more}: {why}" + (f": {error}" if error else "") + f" (log: {log})")
+
+
+def _error_in_log(log: Path, run: Path | None = None) -> str | None:
+    """The last error a command's log shows: the one it names ``run`` with (fl_bench_jobs' line for a failed
+    job), else fl_bench's one line, else an exception's last line."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    mine = f"fl_bench: error: {run}: "
+    for prefix in ([mine] if run is not None else []) + ["fl_bench: error: "]:
+        for line in reversed(lines):
+            if line.startswith(prefix):
+                return line[len(prefix):]
+    return next((line for line in reversed(lines) if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", line)), None)
+
+
+def run_in_process(arguments: list[str], log: TextIO) -> int:
+    """``python -m fl_bench ARGUMENTS`` in this process, its output into ``log``: the same command (and
+    the same results: every run seeds what it draws from) without a new interpreter's start-up of
+    torch and Lightning. Returns its exit status."""
+    import logging
+
+    from fl_bench.runs.cli import main as fl_bench_main
+
+    argv, handlers, level = sys.argv, logging.root.handlers[:], logging.root.level
+    sys.argv = ["fl_bench", *arguments]
+    try:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _mode_from_the_command_line(arguments):
+            fl_bench_main()
+        return 0
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else 1
+    except Exception:  # a traceback in the log, as a subprocess would leave it
+        traceback.print_exc(file=log)
+        return 1
+    finally:
+        sys.argv = argv
+        logging.root.handlers[:], logging.root.level = handlers, level  # Hydra configured logging for the run

@@ -1,0 +1,169 @@
+"""The tuning stage of a reproduction: every study's TPE search on the tuning seeds, and the confirmation of
+its finalists on seeds of their own, each kept in ``<tuned_dir>/<study>.yaml`` and reused under the same
+protocol (fl_bench.analysis.reproduce drives it)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import shutil
+import time
+from pathlib import Path
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from fl_bench.analysis.guards import contains, search_space, search_space_text
+from fl_bench.analysis.launch import REPRODUCTION_NOT_WRITTEN, Runs, StageLauncher, multirun
+from fl_bench.errors import ConfigError
+from fl_bench.runs.atomic import replace_text
+from fl_bench.runs.run_dir import finished_runs, writing
+from fl_bench.runs.tuning import confirmed
+
+
+class Tuning(StageLauncher):
+    """A reproduction's studies, tuned (its subclass sets ``spec``, ``protocol``, ``smoke``, ``tuned_dir`` and
+    ``_study_locks``, a lock per study: a nested study waits for its special case)."""
+
+    def tuned(self, study: str) -> dict:
+        """The study's best setting; tuned now unless already on file under the same protocol (smoke
+        runs never tune: they take such a file when present, else the algorithm's defaults)."""
+        spec = self.spec["studies"][study]
+        if "setting_of" in spec:  # not tuned: runs another study's best setting (a diagnostic arm)
+            return {**self.tuned(spec["setting_of"]), "wall_seconds": 0.0}
+        if "space" not in spec:  # not tuned: the paper's fixed setting (HFL: eta_0 = 0.1 for every method)
+            return {"best_params": {}, "wall_seconds": 0.0}
+        with self._study_locks[study]:
+            return self._tune(study, spec)
+
+    def _tune(self, study: str, spec: dict) -> dict:
+        """The search's result; under a protocol that confirms, with the confirmed finalist as its best
+        (``best_params``, ``best_value``, ``best_per_seed``)."""
+        found = self._search(study, spec)
+        confirm = self.protocol.tuner.get("confirm")
+        if confirm is None or not found.get("best_params"):
+            return found
+        best = self._confirm(study, spec, found, confirm)
+        if best is None:  # a smoke point without a confirmed file: the algorithm's defaults
+            return {"best_params": {}, "wall_seconds": 0.0}
+        return {**found, "best_params": best["params"], "best_value": best["value"], "best_per_seed": best["per_seed"]}
+
+    def _search(self, study: str, spec: dict) -> dict:
+        """The TPE search on the tuning seeds (``protocol.tuner`` less its ``confirm``), kept in
+        ``<tuned_dir>/<study>.yaml`` with every completed setting ranked."""
+        path = self.tuned_dir / f"{study}.yaml"
+        search = {key: value for key, value in self.protocol.tuner.items() if key != "confirm"}
+        if self.smoke:
+            kept = _kept(path)
+            return kept if kept.get("tuner") == search else {"best_params": {}, "wall_seconds": 0.0}
+        enqueue = self._special_case_start(spec)
+        made = {"space": spec["space"], "params": search_space_text(spec["space"], self.protocol.spaces), "overrides": spec["overrides"],
+                "tuner": search, "enqueued": enqueue}
+        kept = _kept(path)
+        # (a file from before the ranking was kept cannot name finalists: searched again)
+        if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
+            return kept
+        previous = self._previous(kept, spec)
+        self._check_sweep_file()
+        sweep_dir = self.runs_dir / f"tune_{study}"
+        shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
+        started = time.perf_counter()
+        self._run(multirun([
+            *self._launcher_overrides(1),  # (a trial's seeds one after another on this machine, as --jobs studies run)
+            *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
+            f"hydra.sweeper.n_trials={search['trials']}", f"hydra.sweeper.n_startup_trials={search['startup_trials']}",
+            f"hydra.sweeper.objective={search['objective']}", f"hydra.sweeper.direction={search['direction']}",
+            f"hydra.sweeper.seeds=[{','.join(map(str, search['seeds']))}]",
+            *([f"hydra.sweeper.aggregate={search['aggregate']}"] if search.get("aggregate") else []),
+            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in search['pruner'].items() if v is not None)}}}"]
+              if search.get("pruner") else []),
+            *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
+            f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]), sweep_dir)
+        result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
+        result.update(study=study, **made, previous=previous, wall_seconds=time.perf_counter() - started)
+        _save_tuned(path, result)
+        return result
+
+    def _previous(self, kept: dict, spec: dict) -> list[dict]:
+        """The settings earlier tunings of the study kept (its file's ``previous`` and its best), those
+        that the study's space can still take: a search again, in a wider space or under another rule,
+        can miss a setting an earlier one found, and the confirmation then still weighs it."""
+        space = search_space(spec["space"], self.protocol.spaces)
+        kept_best = (kept.get("confirmed") or {}).get("best", {}).get("params") or kept.get("best_params") or {}
+        settings = [*kept.get("previous", []), kept_best]
+        return [p for i, p in enumerate(settings) if p and p not in settings[:i] and set(p) == set(space)
+                and all(contains(space[key], value) for key, value in p.items())]
+
+    def _confirm(self, study: str, spec: dict, found: dict, confirm: dict) -> dict | None:
+        """The confirmation stage: the search's best ``confirm.finalists`` settings (and a nested
+        study's start, its special case's chosen setting, wherever it ranked, and the settings earlier
+        tunings kept, on the tuning seeds too) run on the confirmation seeds; the one with the best
+        ``confirm.aggregate`` over all its seeds is kept. Two tuning
+        seeds do not show a setting at the edge of stability that collapses on one seed in four; the
+        finalists' extra seeds can, for far fewer runs than a search on more seeds. Kept in the study's
+        file (None at a smoke point without one)."""
+        tuner, rule = self.protocol.tuner, confirm
+        ranked = found.get("ranked") or []  # (none in a file from before rankings were kept: a smoke point's defaults)
+        finalists = ranked[:confirm["finalists"]]
+        start = found.get("enqueued")  # the nested study's first trial (its special case's kept setting)
+        finalists += [c for c in ranked[confirm["finalists"]:] if start and c["params"] == start][:1]
+        finalists += [next((c for c in ranked if c["params"] == p), {"params": p, "per_seed": {}})
+                      for p in found.get("previous") or [] if all(c["params"] != p for c in finalists)]
+        kept = found.get("confirmed") or {}
+        if kept.get("rule") == rule and [c["params"] for c in kept["candidates"]] == [c["params"] for c in finalists]:
+            return kept["best"]
+        if self.smoke:
+            return None
+        stage_runs = [Runs(self.runs_dir / f"confirm_{study}" / str(number), tuple(self.workload),
+                           (*spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())),
+                           (*(s for s in tuner["seeds"] if s not in finalist["per_seed"]), *confirm["seeds"]),
+                           f"study {study}'s finalist {number}") for number, finalist in enumerate(finalists)]
+        self._launch(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
+        candidates = []
+        for finalist, runs in zip(finalists, stage_runs):
+            summaries = finished_runs(runs.directory).values()
+            candidates.append({**finalist, "per_seed": {**finalist["per_seed"],
+                                                        **{s["seed"]: float(s[tuner["objective"]]) for s in summaries}}})
+        best = confirmed(candidates, rule["aggregate"], tuner["direction"])
+        found = {**found, "confirmed": {"rule": rule, "candidates": candidates, "best": best}}
+        _save_tuned(self.tuned_dir / f"{study}.yaml", found)
+        return best
+
+    def _special_case_start(self, spec: dict) -> dict:
+        """The nested study's first trial: its special case's tuned best with the values that reduce
+        it to that case (empty without a special case)."""
+        special = spec.get("special_case")
+        if special is None:
+            return {}
+        return {**self.tuned(special["study"])["best_params"], **special.get("set", {})}
+
+
+def _kept(path: Path) -> dict:
+    """A study's tuned file ({} when there is none), read once per version: every arm, guard and
+    nested study asks for it, and a file that keeps its search's ranking is some kilobytes of YAML."""
+    if not path.exists():
+        return {}
+    stat = path.stat()
+    return copy.deepcopy(_read_kept(path, stat.st_mtime_ns, stat.st_size))
+
+
+def _save_tuned(path: Path, result: dict) -> None:
+    """A study's tuned file, replaced whole (a failed write keeps the earlier one)."""
+    with writing(path, REPRODUCTION_NOT_WRITTEN):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_text(path, OmegaConf.to_yaml(OmegaConf.create(result)))
+
+
+@functools.lru_cache(maxsize=256)
+def _read_kept(path: Path, mtime_ns: int, size: int) -> dict:
+    try:
+        kept = OmegaConf.to_container(OmegaConf.load(path)) if size else {}  # (an empty file: tuned again)
+    except (UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException):
+        kept = None
+    if not isinstance(kept, dict):
+        raise ConfigError(f"{path} is not a study's tuned file (a mapping of its search and its best setting): "
+                          "delete it to tune the study again")
+    return kept
