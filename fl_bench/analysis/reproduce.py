@@ -208,13 +208,24 @@ class Reproduction(Tuning):
 
     @staticmethod
     def _table_runs(chosen: list[Arm], directories: dict[str, Path]) -> Frames:
-        """The runs, metrics and trips of a table's arms, each labelled by its arm (column ``method``)."""
-        runs, metrics, trips = load_runs([directories[a.key] for a in chosen], ["algorithm.name"])
-        labels = {str(directories[a.key]): a.label for a in chosen}
+        """The runs, metrics and trips of a table's arms, each labelled by its arm (column ``method``).
+        Arms of one study and overrides share their runs (one directory): each later such arm gets a copy
+        of the first's rows under its own label, so that every arm is a row of the table."""
+        runs, metrics, trips = load_runs(list(dict.fromkeys(directories[a.key] for a in chosen)), ["algorithm.name"])
+        labels, copies = {}, []
+        for a in chosen:
+            directory = str(directories[a.key])
+            if directory in labels:
+                copies.append((labels[directory], a.label))
+            else:
+                labels[directory] = a.label
         label_of = runs["source"].map(lambda source: labels[str(Path(source).parent)])
         runs["method"] = label_of
         metrics["method"] = metrics["run"].map(label_of)
         trips["method"] = trips["run"].map(label_of)
+        for first, label in copies:
+            runs, metrics, trips = (pd.concat([frame, frame[frame["method"] == first].assign(method=label)])
+                                    for frame in (runs, metrics, trips))
         order = {a.label: i for i, a in enumerate(chosen)}
         return runs.sort_values("method", key=lambda m: m.map(order), kind="stable"), metrics, trips
 

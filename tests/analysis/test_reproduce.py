@@ -431,3 +431,23 @@ def test_a_misspelt_arm_override_stops_the_reproduction_before_any_directory_or_
                                          r"override 'algorithm.staleness_emaa'"):
         repro.run([], tmp_path / "out")
     assert not ran and not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
+def test_arms_that_share_their_runs_are_each_a_row_of_the_table(monkeypatch):
+    """An 'against' row runs the same study and overrides as its ranking row (one directory): both are
+    rows, each with every run of that directory; the last arm's label took them all before."""
+    import fl_bench.analysis.reproduce as reproduce
+
+    runs = pd.DataFrame({"source": ["/r/A/0_x", "/r/A/1_x", "/r/B/0_y"]}, index=["a0", "a1", "b0"])
+    metrics = pd.DataFrame({"run": ["a0", "a0", "a1", "b0"]})
+    trips = pd.DataFrame({"run": ["a0", "a1", "b0", "b0"]})
+    loaded = []
+    monkeypatch.setattr(reproduce, "load_runs", lambda paths, by: loaded.append(paths) or (runs, metrics, trips))
+    chosen = [Arm("fedbuff", "fedbuff", ()), Arm("ca2fl", "ca2fl", ()), Arm("fedbuff against ca2fl", "fedbuff", ())]
+    directories = {chosen[0].key: Path("/r/A"), chosen[1].key: Path("/r/B")}
+    got_runs, got_metrics, got_trips = Reproduction._table_runs(chosen, directories)
+    assert loaded == [[Path("/r/A"), Path("/r/B")]]  # each directory read once
+    assert got_runs["method"].tolist() == ["fedbuff", "fedbuff", "ca2fl", "fedbuff against ca2fl", "fedbuff against ca2fl"]
+    assert got_runs[got_runs["method"] == "fedbuff against ca2fl"].index.tolist() == ["a0", "a1"]
+    assert got_metrics["method"].value_counts().to_dict() == {"fedbuff": 3, "fedbuff against ca2fl": 3, "ca2fl": 1}
+    assert got_trips["method"].value_counts().to_dict() == {"ca2fl": 2, "fedbuff": 2, "fedbuff against ca2fl": 2}
