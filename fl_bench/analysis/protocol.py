@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fl_bench.analysis.guards import SPACES, contains, search_space
+from fl_bench.analysis.search_spaces import SPACES, contains, search_space
 from fl_bench.runs.config import PRUNING_OBJECTIVES
 from fl_bench.runs.pruning import make_pruner
 from fl_bench.runs.tuning import AGGREGATES

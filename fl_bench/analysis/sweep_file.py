@@ -31,7 +31,7 @@ import yaml
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from fl_bench.analysis.guards import CLAIMS, PLACEHOLDER_KINDS, TYPED_INTERVAL, default_tolerance, paper_effect
+from fl_bench.analysis.verdict import CLAIMS, PLACEHOLDER_KINDS, TYPED_INTERVAL, default_tolerance, paper_effect
 from fl_bench.analysis.measures import MEASURES
 from fl_bench.errors import ConfigError
 from fl_bench.runs.config import OBJECTIVES
@@ -40,7 +40,7 @@ from fl_bench.runs.pruning import PrunerConfig
 DIRECTIONS = ("minimize", "maximize")
 TABLE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # its page is <out>/<name>.md: a file name, no path
 
-# An arm's ``paper`` values: the keys fl_bench.analysis.guards.paper_effect (the verdict) and
+# An arm's ``paper`` values: the keys fl_bench.analysis.verdict.paper_effect (the verdict) and
 # fl_bench.analysis.report (the page's paper columns) read in a table of ratios (measure trips or rounds)
 # and in one of accuracies (every other measure), with what each holds; any other key would be ignored.
 _RATIOS = "numbers > 0, or '>x' (x > 0) for a lower bound ('>1': larger, without a number)"
@@ -137,7 +137,7 @@ class ArmSpec:
     special_case: Optional[str] = None
     cause: Optional[Cause] = None
     tried: list[Cause] = field(default_factory=list)  # arms that each changed one thing and did not explain it
-    # What the paper's number claims (fl_bench.analysis.guards.CLAIMS): side (an order), size (the number),
+    # What the paper's number claims (fl_bench.analysis.verdict.CLAIMS): side (an order), size (the number),
     # closeness (within the paper's gap); size and closeness are judged against the default tolerance,
     # or a tighter ``tolerance`` (a factor for ratios, points for differences) with its reason
     claim: str = "side"
@@ -589,7 +589,7 @@ def _check_paper(arm: dict[str, Any], label: str, measure: str, where: str, path
 def _check_claim(arm: dict[str, Any], vs: dict[str, Any], measure: str, where: str, path: Path) -> None:
     """The arm's ``claim`` is a kind of CLAIMS, a size or closeness claim has the paper's numbers (against
     ``vs``, the compared arm) to size, and a ``tolerance`` only tightens the default rule's
-    (fl_bench.analysis.guards), with its reason."""
+    (fl_bench.analysis.verdict), with its reason."""
     claim = arm.get("claim", "side")
     _choose(path, f"{where}.claim", claim, CLAIMS)
     kind = MEASURES[measure].kind

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fl_bench.analysis.guards import PLACEHOLDER
+from fl_bench.analysis.verdict import PLACEHOLDER
 from fl_bench.analysis.reproduce import Reproduction
 from fl_bench.analysis.sweep_file import load_sweep_file
 from tests.conftest import compose_run_config
