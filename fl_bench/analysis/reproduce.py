@@ -326,7 +326,7 @@ class Reproduction(Tuning):
     def readings(self) -> str:
         """The sweep file's ``readings``: where the implementation reads the paper one way and another
         reading is possible, with the knob that switches and any measured ablation, under every table."""
-        readings = self.spec.get("readings") or []
+        readings = self.spec["readings"]
         if not readings:
             return ""
         return ("Readings (where this implementation reads the paper one way and another reading is possible):\n\n"
