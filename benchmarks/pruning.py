@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fl_bench.analysis.guards import bootstrap_interval
+from fl_bench.analysis.verdict import bootstrap_interval
 from fl_bench.analysis.reproduce import Arm, Reproduction
 
 REPO = Path(__file__).resolve().parents[1]

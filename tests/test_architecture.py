@@ -143,10 +143,11 @@ def test_no_module_is_longer_than_700_lines():
     assert not long, "modules over 700 lines (split them by role): " + ", ".join(long)
 
 
-# The analysis as a one-way pipeline, lowest floor first: the measures and what is read of the runs; the
-# verdict rules; the sweep file and its protocol (checked against those rules), the power rule and the
+# The analysis as a one-way pipeline, lowest floor first: the measures, what is read of the runs and the
+# search spaces; the guards a verdict must pass; the verdict rules; the sweep file and its protocol (checked against those rules), the power rule and the
 # tuning; the pages; the pages that borrow from the report's; the driver.
-ANALYSIS_FLOORS = [("measures", "run_frames", "seed_ledger", "launch", "wandb_report", "example1"), ("guards",),
+ANALYSIS_FLOORS = [("measures", "run_frames", "seed_ledger", "launch", "wandb_report", "example1", "search_spaces"),
+                   ("guards",), ("verdict",),
                    ("sweep_file", "protocol", "power", "tuning"), ("report",), ("fairness", "scoreboard"), ("reproduce",)]
 
 

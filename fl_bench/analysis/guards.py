@@ -1,29 +1,8 @@
-"""Guards a table's evidence must pass before its verdict is believed, computed rather than left to
-the reader, and the evidence itself: each arm's median over the report seeds with a 95% interval,
-its effect against the arm it is compared with (a ratio of client trips or rounds, a difference in
-accuracy points) with a 95% interval, and a verdict decided by that interval (:func:`evidence_table`).
-
-Intervals are percentile bootstraps over seeds (scipy's ``bootstrap``, resampling each arm's seeds
-independently, 2,000 resamples, a fixed generator: the same table every time). A seed that missed
-the target counts as the budget, so its arm's trips are a lower bound (shown with ">").
-
-Verdict: the effect's interval lies above the band of "no difference" (ratio 1 +- 5%, difference 0
-+- 0.5 points), below it, or inside it, and that side is the paper's: "reproduces"; an interval that
-excludes the paper's side (wholly on other sides, even where it straddles the edge between them: the
-paper says larger and the interval says the same or smaller): "differs"; an interval that reaches into
-the paper's side and beyond it: "inconclusive", or "underpowered at N seeds" when the protocol's power
-rule (fl_bench.analysis.power) said before the runs that N seeds, its cap, could not resolve it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
-side to test: "paper split".
-
-Censored: trips (or rounds) of a seed that missed are the budget, a lower bound, so an end of an
-effect's interval that rests on a median at the budget is open: where the arm's own interval reaches
-the budget its effect may be larger than its upper end, where the compared arm's does, smaller than
-its lower end; the verdict reads the interval with those ends open. Where both arms' medians are at
-the budget, the budget cannot order them: "not reached" (a larger budget would).
-
-Tuning failed: an arm declares the arm that runs its nested special case (``special_case:`` in the
-sweep file: FedAvg is FedAvgM with momentum 0, FedAvg is FedProx with mu = 0); a method worse than
-its own special case beyond the interval means its tuning failed, and that is its verdict.
+"""Guards a table's evidence must pass before its verdict is believed (fl_bench.analysis.verdict): a
+workload that cannot tell its arms apart, a tuned setting that collapses on some report seeds, a tuned
+value at the edge of its search space. (Tuning failed, a method worse than its own special case, is a
+verdict; held-out, a setting that does not carry over to the report seeds, is the reproduction's:
+fl_bench.analysis.reproduce.)
 
 Saturated: the table cannot tell its arms apart because the workload sits at a ceiling or floor:
 every arm reached the target at its first evaluation, or none reached it, or (accuracy tables)
@@ -51,19 +30,18 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
 from fl_bench.analysis.measures import MEASURES
+from fl_bench.analysis.search_spaces import SPACES, numeric_range, search_space
 
-SPACES = Path(__file__).resolve().parents[2] / "conf" / "hparams_search"
 EDGE_FRACTION = 0.05  # of an interval's width (log width for log intervals)
+COLLAPSE_POINTS = 10.0  # accuracy this far below its arm's median is a collapsed seed, not noise
 
 
 @dataclass(frozen=True)
@@ -79,60 +57,6 @@ class Edge:
 
     def __str__(self) -> str:
         return f"{self.study}: {self.key}={self.value:.4g} at the {self.side} edge of [{self.low:g}, {self.high:g}]"
-
-
-def search_space_text(space: str, spaces: Path | Sequence[Path] = SPACES) -> dict[str, str]:
-    """The sweeper's ``params`` of ``space`` as written (``<dir>/<space>.yaml`` in the first of
-    ``spaces`` that has it: conf/hparams_search, then a plugin's own on ``hydra.searchpath``)."""
-    directories = [spaces] if isinstance(spaces, Path) else list(spaces)
-    path = next((d / f"{space}.yaml" for d in directories if (d / f"{space}.yaml").is_file()), None)
-    if path is None:
-        raise FileNotFoundError(f"search space {space!r}: no {space}.yaml in {', '.join(map(str, directories))}")
-    return {key: str(value) for key, value in OmegaConf.load(path).hydra.sweeper.params.items()}
-
-
-def search_space(space: str, spaces: Path | Sequence[Path] = SPACES) -> dict[str, Any]:
-    """The sweeper's ``params`` of ``space``, each parsed by Hydra's override grammar (the
-    ChoiceSweep / IntervalSweep / RangeSweep objects the sweeper itself reads)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    return {key: parser.parse_override(f"{key}={value}").value() for key, value in search_space_text(space, spaces).items()}
-
-
-def contains(sweep: Any, value: Any) -> bool:
-    """Whether a search space's sweep (or fixed value) can take ``value``: a protocol checks that a
-    space holds the paper's values and its nested special case (momentum 0, mu = 0)."""
-    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
-
-    def same(a: Any, b: Any) -> bool:
-        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) if numbers else a == b
-
-    if isinstance(sweep, IntervalSweep):
-        return isinstance(value, (int, float)) and sweep.start * (1 - 1e-9) <= value <= sweep.end * (1 + 1e-9)
-    if isinstance(sweep, ChoiceSweep):
-        return any(same(choice, value) for choice in sweep.list)
-    if isinstance(sweep, RangeSweep):
-        return any(same(choice, value) for choice in range(int(sweep.start), int(sweep.stop), int(sweep.step)))
-    return same(sweep, value)
-
-
-def _bounds(sweep: Any) -> tuple[float, float, bool, bool] | None:
-    """(low, high, log scale, discrete) of a numeric sweep; None for a non-numeric one."""
-    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
-
-    if isinstance(sweep, IntervalSweep):
-        return float(sweep.start), float(sweep.end), "log" in sweep.tags, False
-    if isinstance(sweep, RangeSweep):
-        return float(sweep.start), float(sweep.stop - sweep.step), False, True
-    if isinstance(sweep, ChoiceSweep):
-        values = [v for v in sweep.list if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if len(values) == len(sweep.list) and len(values) > 1:
-            positive = [v for v in values if v > 0]  # (a 0 beside a log grid is its nested special case)
-            log = len(positive) > 1 and max(positive) / min(positive) >= 100
-            return float(min(values)), float(max(values)), log, True
-    return None
 
 
 def edge_side(value: float, low: float, high: float, log: bool, discrete: bool) -> str | None:
@@ -156,193 +80,13 @@ def tuned_edges(tuned: dict[str, Any], spaces: Path | Sequence[Path] = SPACES) -
     space = search_space(tuned["space"], spaces)
     edges = []
     for key, value in tuned["best_params"].items():
-        bounds = _bounds(space[key]) if key in space else None
+        bounds = numeric_range(space[key]) if key in space else None
         if bounds is None or not isinstance(value, (int, float)):
             continue
         side = edge_side(float(value), *bounds)
         if side:
             edges.append(Edge(tuned.get("study", tuned["space"]), key, float(value), bounds[0], bounds[1], side))
     return edges
-
-
-NO_DIFFERENCE = {"ratio": (0.95, 1.05), "difference": (-0.5, 0.5)}  # the band of "the same"
-
-# Claims of a kind (issue 54). A paper number is registered as the claim its sentence makes: "side" (only
-# an order: A beats B), "size" (the effect is what is claimed: 3.3x fewer trips) or "closeness" (A comes
-# within the paper's gap of B). Size and closeness are judged against one tolerance band around the
-# paper's numbers, set here for every paper: ratios within a factor of 1.5 of the paper's range,
-# differences within max(2 points, 25% of the paper's largest |number|). A table may only tighten it
-# (``tolerance``, with its reason); a looser one is refused when the sweep file loads. Why this rule:
-# equivalence testing (Lakens 2017, "Equivalence tests: a practical primer for t tests, correlations,
-# and meta-analyses"; Lakens, Scheel and Isager 2018) judges a replication against a smallest effect of
-# interest set before looking, and the ML Reproducibility Challenge's reports accept a number that lands
-# "within the original's range" across datasets, not one that only shares its sign. A factor of 1.5 on
-# a ratio of trips is the spread of the papers' own numbers for one method across datasets (FedBuff
-# Table 1: FedAvgM 1.7x to 3.3x); 2 points of accuracy is the spread of a method across seeds and data
-# splits on these workloads (the seeds' std, 0.5-2 points on every page), and 25% keeps a large gap
-# (HFL's 11.49 points) from being held to 2.
-#   side: the interval on the paper's side of the no-difference band (the rule of every table since 2026-11-25).
-#   size: the side as above, and the interval reaching into the band (it is not ruled out that the effect
-#     is the paper's); where the side holds and the interval lies wholly outside the band, "same side, Nx
-#     the paper's"; wholly outside the band with the side undecided, the size is ruled out: "differs". A
-#     paper whose datasets lie on both sides of the no-difference band claims its range, not a side:
-#     the band alone decides.
-#   closeness: the paper's gap is an upper bound (HFL "reaches 83.41" against S-SGD's 84.58: within 1.17
-#     points); TOST's one-sided test against the margin (the paper's gap plus the tolerance): the claim
-#     holds where the whole interval lies within it, fails where the whole interval lies beyond it ("same
-#     side, Nx the paper's gap"), and is undecided where the interval straddles the margin (inconclusive,
-#     or underpowered where the pilot said the cap could not resolve it: fl_bench.analysis.power).
-CLAIMS = ("side", "size", "closeness")
-RATIO_FACTOR = 1.5
-DIFFERENCE_POINTS, DIFFERENCE_SHARE = 2.0, 0.25
-RESAMPLES = 2000
-COLLAPSE_POINTS = 10.0  # accuracy this far below its arm's median is a collapsed seed, not noise
-
-
-def bootstrap_interval(statistic, *samples: np.ndarray) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of ``statistic(*samples)``, each sample resampled on its own."""
-    from scipy import stats
-
-    if any(len(sample) < 2 for sample in samples) or all(np.ptp(sample) == 0 for sample in samples):
-        value = statistic(*samples)
-        return value, value  # one seed, or no spread: nothing to resample
-    result = stats.bootstrap(samples, statistic, n_resamples=RESAMPLES, confidence_level=0.95, method="percentile",
-                             vectorized=False, random_state=np.random.default_rng(0))
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
-
-
-def side(low: float, high: float, kind: str) -> str:
-    """Where an interval (a point: low = high) lies against the no-difference band of ``kind``
-    ("ratio": 1 +- 5%, "difference": 0 +- 0.5 points): '>', '<', '=' or '?' (straddles an edge)."""
-    band_low, band_high = NO_DIFFERENCE[kind]
-    if low > band_high:
-        return ">"
-    if high < band_low:
-        return "<"
-    return "=" if band_low <= low and high <= band_high else "?"
-
-
-def paper_side(value: Any, kind: str = "ratio") -> str:
-    """The side of one paper entry: a number, or '>x' for a lower bound ('>1': the text says larger,
-    without a number; the paper's '>600' over the reference; '>0' for a difference the text states
-    without a number) and '<x' for an upper bound ('<0': smaller, without a number)."""
-    text = str(value)
-    number, neutral = float(text.lstrip("<>")), 1 if kind == "ratio" else 0
-    if text.startswith(">") and number >= neutral:
-        return ">"
-    if text.startswith("<") and number <= neutral:
-        return "<"
-    return side(number, number, kind)
-
-
-def excludes(low: float, high: float, expected: str, kind: str) -> bool:
-    """Whether an interval lies wholly outside the region of side ``expected`` ('>', '<' or '=')."""
-    band_low, band_high = NO_DIFFERENCE[kind]
-    if expected == ">":
-        return high <= band_high
-    if expected == "<":
-        return low >= band_low
-    return low > band_high or high < band_low
-
-
-def _paper_side(values: list[Any], kind: str) -> str | None:
-    """The side all the paper's numbers take; None when they disagree."""
-    sides = {paper_side(value, kind) for value in values}
-    return sides.pop() if len(sides) == 1 else None
-
-
-def default_tolerance(values: list[Any], kind: str) -> float:
-    """The default rule's tolerance for the paper's ``values``: a factor (ratios) or points (differences)."""
-    if kind == "ratio":
-        return RATIO_FACTOR
-    return max(DIFFERENCE_POINTS, DIFFERENCE_SHARE * max(abs(float(str(v).lstrip("<>"))) for v in values))
-
-
-def claim_band(values: list[Any], kind: str, claim: str, tolerance: float | None = None) -> tuple[float, float]:
-    """Where an effect must reach for a size or closeness claim to hold: the paper's range widened by the
-    tolerance (the default rule's, or a tighter ``tolerance``). Closeness: anything up to the paper's
-    largest gap plus the tolerance (coming closer than the paper did still holds). A bound ('>4.8') opens
-    its side of the band."""
-    tolerance = default_tolerance(values, kind) if tolerance is None else tolerance
-    numbers = [float(str(v).lstrip("<>")) for v in values]
-    low, high = min(numbers), max(numbers)
-    if any(str(v).startswith(">") for v in values):
-        high = math.inf
-    if any(str(v).startswith("<") for v in values):
-        low = -math.inf
-    if kind == "ratio":
-        low, high = low / tolerance, high * tolerance
-    else:
-        low, high = low - tolerance, high + tolerance
-    return (-math.inf if claim == "closeness" else low), high
-
-
-def verdict(value: float, low: float, high: float, paper: list[Any], kind: str, claim: str = "side",
-            tolerance: float | None = None, bound: bool = False, undecided: str = "inconclusive") -> str:
-    """The verdict of an effect (``value``, its interval [low, high] as the verdict reads it, open ends
-    already open: :func:`open_ends`) on a paper's claim of kind ``claim`` (the rules above the constants
-    CLAIMS). ``bound``: the effect is a lower bound (censored), so a multiple of the paper's reads "more
-    than"; ``undecided``: the word for an interval that decides nothing ("inconclusive", or "underpowered
-    at N seeds" where the power rule said so before the runs)."""
-    expected, found = _paper_side(list(paper), kind), side(low, high, kind)
-    decided = expected is not None and (found == expected or excludes(low, high, expected, kind))
-    on_side = ("paper split" if expected is None else "reproduces" if found == expected
-               else "differs" if decided else undecided)
-    if claim == "side":
-        return on_side
-    band_low, band_high = claim_band(list(paper), kind, claim, tolerance)
-    numbers = [float(str(v).lstrip("<>")) for v in paper]
-    paper_value = float(np.median(numbers))
-    multiple = f"{'more than ' if bound else ''}{value / paper_value if paper_value else math.inf:.2g}x the paper's"
-    if claim == "closeness":
-        if high <= band_high:
-            return "reproduces"
-        if low > band_high:
-            return f"same side, {multiple} gap" if found == expected else "differs"
-        return undecided
-    reaches = low <= band_high and high >= band_low
-    if expected is None:  # a split paper claims its range
-        return "reproduces" if reaches else "differs"
-    if on_side == "reproduces":
-        return "reproduces" if reaches else f"same side, {multiple}"
-    return on_side if reaches else "differs"
-
-
-def censored_at(runs: pd.DataFrame, method: str, measure: str) -> float:
-    """The budget ``method``'s missed seeds count as (trips or rounds), inf where none missed."""
-    group = runs[runs["method"] == method]
-    if not MEASURES[measure].to_target or not group["trips_to_target"].isna().any():
-        return math.inf
-    return float(group["max_trips"].min())
-
-
-def open_ends(low: float, high: float, ours_at_budget: bool, base_at_budget: bool) -> tuple[float, float]:
-    """An effect's interval as the verdict reads it (Censored above): the upper end open where the arm's
-    own median interval reaches its budget, the lower end where the compared arm's does."""
-    return (-math.inf if base_at_budget else low), (math.inf if ours_at_budget else high)
-
-
-def samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, bool]:
-    """One value per seed of ``method`` (trips with a miss counted as the budget), and whether a seed missed."""
-    group = runs[runs["method"] == method]
-    if MEASURES[measure].to_target:
-        missed = group["trips_to_target"].isna()
-        return group["trips_to_target"].fillna(group["max_trips"]).to_numpy(float), bool(missed.any())
-    return 100 * group[MEASURES[measure].accuracy].to_numpy(float), False
-
-
-def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float, float]:
-    statistic = ((lambda a, b: np.median(a) / np.median(b)) if kind == "ratio"
-                 else (lambda a, b: np.median(a) - np.median(b)))
-    return (statistic(ours, base), *bootstrap_interval(statistic, ours, base))
-
-
-def shown_interval(value: float, low: float, high: float, kind: str, bound: bool = False) -> str:
-    """An effect [95% interval] as pages print it ('>' before a lower bound)."""
-    mark = ">" if bound else ""
-    if kind == "ratio":
-        return f"{mark}{value:.2f}× [{low:.2f}, {high:.2f}]"
-    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
 
 
 def saturated(runs: pd.DataFrame, measure: str) -> str:
@@ -374,245 +118,6 @@ def collapsed(runs: pd.DataFrame, method: str, measure: str) -> list[int]:
         accuracy = 100 * group[MEASURES[measure].accuracy]
         bad |= accuracy < accuracy.median() - COLLAPSE_POINTS
     return sorted(int(seed) for seed in group.loc[bad, "seed"])
-
-
-EVIDENCE_COLUMNS = ("method", "seeds", "median", "median_low", "median_high", "missed", "vs", "effect", "effect_low",
-                    "effect_high", "effect_bound", "paper", "claim", "band_low", "band_high", "verdict", "guard")
-
-
-def paper_effect(arm: dict, vs_arm: dict, measure: str) -> list | None:
-    """The paper's effect of ``arm`` against ``vs_arm`` (sweep-file arms): its ratios of trips (or
-    rounds), or the difference of its accuracies, or the direction it states without numbers (``paper:
-    {difference: ['>0']}``: FedStaleWeight); None where the paper has none."""
-    if MEASURES[measure].to_target:
-        return (arm.get("paper") or {}).get("trips")
-    paper = (arm.get("paper") or {}).get("accuracy")
-    if paper is not None:
-        theirs = (vs_arm.get("paper") or {}).get("accuracy")
-        return None if theirs is None else [float(paper) - float(theirs)]
-    return (arm.get("paper") or {}).get("difference")
-
-
-def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
-             needs: dict | None = None, cap: int | None = None) -> pd.DataFrame:
-    """Per method (column ``method``, in the order of ``runs``): its median over seeds with the 95%
-    interval (``missed``: some seed missed the target, so the median is a lower bound); per compared
-    arm the effect against its ``vs`` (default ``reference``) with its interval (``effect_bound``: a
-    lower bound), the paper's effect as text, the verdict; the guards' findings. Numbers, not text: the
-    page's table (:func:`evidence_table`), the findings' placeholders (:func:`fill_notes`) and the
-    scoreboard (fl_bench.analysis.scoreboard) all read it."""
-    kind = MEASURES[measure].kind
-    methods = list(dict.fromkeys(runs["method"]))
-    median_intervals = {m: bootstrap_interval(np.median, samples(runs, m, measure)[0]) for m in methods}
-    rows = []
-    for method in methods:
-        ours, bound = samples(runs, method, measure)
-        low, high = median_intervals[method]
-        arm = arms.get(method, {})
-        row = {"method": method, "seeds": len(ours), "median": float(np.median(ours)), "median_low": low,
-               "median_high": high, "missed": bound, "vs": "", "effect": np.nan, "effect_low": np.nan,
-               "effect_high": np.nan, "effect_bound": False, "paper": "", "claim": "side", "band_low": np.nan,
-               "band_high": np.nan, "verdict": "", "guard": ""}
-        vs = arm.get("vs", reference)
-        if vs in methods and vs != method and ("vs" in arm or "paper" in arm):
-            base, base_bound = samples(runs, vs, measure)
-            value, e_low, e_high = _effect(ours, base, kind)
-            row.update(vs=vs, effect=value, effect_low=e_low, effect_high=e_high, effect_bound=bound and not base_bound)
-            paper = paper_effect(arm, arms.get(vs, {}), measure)
-            if paper:
-                row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v)[:1] in "<>"
-                                          else f"{float(v):+.2f}" for v in paper)
-                budget, base_budget = censored_at(runs, method, measure), censored_at(runs, vs, measure)
-                v_low, v_high = open_ends(e_low, e_high, high >= budget, median_intervals[vs][1] >= base_budget)
-                need = (needs or {}).get(method)
-                underpowered = (need is not None and need.seeds is not None and cap is not None and need.seeds > cap)
-                claim = arm.get("claim", "side")
-                split = claim == "side" and _paper_side(list(paper), kind) is None  # no side to test: said first
-                if not split and np.median(ours) >= budget and np.median(base) >= base_budget:
-                    row["verdict"] = "not reached"  # the budget cannot order them
-                else:
-                    row["verdict"] = verdict(value, v_low, v_high, list(paper), kind, claim, arm.get("tolerance"),
-                                             row["effect_bound"], f"underpowered at {len(ours)} seeds" if underpowered
-                                             else "inconclusive")
-                if claim != "side":
-                    band = claim_band(list(paper), kind, claim, arm.get("tolerance"))
-                    row.update(claim=claim, band_low=band[0], band_high=band[1])
-        fallen = collapsed(runs, method, measure) if "seed" in runs else []
-        if fallen:
-            row["guard"] = f"unstable: collapsed on seed{'s' if len(fallen) > 1 else ''} {', '.join(map(str, fallen))} of {len(ours)}"
-        special = arm.get("special_case")
-        if special is not None and special not in arms:
-            raise ValueError(f"arm {method!r}: special_case {special!r} is not an arm of this table: "
-                             f"choose one of {', '.join(arms)}")
-        if special in methods:  # (a smoke run may leave it out)
-            base, _ = samples(runs, special, measure)
-            _, e_low, e_high = _effect(ours, base, kind)
-            worse = e_low > NO_DIFFERENCE["ratio"][1] if kind == "ratio" else e_high < NO_DIFFERENCE["difference"][0]
-            if worse:
-                row["guard"] = "; ".join(filter(None, [f"tuning failed: worse than its special case {special}", row["guard"]]))
-                row["verdict"] = "tuning failed" if row["verdict"] else ""
-        if arm.get("degenerate"):  # its tuned setting is its special case's: the special case's method, run again
-            row["guard"] = "; ".join(filter(None, [f"degenerate: tuned to its special case {special} ({arm['degenerate']}), "
-                                                   "so it runs that method; no verdict of its own", row["guard"]]))
-            row["verdict"] = ""
-        rows.append(row)
-    return pd.DataFrame(rows, columns=list(EVIDENCE_COLUMNS)).assign(measure=measure)
-
-
-def shown_median(row: pd.Series) -> str:
-    """An evidence row's median [95% interval] as the page prints it."""
-    if MEASURES[row["measure"]].to_target:
-        return f"{'>' if row['missed'] else ''}{row['median']:,.0f} [{row['median_low']:,.0f}, {row['median_high']:,.0f}]"
-    return f"{row['median']:.2f} [{row['median_low']:.2f}, {row['median_high']:.2f}]"
-
-
-def shown_effect(row: pd.Series) -> str:
-    """An evidence row's effect [95% interval] as the page prints it ('' for an arm compared with none)."""
-    if pd.isna(row["effect"]):
-        return ""
-    return shown_interval(row["effect"], row["effect_low"], row["effect_high"], MEASURES[row["measure"]].kind,
-                          bool(row["effect_bound"]))
-
-
-def shown_paper(row: pd.Series, paper: str = "paper") -> str:
-    """The paper's numbers as the page prints them, with the claim and its band where the claim is of
-    size or closeness ('3.3× (size: 2.20× to 4.95×)')."""
-    claim = row.get("claim", "side")
-    if not isinstance(claim, str) or claim in ("", "side"):
-        return row[paper]
-    ratio = MEASURES[row["measure"]].to_target
-    low, high = row["band_low"], row["band_high"]
-    shown = (lambda v: f"{v:.2f}×") if ratio else (lambda v: f"{v:+.2f}")
-    band = (f"up to {shown(high)}" if low == -math.inf else f"from {shown(low)}" if high == math.inf
-            else f"{shown(low)} to {shown(high)}")
-    return f"{row[paper]} ({claim}: {band})"
-
-
-def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
-                   found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`evidence` (``found``, when already computed) as the page shows it."""
-    found = evidence(runs, reference, arms, measure) if found is None else found
-    return pd.DataFrame({"method": found["method"], "seeds": found["seeds"],
-                         "median [95% CI]": found.apply(shown_median, axis=1) if len(found) else [],
-                         "vs": found["vs"], "effect [95% CI]": found.apply(shown_effect, axis=1) if len(found) else [],
-                         "paper": found.apply(shown_paper, axis=1) if len(found) else [], "verdict": found["verdict"],
-                         "guard": found["guard"]})
-
-
-PLACEHOLDER = re.compile(r"\{(effect|median|verdict|seeds):([^{}]+)\}")
-PLACEHOLDER_KINDS = ("effect", "median", "verdict", "seeds", "headline")  # {headline:N}: the file's N-th headline
-HEADLINE = re.compile(r"\{headline:(\d+)\}")
-ANSWERS = ("holds", "holds in direction only", "does not hold", "undecided")
-
-
-def answer(verdicts: list[str]) -> str:
-    """A headline's answer (one of ANSWERS) from the verdicts of the rows that test it ('' for a row with
-    none: degenerate, or not run; "paper split" tests nothing): "does not hold" where any row differs (a
-    headline states one claim for every row it names), else "undecided" where a row is undecided
-    (inconclusive, underpowered, not reached, tuning failed) or none has a verdict, else "holds in
-    direction only" where a row holds its side and not its size ("same side, ..."), else "holds"."""
-    counted = [v for v in verdicts if v and v != "paper split"]
-    if "differs" in counted:
-        return "does not hold"
-    if not counted or any(v != "reproduces" and not v.startswith("same side") for v in counted):
-        return "undecided"
-    return "holds in direction only" if any(v.startswith("same side") for v in counted) else "holds"
-
-
-def tally(verdicts: list[str]) -> str:
-    """'3 rows: 2 differs, 1 reproduces' for a headline's rows."""
-    words = [("reproduces" if v == "reproduces" else "same side" if v.startswith("same side")
-              else "underpowered" if v.startswith("underpowered") else v or "no verdict") for v in verdicts]
-    counted = pd.Series(words, dtype=object).value_counts()
-    return f"{len(verdicts)} row{'' if len(verdicts) == 1 else 's'}: " + ", ".join(f"{n} {w}" for w, n in counted.items())
-
-
-def headline_sentence(headline: dict, verdict_of: dict[str, str]) -> str:
-    """One sentence: whether a headline holds here under the registered reading and under any of its
-    ``readings`` (alternative rows that test the same sentence another way), from ``verdict_of`` ('TABLE:
-    ARM' -> verdict; a row without one is '')."""
-    def answered(rows: list[str]) -> tuple[str, str]:
-        verdicts = [verdict_of.get(row, "") for row in rows]
-        return answer(verdicts), tally(verdicts)
-
-    registered, counts = answered(headline["rows"])
-    text = f"The paper's \"{headline['quote']}\" ({headline['where']}) {registered} here ({counts})"
-    readings = {name: answered(rows) for name, rows in (headline.get("readings") or {}).items()}
-    if not readings:
-        return text + "."
-    holding = [name for name, (said, _) in readings.items() if said == "holds"]
-    direction = [name for name, (said, _) in readings.items() if said == "holds in direction only"]
-    shown = "; ".join(f"{name}: {said} ({counts})" for name, (said, counts) in readings.items())
-    found = "; ".join(filter(None, (
-        f"it holds under {', '.join(holding)}" if holding else f"it holds under none of the {len(readings)} other readings tried",
-        f"in direction only under {', '.join(direction)}" if direction else "")))
-    return f"{text}; {found} ({shown})."
-TYPED_INTERVAL = re.compile(r"\[\s*[+-]?\d[\d.,]*\s*,\s*[+-]?\d[\d.,]*\s*\]")
-
-
-def fill_notes(notes: str, found: pd.DataFrame, headlines: list[dict] = (), table: str = "",
-               other_verdicts: dict[str, str] | None = None) -> str:
-    """A table's findings with each placeholder ``{effect:ARM}``, ``{median:ARM}``, ``{verdict:ARM}`` or
-    ``{seeds:ARM}`` replaced by that arm's evidence, and ``{headline:N}`` by the sentence that says
-    whether the sweep file's N-th headline (of ``headlines``, its rows in ``table``) holds, so that prose
-    quoting a number or a verdict cannot go stale when the table is rerun. An arm this table did not run (as at a smoke point) is said once,
-    "(ARM: not run)", where it first appears: a placeholder of it in its own parentheses or right after
-    another of it adds nothing ("FedAvgM {effect:fedavgm} ({verdict:fedavgm})" reads "FedAvgM (fedavgm:
-    not run)"), and a later one elsewhere reads "(not run)"."""
-    rows = found.set_index("method") if len(found) else pd.DataFrame()
-
-    def value(match: re.Match) -> str:
-        kind, arm = match.group(1), match.group(2)
-        if arm not in rows.index:
-            return f"\x00{arm}\x00"  # said below, once
-        row = rows.loc[arm].copy()
-        row["method"] = arm
-        text = {"effect": shown_effect, "median": shown_median,
-                "verdict": lambda r: r["verdict"] or "no verdict", "seeds": lambda r: str(r["seeds"])}[kind](row)
-        return text or "(no comparison)"
-
-    # (a headline may name rows of the file's other tables: ``other_verdicts``, 'TABLE: ARM' -> verdict)
-    verdict_of = {**(other_verdicts or {}), **{f"{table}: {arm}": rows.loc[arm, "verdict"] for arm in rows.index}}
-    filled = HEADLINE.sub(lambda m: headline_sentence(headlines[int(m.group(1)) - 1], verdict_of), notes)
-    filled = PLACEHOLDER.sub(value, filled)
-    filled = re.sub(r"\(\s*(\x00[^\x00]*\x00)\s*\)", r"\1", filled)  # its own parentheses
-    filled = re.sub(r"(\x00([^\x00]*)\x00)(?:[\s,;]*\x00\2\x00)+", r"\1", filled)  # right after itself
-    said: set[str] = set()
-
-    def not_run(match: re.Match) -> str:
-        arm = match.group(1)
-        if arm in said:
-            return "(not run)"
-        said.add(arm)
-        return f"({arm}: not run)"
-
-    return re.sub(r"\x00([^\x00]*)\x00", not_run, filled)
-
-
-def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
-                      found: pd.DataFrame | None = None) -> str:
-    """The evidence table with the guards' findings, as a section of a report (``found``: :func:`evidence`
-    when already computed)."""
-    table = evidence_table(runs, reference, arms, measure, found)
-    effect = ("ratio of medians (lower is better)" if MEASURES[measure].to_target
-              else "difference of medians in points (higher is better)")
-    lines = [f"## Evidence\n\nMedian {MEASURES[measure].unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "
-             "the arm in `vs`, with its interval; verdict by where that interval lies against the paper's side "
-             "(fl_bench/analysis/guards.py states the rules).\n", table.to_markdown(index=False), ""]
-    why = saturated(runs, measure)
-    if why:
-        lines.append(f"Guard, saturated: {why}: this workload cannot show the effect, whatever the verdicts say.\n")
-    failed = table.loc[table["guard"].str.contains("tuning failed"), "method"].tolist()
-    if failed:
-        lines.append(f"Guard, tuning failed: {', '.join(failed)}: worse than its own special case: "
-                     "a tuning failure, not a finding.\n")
-    unstable = table.loc[table["guard"].str.contains("unstable"), "method"].tolist()
-    if unstable:
-        lines.append(f"Guard, unstable: {', '.join(unstable)}: the tuned setting collapsed on some report seeds "
-                     "(diverged, missed the target its other seeds reached, or fell more than "
-                     f"{COLLAPSE_POINTS:g} points below its median): a setting at the edge of stability that the "
-                     "tuning seeds did not show; read its interval as the setting's, not the method's.\n")
-    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:

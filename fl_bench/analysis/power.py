@@ -1,7 +1,7 @@
 """How many report seeds a verdict needs, decided before the report runs from a registered pilot.
 
 A verdict is decisive when the effect's 95% interval lies wholly on one side of an edge of the
-no-difference band (fl_bench.analysis.guards: ratio 1 +- 5%, difference 0 +- 0.5 points). If the paper's
+no-difference band (fl_bench.analysis.verdict: ratio 1 +- 5%, difference 0 +- 0.5 points). If the paper's
 effect is real, the expected effect sits at the paper's value (where the paper gives only a direction,
 ">0" or "<0", at twice the band's edge on that side: the smallest effect worth resolving), at a distance
 ``d`` from the nearest band edge. The interval's half-width at ``n`` seeds per arm is, by the normal
@@ -21,7 +21,7 @@ a verdict whose n exceeds the cap is "underpowered at <cap> seeds" if its interv
 decide it. A paper whose numbers lie on both sides of the band (two datasets disagreeing) states no
 side to resolve: its rows are not counted (their verdict is "paper split").
 
-Claims of a kind (fl_bench.analysis.guards, above CLAIMS): a size claim is decided by its side first, so
+Claims of a kind (fl_bench.analysis.verdict, above CLAIMS): a size claim is decided by its side first, so
 the side's need above is its need (whether the interval then reaches the paper's band decides "reproduces"
 against "same side, Nx the paper's", and an interval always does or does not). A closeness claim is a
 one-sided test against its margin (the paper's gap plus the tolerance), so its need is its own: the
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fl_bench.analysis.guards import NO_DIFFERENCE, claim_band, paper_side
+from fl_bench.analysis.verdict import NO_DIFFERENCE, claim_band, paper_side
 
 Z95 = 1.959963984540054
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # the median's standard error over the mean's, normal noise

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fl_bench.analysis.guards import SPACES, contains, search_space
+from fl_bench.analysis.search_spaces import SPACES, contains, search_space
 from fl_bench.runs.config import PRUNING_OBJECTIVES
 from fl_bench.runs.pruning import make_pruner
 from fl_bench.runs.tuning import AGGREGATES
@@ -51,13 +51,9 @@ class Protocol:
     def of(cls, spec: dict, spaces: tuple[Path, ...] = (SPACES,)) -> "Protocol":
         """The sweep file's ``protocol`` (its shape checked by fl_bench.analysis.sweep_file), checked
         against its studies (:meth:`check`) with search spaces from ``spaces``; ValueError naming what is wrong."""
-        p = spec["protocol"]
-        power = None if p.get("power") is None else {"cap": 30, **p["power"]}
-        tuner = p["tuner"]
-        if (tuner or {}).get("confirm") is not None:  # (its default rule: the worst seed)
-            tuner = {**tuner, "confirm": {"aggregate": "worst", **tuner["confirm"]}}
-        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], tuner, power, spaces,
-                       tuple(p.get("amended") or ()))
+        p = spec["protocol"]  # (its defaults filled in by the schema: power's cap, confirm's aggregate)
+        protocol = cls(str(p["registered"]), tuple(p["report_seeds"]), p["verdict"], p["tuner"], p.get("power"), spaces,
+                       tuple(p["amended"]))
         protocol.check(spec["studies"])
         return protocol
 

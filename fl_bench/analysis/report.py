@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fl_bench.analysis.guards import evidence_markdown, paper_side, side  # noqa: E402
+from fl_bench.analysis.verdict import evidence_markdown, paper_side, side  # noqa: E402
 from fl_bench.analysis.measures import MEASURES, REPORT_MEASURES  # noqa: E402
 from fl_bench.analysis.run_frames import Frames, load_runs, load_wandb_runs, rounds_view  # noqa: E402
 
@@ -455,7 +455,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     ends with. With ``arms`` (label -> {vs, paper}) the table gains the paper's
     numbers beside ours and whether the direction matches; ``extra_seconds`` (tuning) is added to the
     stated wall time; ``notes`` (what was measured about a difference) follow the table; ``found``: the
-    evidence (fl_bench.analysis.guards.evidence) when the caller has computed it."""
+    evidence (fl_bench.analysis.verdict.evidence) when the caller has computed it."""
     if measure not in REPORT_MEASURES:
         raise ValueError(f"measure {measure!r}: choose one of {', '.join(REPORT_MEASURES)}")
     read = MEASURES[measure]

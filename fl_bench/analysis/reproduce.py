@@ -73,7 +73,9 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.fairness import write_fairness
-from fl_bench.analysis.guards import SPACES, evidence, evidence_markdown, fill_notes, paper_effect, samples, tuned_edges
+from fl_bench.analysis.guards import tuned_edges
+from fl_bench.analysis.search_spaces import SPACES
+from fl_bench.analysis.verdict import evidence, evidence_markdown, fill_notes, paper_effect, samples
 from fl_bench.analysis.launch import LAUNCHER_OVERRIDE, REPRODUCTION_NOT_WRITTEN, Runs, launcher_keys
 from fl_bench.analysis.measures import MEASURES, Measure
 from fl_bench.analysis.power import Need, seeds_needed, table_seeds
@@ -335,7 +337,7 @@ class Reproduction(Tuning):
     def readings(self) -> str:
         """The sweep file's ``readings``: where the implementation reads the paper one way and another
         reading is possible, with the knob that switches and any measured ablation, under every table."""
-        readings = self.spec.get("readings") or []
+        readings = self.spec["readings"]
         if not readings:
             return ""
         return ("Readings (where this implementation reads the paper one way and another reading is possible):\n\n"

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from fl_bench.analysis.guards import answer, shown_interval, shown_paper, tally
+from fl_bench.analysis.verdict import answer, shown_interval, shown_paper, tally
 from fl_bench.analysis.measures import MEASURES
 from fl_bench.analysis.protocol import Protocol
 from fl_bench.analysis.sweep_file import load_sweep_file
@@ -57,11 +57,11 @@ COLUMNS = ["paper", "table", "arm", "vs", "measure", "median", "median_low", "me
 # reads as the side claims its verdicts were
 LATER_COLUMNS = {"claim": "side", "band_low": float("nan"), "band_high": float("nan")}
 # censored: ">" where the effect is a lower bound (some of the arm's seeds never reached the target and
-# count as the budget: guards.evidence's effect_bound), as the page prints it; "" for a measured effect
+# count as the budget: verdict.evidence's effect_bound), as the page prints it; "" for a measured effect
 
 
 def write_table_evidence(found: pd.DataFrame, table: str, paper: str, arms: dict[str, dict], path: Path) -> None:
-    """A table's :func:`fl_bench.analysis.guards.evidence` with its table, paper and each arm's cause,
+    """A table's :func:`fl_bench.analysis.verdict.evidence` with its table, paper and each arm's cause,
     written to ``path`` (``<table>_evidence.csv``)."""
     frame = found.rename(columns={"method": "arm", "paper": "paper_effect"}).assign(paper=paper, table=table)
     frame["cause"] = [_cause(arms.get(arm, {})) for arm in frame["arm"]]

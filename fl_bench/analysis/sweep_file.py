@@ -9,9 +9,12 @@ table names that are file names, and an arm's ``paper`` values in the shape its 
 protocol's rules between fields (budgets, disjoint seeds, search spaces) are
 :class:`fl_bench.analysis.protocol.Protocol`'s.
 
-A field the file leaves out stays out of what :func:`load_sweep_file` returns (the driver tells "not
-set" from a default), with the values converted to their schema types (``report_seeds: [1, "2"]``
-gives ``[1, 2]``).
+The schema is the one place for the protocol's defaults: a field of the protocol (or of the file's own
+lists) that the file leaves out is handed on with its schema default where that default is a value
+(``protocol.power.cap: 30``, ``protocol.tuner.confirm.aggregate: worst``, ``protocol.amended: []``), and
+stays out where it is null (``tuner.pruner``: the driver tells "not set" from a value). Tables, arms and
+studies are handed on as the file gives them (an arm without ``vs`` has no ``vs``). The values are
+converted to their schema types (``report_seeds: [1, "2"]`` gives ``[1, 2]``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import yaml
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from fl_bench.analysis.guards import CLAIMS, PLACEHOLDER_KINDS, TYPED_INTERVAL, default_tolerance, paper_effect
+from fl_bench.analysis.verdict import CLAIMS, PLACEHOLDER_KINDS, TYPED_INTERVAL, default_tolerance, paper_effect
 from fl_bench.analysis.measures import MEASURES
 from fl_bench.errors import ConfigError
 from fl_bench.runs.config import OBJECTIVES
@@ -40,7 +43,7 @@ from fl_bench.runs.pruning import PrunerConfig
 DIRECTIONS = ("minimize", "maximize")
 TABLE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # its page is <out>/<name>.md: a file name, no path
 
-# An arm's ``paper`` values: the keys fl_bench.analysis.guards.paper_effect (the verdict) and
+# An arm's ``paper`` values: the keys fl_bench.analysis.verdict.paper_effect (the verdict) and
 # fl_bench.analysis.report (the page's paper columns) read in a table of ratios (measure trips or rounds)
 # and in one of accuracies (every other measure), with what each holds; any other key would be ignored.
 _RATIOS = "numbers > 0, or '>x' (x > 0) for a lower bound ('>1': larger, without a number)"
@@ -137,7 +140,7 @@ class ArmSpec:
     special_case: Optional[str] = None
     cause: Optional[Cause] = None
     tried: list[Cause] = field(default_factory=list)  # arms that each changed one thing and did not explain it
-    # What the paper's number claims (fl_bench.analysis.guards.CLAIMS): side (an order), size (the number),
+    # What the paper's number claims (fl_bench.analysis.verdict.CLAIMS): side (an order), size (the number),
     # closeness (within the paper's gap); size and closeness are judged against the default tolerance,
     # or a tighter ``tolerance`` (a factor for ratios, points for differences) with its reason
     claim: str = "side"
@@ -185,6 +188,8 @@ class SweepFile:
     headlines: list[Headline] = field(default_factory=list)  # the paper's claims the scoreboard answers
 
 
+# The parts of the schema whose value defaults are handed on (module docstring)
+HANDED_ON = (SweepFile, ProtocolSpec, Tuner, Confirm, Power)
 WANDB_SWEEP_KEYS = {"program", "method", "parameters"}
 
 
@@ -226,9 +231,7 @@ def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     except OmegaConfBaseException as error:
         raise ConfigError(f"{path}: {_explain(error, raw)}") from None
     _check_items(typed, SweepFile, "", path)
-    spec = _as_given(typed, raw)
-    for key in ("smoke", "readings", "headlines"):
-        spec.setdefault(key, [])
+    spec = _as_given(typed, raw, SweepFile)
     _check_protocol(spec["protocol"], path)
     _check_names(spec, path)
     _check_overrides(spec, path)
@@ -290,10 +293,21 @@ def _check_amendments_quoted(raw: dict, path: Path) -> None:
                     "'DATE: text' is a YAML mapping)")
 
 
-def _as_given(typed: Any, raw: Any) -> Any:
-    """``typed`` restricted to the keys ``raw`` gives (defaults of fields left out are dropped)."""
+def _as_given(typed: Any, raw: Any, tp: Any) -> Any:
+    """``typed`` (of the schema's type ``tp``) with the keys ``raw`` gives, and, in the parts of HANDED_ON,
+    the fields it leaves out whose schema default is a value; a field whose default is null stays out."""
+    tp = _unwrap(tp)
     if isinstance(raw, dict) and isinstance(typed, dict):
-        return {key: _as_given(typed[key], value) for key, value in raw.items()}
+        if is_dataclass(tp):
+            hints = typing.get_type_hints(tp)
+            given = {key: _as_given(typed[key], value, hints.get(key, Any)) for key, value in raw.items()}
+            if tp not in HANDED_ON:
+                return given
+            return {**given, **{f.name: typed[f.name] for f in fields(tp) if f.name not in raw and typed[f.name] is not None}}
+        item = typing.get_args(tp)[1] if typing.get_origin(tp) is dict else Any
+        return {key: _as_given(typed[key], value, item) for key, value in raw.items()}
+    if isinstance(raw, list) and isinstance(typed, list) and typing.get_origin(tp) is list:
+        return [_as_given(t, r, typing.get_args(tp)[0]) for t, r in zip(typed, raw)]
     return typed
 
 
@@ -479,7 +493,7 @@ def _check_dates(protocol: dict[str, Any], path: Path) -> None:
         _refuse(path, "protocol.registered", protocol["registered"], f"it must be a date YYYY-MM-DD, not after today "
                 f"({today}): the day the protocol was written, before its runs")
     previous = registered
-    for i, entry in enumerate(protocol.get("amended", [])):
+    for i, entry in enumerate(protocol["amended"]):
         dated = re.match(r"(\S+): \S", entry)
         date = _date(dated.group(1)) if dated else None
         wrong = ("write 'YYYY-MM-DD: what changed and why', with a real date" if date is None
@@ -531,14 +545,14 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
             _check_paper(arm, label, table.get("measure", "trips"), f"{where}.arms.{label}", path)
             vs = arms.get(arm.get("vs") or table["reference"], {})
             _check_claim(arm, vs, table.get("measure", "trips"), f"{where}.arms.{label}", path)
-        _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known, len(spec.get("headlines", [])))
+        _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known, len(spec["headlines"]))
     _check_headlines(spec, path, known)
 
 
 def _check_headlines(spec: dict[str, Any], path: Path, known: Any) -> None:
     """Each headline's rows name an arm of one of this file's tables ('TABLE: ARM') that tests a paper
     number, and none twice; a headline without a row would be answered by nothing."""
-    for i, headline in enumerate(spec.get("headlines", [])):
+    for i, headline in enumerate(spec["headlines"]):
         where = f"headlines[{i}].rows"
         if not headline["rows"] or not headline["quote"].strip():
             _refuse(path, where if not headline["rows"] else f"headlines[{i}].quote",
@@ -589,7 +603,7 @@ def _check_paper(arm: dict[str, Any], label: str, measure: str, where: str, path
 def _check_claim(arm: dict[str, Any], vs: dict[str, Any], measure: str, where: str, path: Path) -> None:
     """The arm's ``claim`` is a kind of CLAIMS, a size or closeness claim has the paper's numbers (against
     ``vs``, the compared arm) to size, and a ``tolerance`` only tightens the default rule's
-    (fl_bench.analysis.guards), with its reason."""
+    (fl_bench.analysis.verdict), with its reason."""
     claim = arm.get("claim", "side")
     _choose(path, f"{where}.claim", claim, CLAIMS)
     kind = MEASURES[measure].kind

@@ -14,7 +14,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from fl_bench.analysis.guards import contains, search_space, search_space_text
+from fl_bench.analysis.search_spaces import contains, search_space, search_space_text
 from fl_bench.analysis.launch import REPRODUCTION_NOT_WRITTEN, Runs, StageLauncher, multirun
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text

@@ -1,4 +1,5 @@
-"""Guards and evidence: edges of search spaces, verdicts by interval, tuning failures, saturated workloads."""
+"""Guards and the verdict (fl_bench.analysis.guards, .verdict, .search_spaces): edges of search spaces,
+verdicts by interval, tuning failures, saturated workloads."""
 
 import math
 
@@ -6,20 +7,10 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.analysis.guards import (
-    claim_band,
-    edge_side,
-    evidence,
-    evidence_markdown,
-    evidence_table,
-    fill_notes,
-    saturated,
-    search_space,
-    search_space_text,
-    tuned_edges,
-    verdict,
-)
+from fl_bench.analysis.guards import edge_side, saturated, tuned_edges
 from fl_bench.analysis.reproduce import Arm, Reproduction
+from fl_bench.analysis.search_spaces import search_space, search_space_text
+from fl_bench.analysis.verdict import claim_band, evidence, evidence_markdown, evidence_table, fill_notes, verdict
 
 
 @pytest.fixture
@@ -357,7 +348,7 @@ def test_the_final_accuracy_measure_judges_the_model_each_run_ends_with():
 
 
 def test_a_headline_sentence_says_whether_any_reading_restores_the_paper():
-    from fl_bench.analysis.guards import headline_sentence
+    from fl_bench.analysis.verdict import headline_sentence
 
     headline = {"quote": "FedAvg is only 71.92%", "where": "Sec. 6", "rows": ["t: FedAvg", "t: FedAvg digits"],
                 "readings": {"lambda constant": ["t: HFL constant"], "lambda delay": ["t: HFL delay"]}}

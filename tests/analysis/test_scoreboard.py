@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from fl_bench.analysis import scoreboard
-from fl_bench.analysis.guards import evidence
+from fl_bench.analysis.verdict import evidence
 from fl_bench.analysis.protocol import Protocol
 from fl_bench.errors import ConfigError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fl_bench.analysis.guards import PLACEHOLDER
+from fl_bench.analysis.verdict import PLACEHOLDER
 from fl_bench.analysis.reproduce import Reproduction
 from fl_bench.analysis.sweep_file import load_sweep_file
 from tests.conftest import compose_run_config
@@ -55,3 +55,22 @@ def test_every_arm_of_every_sweep_file_runs_at_its_smoke_point_and_is_reported(s
         plots = ["weight_share"] if table.get("measure") == "fairness" else ["curves", "staleness", "examples"]
         assert all((out / f"{name}_{plot}.png").stat().st_size > 0 for plot in plots)
     assert f"## {sweep['paper']}" in (out / "README.md").read_text()  # the scoreboard
+
+
+def test_the_schema_hands_on_its_value_defaults_and_leaves_unset_fields_out(tmp_path):
+    """The schema is the one place for defaults: a power rule without ``cap`` and a confirmation without
+    ``aggregate`` come back with the schema's (30, worst), and what the protocol is built from carries them;
+    a field whose default is null (the tuner's ``pruner``) stays out."""
+    from fl_bench.analysis.protocol import Protocol
+
+    text = (SWEEPS / "fedgbo_smoke.yaml").read_text()
+    assert "cap: 30}" in text and "confirm: {finalists: 4, seeds: [102, 103, 104]}" in text
+    path = tmp_path / "fedgbo_smoke.yaml"
+    path.write_text(text.replace(", cap: 30}", "}"))
+    spec = load_sweep_file(path)
+    assert spec["protocol"]["power"] == {"pilot_seeds": [201, 202, 203, 204, 205], "cap": 30}
+    assert spec["protocol"]["tuner"]["confirm"] == {"finalists": 4, "seeds": [102, 103, 104], "aggregate": "worst"}
+    assert "pruner" not in spec["protocol"]["tuner"] and spec["protocol"]["amended"]
+    assert all(isinstance(spec[key], list) for key in ("smoke", "readings", "headlines"))  # the file's own lists
+    protocol = Protocol.of(spec)
+    assert protocol.power["cap"] == 30 and protocol.tuner["confirm"]["aggregate"] == "worst"

@@ -52,7 +52,7 @@ def test_the_dry_run_specification_of_the_table_1_smoke_table(smoke_runs, tmp_pa
     blocks = spec["spec"]["blocks"]
     text = next(b["content"] for b in blocks if b["type"] == "markdown-block")
     assert text.startswith("# fedbuff_table1_smoke") and "![" not in text
-    table, evidence = text.split("## Evidence")  # the table, then its evidence (fl_bench.analysis.guards)
+    table, evidence = text.split("## Evidence")  # the table, then its evidence (fl_bench.analysis.verdict)
     for section in (table, evidence):
         rows = [line for line in section.splitlines() if line.startswith("| fed")]
         assert sorted(row.split("|")[1].strip() for row in rows) == ["fedavgm", "fedbuff"]
@@ -98,7 +98,7 @@ def test_a_censored_effect_keeps_its_bound_in_the_report():
     """issue 54: the Report's table is the page's, so an effect that is a lower bound keeps its '>' there."""
     import pandas as pd
 
-    from fl_bench.analysis.guards import evidence, evidence_markdown
+    from fl_bench.analysis.verdict import evidence, evidence_markdown
     from fl_bench.analysis.wandb_report import build_report, specification
 
     runs = pd.DataFrame([{"method": m, "seed": s, "trips_to_target": t, "max_trips": 1000, "eval_every": 10,
