@@ -102,8 +102,7 @@ class StageLauncher:
         """``runs.directory`` kept where the same command made its runs (its reproduce.log's first line),
         else emptied and the command recorded; RuntimeError where another command's runs still run there."""
         record = runs.directory / "reproduce.log"
-        # (the interpreter's path may differ between machines: compare from the module on)
-        if record.is_file() and record.read_text(errors="replace").split("\n", 1)[0].endswith(" ".join(runs.command[1:])):
+        if record.is_file() and _same_command(record.read_text(errors="replace").split("\n", 1)[0], runs.command):
             return
         held = _held_seeds(runs.directory)
         if held:
@@ -246,6 +245,18 @@ def _error_in_log(log: Path, run: Path | None = None) -> str | None:
             if line.startswith(prefix):
                 return line[len(prefix):]
     return next((line for line in reversed(lines) if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", line)), None)
+
+
+def _same_command(recorded: str, command: list[str]) -> bool:
+    """Whether a runs directory's recorded command line is ``command``. From the module on: the interpreter's
+    path may differ between machines. The runs directory named in it (``hydra.sweep.dir``) aside: the record
+    lies in that directory, so a name relative or absolute (``--runs-dir /abs/multirun/x`` for the file's
+    ``multirun/x``), or a directory moved whole, names the same runs; comparing the names emptied it."""
+    def words(line: str) -> list[str]:
+        return ["hydra.sweep.dir=<its directory>" if w.startswith("hydra.sweep.dir=") else w for w in line.split(" ")]
+
+    tail = words(" ".join(command[1:]))
+    return words(recorded)[-len(tail):] == tail
 
 
 def run_in_process(arguments: list[str], log: TextIO) -> int:

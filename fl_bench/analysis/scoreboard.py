@@ -57,7 +57,8 @@ COLUMNS = ["paper", "table", "arm", "vs", "measure", "median", "median_low", "me
 # reads as the side claims its verdicts were
 LATER_COLUMNS = {"claim": "side", "band_low": float("nan"), "band_high": float("nan")}
 # censored: ">" where the effect is a lower bound (some of the arm's seeds never reached the target and
-# count as the budget: verdict.evidence's effect_bound), as the page prints it; "" for a measured effect
+# count as the budget: verdict.evidence's effect_bound), "<" where it is an upper bound (the compared arm's
+# did, this arm's did not), as the page prints it; "" for a measured effect
 
 
 def write_table_evidence(found: pd.DataFrame, table: str, paper: str, arms: dict[str, dict], path: Path) -> None:
@@ -211,11 +212,13 @@ def _read_evidence(path: Path) -> pd.DataFrame:
     except OSError as error:
         raise ConfigError(f"{path} cannot be read ({error.strerror}): {fix}") from None
     frame = frame.assign(**{column: value for column, value in LATER_COLUMNS.items() if column not in frame.columns})
-    missing = [column for column in [*COLUMNS, "effect_bound"] if column not in frame.columns and column != "censored"]
+    missing = [column for column in [*COLUMNS, "effect_bound", "missed"] if column not in frame.columns and column != "censored"]
     if missing:
         raise ConfigError(f"{path} is not a table's evidence file (missing columns: {', '.join(missing)}): {fix}")
     frame[list(TEXT)] = frame[list(TEXT)].fillna("")
-    frame["censored"] = [">" if str(bound) == "True" else "" for bound in frame["effect_bound"]]
+    missed = set(frame.loc[frame["missed"].astype(str) == "True", "arm"])
+    frame["censored"] = [">" if str(bound) == "True" else "<" if vs in missed and str(own) != "True" and MEASURES[measure].to_target
+                         else "" for bound, vs, own, measure in zip(frame["effect_bound"], frame["vs"], frame["missed"], frame["measure"])]
     return frame
 
 
@@ -242,9 +245,9 @@ def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
 
 
 def _effect(row: pd.Series) -> str:
-    """An effect [95% interval] as its page prints it, its censored bound (">") kept."""
+    """An effect [95% interval] as its page prints it, its censored bound (">" or "<") kept."""
     return shown_interval(row["effect"], row["effect_low"], row["effect_high"], MEASURES[row["measure"]].kind,
-                          row["censored"] == ">")
+                          row["censored"] == ">", row["censored"] == "<")
 
 
 def counts(rows: pd.DataFrame) -> str:

@@ -212,9 +212,9 @@ def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float
     return (statistic(ours, base), *bootstrap_interval(statistic, ours, base))
 
 
-def shown_interval(value: float, low: float, high: float, kind: str, bound: bool = False) -> str:
-    """An effect [95% interval] as pages print it ('>' before a lower bound)."""
-    mark = ">" if bound else ""
+def shown_interval(value: float, low: float, high: float, kind: str, bound: bool = False, upper: bool = False) -> str:
+    """An effect [95% interval] as pages print it ('>' before a lower bound, '<' before an upper one)."""
+    mark = ">" if bound else "<" if upper else ""
     if kind == "ratio":
         return f"{mark}{value:.2f}× [{low:.2f}, {high:.2f}]"
     return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
@@ -310,12 +310,16 @@ def shown_median(row: pd.Series) -> str:
     return f"{row['median']:.2f} [{row['median_low']:.2f}, {row['median_high']:.2f}]"
 
 
-def shown_effect(row: pd.Series) -> str:
-    """An evidence row's effect [95% interval] as the page prints it ('' for an arm compared with none)."""
+def shown_effect(row: pd.Series, found: pd.DataFrame | None = None) -> str:
+    """An evidence row's effect [95% interval] as the page prints it ('' for an arm compared with none). With
+    the table's evidence ``found``: a ratio against an arm that missed the target on some seed, where this arm
+    did not, is an upper bound ('<': the compared arm's median counts its misses as the budget)."""
     if pd.isna(row["effect"]):
         return ""
+    missed = set(found.loc[found["missed"].astype(bool), "method"]) if found is not None and len(found) else set()
+    upper = row["vs"] in missed and not row["missed"] and MEASURES[row["measure"]].to_target
     return shown_interval(row["effect"], row["effect_low"], row["effect_high"], MEASURES[row["measure"]].kind,
-                          bool(row["effect_bound"]))
+                          bool(row["effect_bound"]), upper)
 
 
 def shown_paper(row: pd.Series, paper: str = "paper") -> str:
@@ -338,7 +342,7 @@ def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, di
     found = evidence(runs, reference, arms, measure) if found is None else found
     return pd.DataFrame({"method": found["method"], "seeds": found["seeds"],
                          "median [95% CI]": found.apply(shown_median, axis=1) if len(found) else [],
-                         "vs": found["vs"], "effect [95% CI]": found.apply(shown_effect, axis=1) if len(found) else [],
+                         "vs": found["vs"], "effect [95% CI]": found.apply(shown_effect, axis=1, found=found) if len(found) else [],
                          "paper": found.apply(shown_paper, axis=1) if len(found) else [], "verdict": found["verdict"],
                          "guard": found["guard"]})
 
@@ -411,7 +415,7 @@ def fill_notes(notes: str, found: pd.DataFrame, headlines: list[dict] = (), tabl
             return f"\x00{arm}\x00"  # said below, once
         row = rows.loc[arm].copy()
         row["method"] = arm
-        text = {"effect": shown_effect, "median": shown_median,
+        text = {"effect": lambda r: shown_effect(r, found), "median": shown_median,
                 "verdict": lambda r: r["verdict"] or "no verdict", "seeds": lambda r: str(r["seeds"])}[kind](row)
         return text or "(no comparison)"
 

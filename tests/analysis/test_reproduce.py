@@ -451,3 +451,23 @@ def test_arms_that_share_their_runs_are_each_a_row_of_the_table(monkeypatch):
     assert got_runs[got_runs["method"] == "fedbuff against ca2fl"].index.tolist() == ["a0", "a1"]
     assert got_metrics["method"].value_counts().to_dict() == {"fedbuff": 3, "fedbuff against ca2fl": 3, "ca2fl": 1}
     assert got_trips["method"].value_counts().to_dict() == {"ca2fl": 2, "fedbuff": 2, "fedbuff against ca2fl": 2}
+
+
+def test_the_runs_directory_named_absolute_reuses_the_runs_its_relative_name_made(tmp_path, monkeypatch):
+    """The same runs directory given as --runs-dir /abs/multirun/x, after the file's multirun/x made its runs:
+    the runs are reused, not deleted and run again (the recorded command named the directory otherwise)."""
+    monkeypatch.chdir(tmp_path)
+    calls = []
+
+    def fake_run(command, log_dir, check=True):
+        calls.append(launched_jobs(command))
+        for job in calls[-1]:
+            write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
+        return True
+
+    arm = Arm("K=10", "fedbuff", ())
+    for runs_dir in (Path("multirun"), tmp_path / "multirun"):
+        repro = Reproduction(SPEC, smoke=True, runs_dir=runs_dir, jobs=1)
+        monkeypatch.setattr(repro, "_run", fake_run)
+        repro._launch("report", [repro.arm_runs(arm)], 1)
+    assert len(calls) == 1 and finished_runs(tmp_path / "multirun" / arm.key)  # made once, kept

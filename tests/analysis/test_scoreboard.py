@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from fl_bench.analysis import scoreboard
-from fl_bench.analysis.verdict import evidence
+from fl_bench.analysis.verdict import evidence, evidence_table, fill_notes
 from fl_bench.analysis.protocol import Protocol
 from fl_bench.errors import ConfigError
 
@@ -115,6 +115,26 @@ def test_a_censored_effect_keeps_its_bound_in_evidence_csv_and_on_the_scoreboard
     effect = found.set_index("method").loc["slow", "effect"]
     assert f"| >{effect:.2f}× [" in (tmp_path / "README.md").read_text()
 
+
+
+def test_an_effect_against_an_arm_that_missed_the_target_is_an_upper_bound_wherever_it_is_printed(tmp_path):
+    """The compared arm's misses count as the budget, so its median is a lower bound and the ratio an upper
+    one: '<' on the page's evidence table, in a note's placeholder, in evidence.csv and on the scoreboard
+    (it read as a measured ratio before)."""
+    runs = _runs({"base": [300, 1000, 1000, 1000, 290], "fast": [100, 101, 99, 100, 102]})
+    runs.loc[runs["trips_to_target"] == 1000, "trips_to_target"] = float("nan")  # never reached
+    arms = {"base": {}, "fast": {"vs": "base", "paper": {"trips": [0.5]}}}
+    found = evidence(runs, "base", arms, "trips")
+    fast = found.set_index("method").loc["fast"]
+    assert not fast["effect_bound"] and fast["effect"] == pytest.approx(0.1)
+    assert evidence_table(runs, "base", arms, "trips", found).set_index("method").loc["fast", "effect [95% CI]"].startswith("<0.10× [")
+    assert fill_notes("fast: {effect:fast}", found).startswith("fast: <0.10× [")
+    spec = _toy_sweep(tmp_path)
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    scoreboard.write(tmp_path, [spec])
+    written = pd.read_csv(tmp_path / "evidence.csv", keep_default_na=False)
+    assert written.set_index("arm").loc["fast", "censored"] == "<"
+    assert "| <0.10× [" in (tmp_path / "README.md").read_text()
 
 
 def test_a_degenerate_arm_is_named_on_the_scoreboard_and_not_counted(tmp_path):
