@@ -69,8 +69,8 @@ def measure(key: str, out: Path) -> dict:
         # the search's work in client trips, which other load on the machine does not change
         row[f"{mode} search (trips)"] = sum(json.loads(p.read_text())["client_trips"]
                                             for p in (Path(repro.runs_dir) / f"tune_{study}").rglob("summary.json"))
-        row[f"{mode} best on tuning seeds"] = tuned["best_value"]
-        row[f"{mode} best setting"] = json.dumps(tuned["best_params"])
+        row[f"{mode} best on tuning seeds"] = tuned.value
+        row[f"{mode} best setting"] = json.dumps(tuned.params)
         if mode == "pruned":
             results = yaml.safe_load((Path(repro.runs_dir) / f"tune_{study}" / "optimization_results.yaml").read_text())
             row["pruned trials"] = results.get("pruned_trials")

@@ -190,7 +190,7 @@ class Reproduction(Tuning):
         """The arm's runs on ``seeds`` (default: the report seeds) in ``base`` (default: the runs
         directory), with its study's tuned setting (a retuned study or an edited arm is another command)."""
         seeds = self.seeds if seeds is None else list(seeds)
-        best = self.tuned(arm.study)["best_params"]
+        best = self.tuned(arm.study).params
         setting = (*self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()), *arm.overrides)
         return Runs((base or self.runs_dir) / arm.key, tuple(self.workload), setting, tuple(seeds), f"arm {arm.label!r}")
 
@@ -198,7 +198,9 @@ class Reproduction(Tuning):
     def guards(self, arms: list[Arm]) -> str:
         """The guards' findings about these arms' tuning, for the table's notes (fl_bench.analysis.guards)."""
         studies = sorted({self.spec["studies"][a.study].get("setting_of", a.study) for a in arms})
-        edges = [edge for study in studies for edge in tuned_edges({"study": study, **self.tuned(study)}, self.protocol.spaces)]
+        tuned = {study: self.tuned(study) for study in studies}
+        edges = [edge for study, found in tuned.items() for edge in tuned_edges(
+            {"study": study, "space": found.space, "best_params": found.params}, self.protocol.spaces)]
         if not edges:
             return ""
         return ("Guard, edge: a tuned value at the edge of its search space, so the optimum may lie beyond it "
@@ -316,8 +318,8 @@ class Reproduction(Tuning):
             if not values:
                 continue
             found = self.tuned(arm.study)
-            # a confirmed setting's mean over all its seeds (its best_value is the worst seed's)
-            per_seed = found.get("best_per_seed") or {seed: found["best_value"] for seed in tuner["seeds"]}
+            # a confirmed setting's mean over all its seeds (its value is the worst seed's)
+            per_seed = found.per_seed or {seed: found.value for seed in tuner["seeds"]}
             tuned, median = float(statistics.mean(per_seed.values())), float(statistics.median(values))
             worse = (median > self.HELD_OUT_WORSE["minimize"] * tuned if tuner["direction"] == "minimize"
                      else median < tuned - self.HELD_OUT_WORSE["maximize"])
@@ -351,7 +353,7 @@ class Reproduction(Tuning):
             setting = (self.spec["studies"].get(arm.get("study"), {}).get("special_case") or {}).get("set")
             if not arm.get("special_case") or not setting:
                 continue
-            best = self.tuned(arm["study"])["best_params"]
+            best = self.tuned(arm["study"]).params
             if all(key in best and float(best[key]) == float(value) for key, value in setting.items()):
                 found[label] = ", ".join(f"{key} = {best[key]}" for key in setting)
         return found
@@ -373,7 +375,7 @@ class Reproduction(Tuning):
         verdicts of the file's other tables ('TABLE: ARM', for its headlines' rows there); returns its runs."""
         chosen = self.arms(table)
         (runs, metrics, trips), found = computed
-        tuning = sum(self.tuned(s)["wall_seconds"] for s in {a.study for a in chosen})
+        tuning = sum(self.tuned(s).wall_seconds for s in {a.study for a in chosen})
         measure = MEASURES[table.get("measure", "trips")]
         write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
         notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name, other_verdicts),

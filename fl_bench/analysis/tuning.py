@@ -5,10 +5,13 @@ protocol (fl_bench.analysis.reproduce drives it)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from omegaconf import OmegaConf
@@ -22,20 +25,41 @@ from fl_bench.runs.run_dir import finished_runs, writing
 from fl_bench.runs.tuning import confirmed
 
 
+@dataclass(frozen=True)
+class Tuned:
+    """A study's tuning as the later stages read it (its file under ``tuned_dir`` keeps the whole search and
+    confirmation). ``params``: the setting its arms run, the confirmed finalist's, else the search's best ({}:
+    untuned, the algorithm's defaults or the paper's fixed setting); ``value``: that setting's objective (a
+    confirmed one's worst seed); ``per_seed``: its objective per seed; ``wall_seconds``: the tuning's time
+    now (0 for a setting reused or borrowed); ``space``: the search space it was tuned in."""
+
+    params: dict[str, Any]
+    value: float | None = None
+    per_seed: dict[int, float] | None = None
+    wall_seconds: float = 0.0
+    space: str | None = None
+
+    @classmethod
+    def of(cls, found: dict) -> "Tuned":
+        """From a study's tuned file (or the search's result, with its confirmed best filled in)."""
+        return cls(dict(found.get("best_params") or {}), found.get("best_value"), found.get("best_per_seed"),
+                   float(found.get("wall_seconds", 0.0)), found.get("space"))
+
+
 class Tuning(StageLauncher):
     """A reproduction's studies, tuned (its subclass sets ``spec``, ``protocol``, ``smoke``, ``tuned_dir`` and
     ``_study_locks``, a lock per study: a nested study waits for its special case)."""
 
-    def tuned(self, study: str) -> dict:
+    def tuned(self, study: str) -> Tuned:
         """The study's best setting; tuned now unless already on file under the same protocol (smoke
         runs never tune: they take such a file when present, else the algorithm's defaults)."""
         spec = self.spec["studies"][study]
         if "setting_of" in spec:  # not tuned: runs another study's best setting (a diagnostic arm)
-            return {**self.tuned(spec["setting_of"]), "wall_seconds": 0.0}
+            return dataclasses.replace(self.tuned(spec["setting_of"]), wall_seconds=0.0)
         if "space" not in spec:  # not tuned: the paper's fixed setting (HFL: eta_0 = 0.1 for every method)
-            return {"best_params": {}, "wall_seconds": 0.0}
+            return Tuned({})
         with self._study_locks[study]:
-            return self._tune(study, spec)
+            return Tuned.of(self._tune(study, spec))
 
     def _tune(self, study: str, spec: dict) -> dict:
         """The search's result; under a protocol that confirms, with the confirmed finalist as its best
@@ -138,7 +162,7 @@ class Tuning(StageLauncher):
         special = spec.get("special_case")
         if special is None:
             return {}
-        return {**self.tuned(special["study"])["best_params"], **special.get("set", {})}
+        return {**self.tuned(special["study"]).params, **special.get("set", {})}
 
 
 def _kept(path: Path) -> dict:

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import compare_with_paper
 from fl_bench.analysis.reproduce import Arm, Reproduction
+from fl_bench.analysis.tuning import Tuned
 from fl_bench.runs.run_dir import finished_runs
 from helpers.runs import job_run_dir, launched_jobs, write_finished_run
 
@@ -105,7 +106,7 @@ def test_an_arm_reruns_only_when_its_command_changed(tmp_path, monkeypatch):
     repro._launch("report", [repro.arm_runs(arm)], 1)
     repro._launch("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 1  # the second time found the runs of the same command
-    monkeypatch.setattr(repro, "tuned", lambda study: {"best_params": {"algorithm.client_lr": 0.5}})
+    monkeypatch.setattr(repro, "tuned", lambda study: Tuned({"algorithm.client_lr": 0.5}))
     repro._launch("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 2 and calls[1][0]["algorithm.client_lr"] == "0.5"  # a new setting reruns
     assert len(finished_runs(tmp_path / arm.key)) == 1  # (the earlier setting's run removed)
@@ -183,7 +184,7 @@ def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s
         return True
 
     monkeypatch.setattr(repro, "_run", fake_run)
-    assert repro.tuned("fedavgm")["best_params"]["algorithm.server_optimizer.momentum"] == 0.9
+    assert repro.tuned("fedavgm").params["algorithm.server_optimizer.momentum"] == 0.9
     assert len(commands) == 2 and "algorithm=fedavg" in commands[0]  # the special case was tuned first
     for command in commands:
         assert {"hydra.sweeper.n_trials=32", "hydra.sweeper.n_startup_trials=10", "hydra.sweeper.seeds=[100,101]",
@@ -243,10 +244,10 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
 
     monkeypatch.setattr(repro, "_run", fake_run)
     fedavg = repro.tuned("fedavg")
-    assert fedavg["best_params"] == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0}
-    assert fedavg["best_value"] == 15.0 and fedavg["best_per_seed"] == {100: 14.0, 101: 14.0, 102: 15.0, 103: 15.0}
+    assert fedavg.params == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0}
+    assert fedavg.value == 15.0 and fedavg.per_seed == {100: 14.0, 101: 14.0, 102: 15.0, 103: 15.0}
     fedavgm = repro.tuned("fedavgm")
-    assert fedavgm["best_params"] == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0, mom: 0.0}
+    assert fedavgm.params == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0, mom: 0.0}
     # two searches, each then its finalists in one launch (two; three, the start the third), one run at a time
     assert [len(launched_jobs(c)) if "hydra/sweeper=fl_bench_jobs" in c else "search" for c in commands] == [
         "search", 2 * 2, "search", 3 * 2]
@@ -258,16 +259,16 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
     assert ("the settings earlier tunings kept also ran on seeds 102, 103 (an earlier setting on the tuning seeds as "
             "well), and the one with the worst seed over all 4 seeds was kept") in repro.protocol.describe(nested=True)
     smoke = Reproduction(spec, smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
-    assert smoke.tuned("fedavg")["best_params"] == fedavg["best_params"]  # a smoke point runs the confirmed setting
+    assert smoke.tuned("fedavg").params == fedavg.params  # a smoke point runs the confirmed setting
     unconfirmed = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
-    assert unconfirmed.tuned("fedavg")["best_params"] == {lr: 0.3, "algorithm.server_optimizer.lr": 1.0}  # the search's
+    assert unconfirmed.tuned("fedavg").params == {lr: 0.3, "algorithm.server_optimizer.lr": 1.0}  # the search's
 
     # Searched again under another protocol, the search misses lr 0.1; the setting the earlier tuning kept
     # is a finalist still, runs on the tuning seeds too, and holds where the new search's best collapses.
     again = Reproduction(_spec(tmp_path, {"confirm": confirm, "trials": 40}, fedavg=FEDAVG), smoke=False,
                          runs_dir=tmp_path / "runs", jobs=1)
     monkeypatch.setattr(again, "_run", fake_run)
-    assert again.tuned("fedavg")["best_params"] == fedavg["best_params"]
+    assert again.tuned("fedavg").params == fedavg.params
     assert [job["seed"] for job in launched_jobs(commands[-1]) if job[lr] == "0.1"] == ["100", "101", "102", "103"]
 
 
@@ -284,7 +285,7 @@ def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_
     """FedBuff Table 6's K=1000 setting: 57,000 trips on the tuning seeds, most report seeds missing the
     target (a median the unstable guard cannot see as an outlier)."""
     repro = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=False, runs_dir=None, jobs=1)
-    monkeypatch.setattr(repro, "tuned", lambda study: {"best_value": 57000.0})
+    monkeypatch.setattr(repro, "tuned", lambda study: Tuned({}, 57000.0))
     arm, shifted = Arm("fedbuff K=1000", "fedavg", ()), Arm("K=1", "fedavg", ("algorithm.buffer_size=1",))
     for a, values in ((arm, [100000, 120000, 77000, 110000, 100000]), (shifted, [300000] * 5)):
         for seed, value in enumerate(values):
@@ -293,7 +294,7 @@ def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_
     text = repro.held_out([arm, shifted], directories)
     assert text.startswith("Guard, held-out:") and "fedbuff K=1000 (trips_to_target_or_shortfall 57,000 on tuning seeds 100, 101" in text
     assert "median 100,000 on the report seeds" in text and "K=1" not in text.replace("K=1000", "")  # another setting is not compared
-    monkeypatch.setattr(repro, "tuned", lambda study: {"best_value": 90000.0})  # within 1.5x: nothing to say
+    monkeypatch.setattr(repro, "tuned", lambda study: Tuned({}, 90000.0))  # within 1.5x: nothing to say
     assert repro.held_out([arm], directories) == ""
 
 
@@ -302,7 +303,7 @@ def test_an_arm_is_made_of_finished_runs_only_and_its_unfinished_seeds_run_again
     kept), and a seed that still does not finish stops the table in one line naming it with the first line of
     its own error."""
     repro = Reproduction(SPEC, smoke=False, runs_dir=tmp_path, jobs=1)
-    monkeypatch.setattr(repro, "tuned", lambda study: {"best_params": {}})
+    monkeypatch.setattr(repro, "tuned", lambda study: Tuned({}))
     outcomes = [{1: "completed", 2: "interrupted"}, {2: "failed"}, {2: "completed"}]
     calls = []
 
