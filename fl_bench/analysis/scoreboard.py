@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from fl_bench.analysis.verdict import answer, shown_interval, shown_paper, tally
+from fl_bench.analysis.verdict import answer, shown_interval, shown_paper, tally, upper_bound
 from fl_bench.analysis.measures import MEASURES
 from fl_bench.analysis.protocol import Protocol
 from fl_bench.analysis.sweep_file import load_sweep_file
@@ -217,8 +217,8 @@ def _read_evidence(path: Path) -> pd.DataFrame:
         raise ConfigError(f"{path} is not a table's evidence file (missing columns: {', '.join(missing)}): {fix}")
     frame[list(TEXT)] = frame[list(TEXT)].fillna("")
     missed = set(frame.loc[frame["missed"].astype(str) == "True", "arm"])
-    frame["censored"] = [">" if str(bound) == "True" else "<" if vs in missed and str(own) != "True" and MEASURES[measure].to_target
-                         else "" for bound, vs, own, measure in zip(frame["effect_bound"], frame["vs"], frame["missed"], frame["measure"])]
+    frame["censored"] = [">" if str(row["effect_bound"]) == "True" else "<" if upper_bound(row, missed) else ""
+                         for _, row in frame.iterrows()]
     return frame
 
 

@@ -30,8 +30,8 @@ class Tuned:
     """A study's tuning as the later stages read it (its file under ``tuned_dir`` keeps the whole search and
     confirmation). ``params``: the setting its arms run, the confirmed finalist's, else the search's best ({}:
     untuned, the algorithm's defaults or the paper's fixed setting); ``value``: that setting's objective (a
-    confirmed one's worst seed); ``per_seed``: its objective per seed; ``wall_seconds``: the tuning's time
-    now (0 for a setting reused or borrowed); ``space``: the search space it was tuned in."""
+    confirmed one's worst seed); ``per_seed``: its objective per seed; ``wall_seconds``: the tuning's wall time as
+    its file keeps it (0 for a borrowed or untuned setting); ``space``: the search space it was tuned in."""
 
     params: dict[str, Any]
     value: float | None = None

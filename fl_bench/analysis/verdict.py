@@ -310,6 +310,12 @@ def shown_median(row: pd.Series) -> str:
     return f"{row['median']:.2f} [{row['median_low']:.2f}, {row['median_high']:.2f}]"
 
 
+def upper_bound(row: pd.Series, missed: set[str]) -> bool:
+    """Whether an evidence row's effect is an upper bound: a ratio against an arm in ``missed`` (some seed
+    missed the target and counts as the budget, so its median is a lower bound) where this arm missed none."""
+    return row["vs"] in missed and str(row["missed"]) != "True" and MEASURES[row["measure"]].to_target
+
+
 def shown_effect(row: pd.Series, found: pd.DataFrame | None = None) -> str:
     """An evidence row's effect [95% interval] as the page prints it ('' for an arm compared with none). With
     the table's evidence ``found``: a ratio against an arm that missed the target on some seed, where this arm
@@ -317,9 +323,8 @@ def shown_effect(row: pd.Series, found: pd.DataFrame | None = None) -> str:
     if pd.isna(row["effect"]):
         return ""
     missed = set(found.loc[found["missed"].astype(bool), "method"]) if found is not None and len(found) else set()
-    upper = row["vs"] in missed and not row["missed"] and MEASURES[row["measure"]].to_target
     return shown_interval(row["effect"], row["effect_low"], row["effect_high"], MEASURES[row["measure"]].kind,
-                          bool(row["effect_bound"]), upper)
+                          bool(row["effect_bound"]), upper_bound(row, missed))
 
 
 def shown_paper(row: pd.Series, paper: str = "paper") -> str:
