@@ -158,9 +158,14 @@ def write_files(tmp: Path) -> None:
         (board / name / "hfl_smoke.yaml").write_text(hfl)
         if extra:
             shutil.copy(tmp / extra, board / name / "zz.yaml")
+    record = b"paper: HFL\ntables: [hfl_convex_smoke]\nheadlines: []\n"  # hfl_smoke.yaml's paper record
     for name, content in (("empty", b""), ("columns", b"a,b\n1,2\n"), ("binary", bytes(range(256)) * 4)):
         (board / f"evidence_{name}").mkdir()
         (board / f"evidence_{name}" / "hfl_convex_smoke_evidence.csv").write_bytes(content)
+        (board / f"evidence_{name}" / "hfl_smoke_paper.yaml").write_bytes(record)
+    for name, content in (("yaml", b"paper: [HFL\n"), ("binary", bytes(range(256)) * 4), ("keys", b"paper: HFL\n")):
+        (board / f"record_{name}").mkdir()
+        (board / f"record_{name}" / "hfl_smoke_paper.yaml").write_bytes(content)
 
 
 FL_BENCH, TRACES, REPRODUCE, DATA = "fl_bench", "fl_bench.traces", "fl_bench.analysis.reproduce", "fl_bench.data"
@@ -603,7 +608,13 @@ REFUSALS = [
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/no_such_dir"], {}, "--out {tmp}/no_such_dir is not a directory"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/empty.csv"], {}, "--out {tmp}/empty.csv is not a directory"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/nothing"], {},
-     "{tmp}/board/nothing holds no evidence file (<table>_evidence.csv) of any table of the sweep files"),
+     "{tmp}/board/nothing holds no evidence file (<table>_evidence.csv) of any table of a paper record (<stem>_paper.yaml)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_yaml"], {},
+     "{tmp}/board/record_yaml/hfl_smoke_paper.yaml is not a paper record (not valid YAML)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_binary"], {},
+     "{tmp}/board/record_binary/hfl_smoke_paper.yaml is not a paper record (not a text file)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_keys"], {},
+     "{tmp}/board/record_keys/hfl_smoke_paper.yaml is not a paper record (missing or mistyped: tables, headlines"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_empty"], {},
      "{tmp}/board/evidence_empty/hfl_convex_smoke_evidence.csv is not a table's evidence file (No columns to parse"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_columns"], {},

@@ -463,6 +463,7 @@ class Reproduction(Tuning):
                 from fl_bench.analysis.wandb_report import publish as publish_report
 
                 print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
+        scoreboard.write_paper_record(out, self.spec_path, self.spec)
         rows = scoreboard.write(out, [*scoreboard.reproductions(), self.spec_path])
         print(f"scoreboard: {out / 'README.md'}: {scoreboard.counts(rows)}")
 

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.verdict import evidence, evidence_table, fill_notes
 from fl_bench.analysis.protocol import Protocol
+from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
@@ -25,6 +27,7 @@ def _toy_sweep(tmp_path: Path) -> Path:
     text = (SWEEPS / "fedstaleweight_smoke.yaml").read_text().replace("fedstaleweight_fig2_smoke:", "toy_table:")
     spec = tmp_path / "mine.yaml"
     spec.write_text(text.replace("paper: FedStaleWeight (Ma et al.)", "paper: Toy (2026)", 1))
+    scoreboard.write_paper_record(tmp_path, spec, load_sweep_file(spec))  # as its reproduction would
     return spec
 
 
@@ -49,7 +52,7 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
     assert "All papers: 3 verdicts: 2 reproduces, 1 differs, 0 inconclusive (0% inconclusive)." in page
     assert "## Toy (2026)" in page and "| [toy_table](toy_table.md) | same " in page
     # a table never reproduced since evidence files exist is named, not dropped
-    assert "No evidence file (not reproduced since evidence files were introduced): " \
+    assert "No evidence file (the table has not been reproduced into this directory): " \
            "[fedgbo_table4_smoke](fedgbo_table4_smoke.md)." in page
 
     assert "Guard, unstable (a tuned setting that collapsed on some report seeds), on 0 arms." in page
@@ -83,6 +86,7 @@ def test_a_write_that_fails_midway_leaves_the_earlier_scoreboard_whole(tmp_path,
     found = evidence(_runs({"base": [100, 101, 99], "ahead": [300, 310, 305]}), "base",
                      {"ahead": {"vs": "base", "paper": {"trips": [2.0]}}}, "trips")
     scoreboard.write_table_evidence(found, "hfl_convex_smoke", "HFL", {}, tmp_path / "hfl_convex_smoke_evidence.csv")
+    scoreboard.write_paper_record(tmp_path, spec, load_sweep_file(spec))
     scoreboard.main(["--out", str(tmp_path), "--sweeps", str(spec.parent)])
     before = {name: (tmp_path / name).read_bytes() for name in ("README.md", "evidence.csv")}
 
@@ -165,6 +169,7 @@ def _toy_spec(tmp_path: Path, headlines: str) -> Path:
     spec.write_text((SWEEPS / "fedstaleweight_smoke.yaml").read_text().split("\nheadlines:\n")[0]
                     .replace("fedstaleweight_fig2_smoke:", "toy_table:").replace("paper: FedStaleWeight (Ma et al.)",
                                                                                   "paper: Toy (2026)") + "\n" + headlines)
+    scoreboard.write_paper_record(tmp_path, spec, load_sweep_file(spec))
     return spec
 
 
@@ -228,3 +233,25 @@ def test_a_verdict_from_fewer_seeds_than_the_protocol_s_minimum_is_shown_apart_a
             "1 seed).") in page
     board = scoreboard.gather(tmp_path, [spec])
     assert board.every.set_index("arm").loc["plain", "verdict"] == ""  # a headline reads no verdict from it
+
+
+def test_the_scoreboard_reads_the_paper_records_and_the_sweep_files_only_for_stale_or_missing_tables(tmp_path):
+    """issue 58: evidence one way. The page's paper, tables and headlines are the record's, written with the
+    evidence; a sweep file edited since changes none of them, and one never reproduced only lists its tables."""
+    runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300]})
+    arms = {"base": {}, "fedstaleweight": {"vs": "base", "paper": {"trips": [2.0]}}}
+    spec = _toy_spec(tmp_path, 'headlines:\n  - {quote: "it is 2x faster", where: abstract, rows: ["toy_table: fedstaleweight"]}\n')
+    found = evidence(runs.replace({"method": {"ahead": "fedstaleweight"}}), "base", arms, "trips")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    record = yaml.safe_load((tmp_path / "mine_paper.yaml").read_text())
+    assert record == {"sweep_file": "mine.yaml", "paper": "Toy (2026)", "tables": ["toy_table"],
+                      "headlines": [{"quote": "it is 2x faster", "where": "abstract", "rows": ["toy_table: fedstaleweight"]}]}
+    alone = scoreboard.gather(tmp_path)  # no sweep file at all
+    assert alone.tables == [("Toy (2026)", "toy_table", True)] and list(alone.rows["arm"]) == ["fedstaleweight"]
+    assert [h["quote"] for h in alone.headlines] == ["it is 2x faster"]
+    spec.write_text(spec.read_text().replace("it is 2x faster", "it is twice as fast").replace("paper: Toy (2026)", "paper: Renamed"))
+    edited = scoreboard.gather(tmp_path, [spec])  # the edit is not evidence: the record's words stay
+    assert [h["quote"] for h in edited.headlines] == ["it is 2x faster"] and edited.tables == alone.tables
+    assert edited.stale == []  # the same claims as the evidence's
+    other = scoreboard.gather(tmp_path, [spec, SWEEPS / "fedgbo_smoke.yaml"])  # registered, never reproduced here
+    assert ("FedGBO (Mills et al.)", "fedgbo_table4_smoke", False) in other.tables and other.headlines == edited.headlines

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fl_bench.analysis.verdict import PLACEHOLDER
 from fl_bench.analysis.reproduce import Reproduction
@@ -55,6 +56,8 @@ def test_every_arm_of_every_sweep_file_runs_at_its_smoke_point_and_is_reported(s
         plots = ["weight_share"] if table.get("measure") == "fairness" else ["curves", "staleness", "examples"]
         assert all((out / f"{name}_{plot}.png").stat().st_size > 0 for plot in plots)
     assert f"## {sweep['paper']}" in (out / "README.md").read_text()  # the scoreboard
+    record = yaml.safe_load((out / f"{spec.stem}_paper.yaml").read_text())  # what it read of the paper
+    assert record["tables"] == list(sweep["tables"]) and record["headlines"] == sweep["headlines"]
 
 
 def test_the_schema_hands_on_its_value_defaults_and_leaves_unset_fields_out(tmp_path):
