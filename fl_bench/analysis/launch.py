@@ -63,7 +63,7 @@ class StageLauncher:
     (``runs_dir``), their ``workload``, the launcher and its settings (``launcher``, ``launcher_keys``,
     ``launcher_overrides``), ``in_process``, and the sweep file read (``spec_path``, ``sweep_sha256``)."""
 
-    def _launch(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
+    def launch_stage(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
         """Every run of ``stage_runs`` finished (a diverged seed is a result), as one multirun of the
         fl_bench_jobs sweeper through the launcher (hydra_plugins/fl_bench_jobs), logged in
         ``<runs_dir>/launch/<stage>/reproduce.log``; ``at_once``: its runs at a time on this machine. Runs

@@ -247,7 +247,7 @@ class Reproduction(Tuning):
         if not power or self.smoke:
             return {}
         pilot_runs = {key: self.arm_runs(arm, power["pilot_seeds"], self.runs_dir / "pilot") for key, arm in arms.items()}
-        self._launch("pilot", list(pilot_runs.values()), self.jobs)
+        self.launch_stage("pilot", list(pilot_runs.values()), self.jobs)
         directories = {key: runs.directory for key, runs in pilot_runs.items()}
         needs = {}
         for name, table in tables.items():
@@ -446,7 +446,7 @@ class Reproduction(Tuning):
         ledger = self.record_seeds({name: sorted({s for a in self.arms(t) for s in seeds[a.key]}) for name, t in tables.items()},
                                    seeds, arms)
         report_runs = {key: self.arm_runs(arm, seeds[key]) for key, arm in arms.items()}
-        self._launch("report", list(report_runs.values()), self.jobs)
+        self.launch_stage("report", list(report_runs.values()), self.jobs)
         return {key: runs.directory for key, runs in report_runs.items()}, ledger
 
     def write_pages(self, tables: dict[str, dict], out: Path, directories: dict[str, Path],

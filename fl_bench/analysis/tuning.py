@@ -145,7 +145,7 @@ class Tuning(StageLauncher):
                            (*spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())),
                            (*(s for s in tuner["seeds"] if s not in finalist["per_seed"]), *confirm["seeds"]),
                            f"study {study}'s finalist {number}") for number, finalist in enumerate(finalists)]
-        self._launch(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
+        self.launch_stage(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
         candidates = []
         for finalist, runs in zip(finalists, stage_runs):
             summaries = finished_runs(runs.directory).values()

@@ -103,11 +103,11 @@ def test_an_arm_reruns_only_when_its_command_changed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(repro, "_run", fake_run)
     arm = Arm("K=10", "fedbuff", ())
-    repro._launch("report", [repro.arm_runs(arm)], 1)
-    repro._launch("report", [repro.arm_runs(arm)], 1)
+    repro.launch_stage("report", [repro.arm_runs(arm)], 1)
+    repro.launch_stage("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 1  # the second time found the runs of the same command
     monkeypatch.setattr(repro, "tuned", lambda study: Tuned({"algorithm.client_lr": 0.5}))
-    repro._launch("report", [repro.arm_runs(arm)], 1)
+    repro.launch_stage("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 2 and calls[1][0]["algorithm.client_lr"] == "0.5"  # a new setting reruns
     assert len(finished_runs(tmp_path / arm.key)) == 1  # (the earlier setting's run removed)
 
@@ -322,13 +322,13 @@ def test_an_arm_is_made_of_finished_runs_only_and_its_unfinished_seeds_run_again
     runs = repro.arm_runs(Arm("K=10", "fedbuff", ()), [1, 2])
     log = tmp_path / "launch" / "report" / "reproduce.log"
     with pytest.raises(RuntimeError) as stop:
-        repro._launch("report", [runs], 1)
+        repro.launch_stage("report", [runs], 1)
     assert str(stop.value) == f"arm 'K=10' did not finish on seed 2: status interrupted: interrupted for a reason (log: {log})"
     with pytest.raises(RuntimeError, match="did not finish on seed 2: status failed: failed for a reason"):
-        repro._launch("report", [runs], 1)
+        repro.launch_stage("report", [runs], 1)
     assert calls[1] == ["2"]  # seed 1's finished run was kept
-    repro._launch("report", [runs], 1)
-    repro._launch("report", [runs], 1)
+    repro.launch_stage("report", [runs], 1)
+    repro.launch_stage("report", [runs], 1)
     assert len(calls) == 3 and sorted(_seeds(runs.directory)) == [1, 2]  # all finished: reused
 
 
@@ -400,7 +400,7 @@ def test_the_ledger_is_written_before_the_first_report_run(tmp_path, monkeypatch
         assert stage == "report" and ledger["arms"][runs.directory.name]["seeds"] == list(runs.seeds) == [1, 2, 3, 4, 5]
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(repro, "_launch", launch)
+    monkeypatch.setattr(repro, "launch_stage", launch)
     with pytest.raises(RuntimeError, match="stop here"):
         repro.run(["t"], tmp_path / "out")
 
@@ -470,5 +470,5 @@ def test_the_runs_directory_named_absolute_reuses_the_runs_its_relative_name_mad
     for runs_dir in (Path("multirun"), tmp_path / "multirun"):
         repro = Reproduction(SPEC, smoke=True, runs_dir=runs_dir, jobs=1)
         monkeypatch.setattr(repro, "_run", fake_run)
-        repro._launch("report", [repro.arm_runs(arm)], 1)
+        repro.launch_stage("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 1 and finished_runs(tmp_path / "multirun" / arm.key)  # made once, kept
