@@ -242,6 +242,8 @@ REFUSALS = [
                              ("algorithm.kernel_only_until_tau_max=true", "algorithm.kernel_only_until_tau_max=True"))],
     # CA2FL's and FADAS's knobs (issue 60), and DP, which neither has a private form for
     (FL_BENCH, ["algorithm=ca2fl", "algorithm.server_lr=0"], {}, "algorithm.server_lr=0.0 is not allowed: must be > 0"),
+    (FL_BENCH, ["algorithm=ca2fl", "algorithm.cache_mean_over=seen_clients"], {},
+     "algorithm.cache_mean_over='seen_clients' is not allowed: must be all (every client, unseen ones zero) or seen"),
     (FL_BENCH, ["algorithm=ca2fl", "dp=ftrl"], {}, "dp=ftrl is not allowed with algorithm=ca2fl: its aggregation has no "
                                                    "private form"),
     (FL_BENCH, ["algorithm=fadas", "algorithm.tau_c=-1"], {}, "algorithm.tau_c=-1 is not allowed: must be an integer >= 0 or null"),
@@ -529,7 +531,7 @@ REFUSALS = [
     (REPRODUCE, ["{tmp}/undated.yaml"], {}, "{tmp}/undated.yaml: protocol.amended[0]='more seeds' is not allowed: write "
                                             "'YYYY-MM-DD: what changed and why', with a real date"),
     (REPRODUCE, ["{tmp}/amended_before.yaml"], {}, "{tmp}/amended_before.yaml: protocol.amended[0]='2026-11-01: more seeds' is "
-                                                   "not allowed: dated on or before registered (2026-11-25)"),
+                                                   "not allowed: dated before registered (2026-11-25)"),
     (REPRODUCE, ["{tmp}/amended_future.yaml"], {}, "{tmp}/amended_future.yaml: protocol.amended[0]='2099-01-01: more seeds' "
                                                    "is not allowed: dated after today"),
     (REPRODUCE, ["{tmp}/amended_no_day.yaml"], {}, "{tmp}/amended_no_day.yaml: protocol.amended[0]='2026-13-45: more seeds' "

@@ -18,8 +18,9 @@ What was read, and the choices left open. No text of the paper's Alg. 1 or code 
 available here (only the abstract and reviews, which say the server "caches the latest update for each
 client and reuse[s] these variables for calibrating the global update at each round"); the steps above
 are the description this implementation was asked to follow, and they agree with a public non-official
-reimplementation (FLGo's ``ca2fl``): h_t averages over all N clients, unseen ones counting zero (not over
-the clients seen so far), the calibration subtracts each client's cache from before the step, and the
+reimplementation (FLGo's ``ca2fl``): h_t averages over all N clients, unseen ones counting zero (the
+default, ``cache_mean_over=all``; ``seen`` averages over the clients seen before the step, which makes the
+early steps' h_t larger: issue 60's test of whether a mostly empty cache is why CA2FL trails), the calibration subtracts each client's cache from before the step, and the
 cache is refreshed after v_t is computed. The paper's equation numbers are not quoted for that reason.
 A client with two updates in one buffer (it was picked again before the step): each update is
 calibrated by the cache as it stands when it arrives, refreshed by the earlier one, so the pair adds
@@ -51,6 +52,7 @@ class CA2FL(ServerAlgorithm):
         self.cache_mean = torch.zeros_like(params)  # h_t = (1/N) sum_i h_i, over all N clients
         self._calibration = torch.zeros_like(params)  # sum_{i in S_t} (Delta_i - h_i^t)
         self._count = 0  # M: the uploads of this step
+        self._seen = 0  # clients in the cache before this step's uploads (cache_mean_over=seen)
 
     def add(self, upload: Upload) -> None:
         cached = self.cache.get(upload.client)
@@ -64,11 +66,15 @@ class CA2FL(ServerAlgorithm):
 
     def _step(self) -> None:
         # v_t = h_t + (1/M) calibration with h_t the mean before this step's refresh; then h_{t+1}
-        self.params.sub_(self.cache_mean, alpha=self.cfg.server_lr)
+        if self.cfg.cache_mean_over == "all":
+            self.params.sub_(self.cache_mean, alpha=self.cfg.server_lr)
+        elif self._seen:  # the mean over the seen clients: (N / seen) times the mean over all N
+            self.params.sub_(self.cache_mean, alpha=self.cfg.server_lr * self.num_clients / self._seen)
         self.params.sub_(self._calibration, alpha=self.cfg.server_lr / self._count)
         self.cache_mean.add_(self._calibration, alpha=1.0 / self.num_clients)
         self._calibration.zero_()
         self._count = 0
+        self._seen = len(self.cache.rows)
 
     def server_state_nbytes(self) -> int:
         """h_t, the mean of the cached updates (P values); the cache itself is ``client_state_bytes``."""
@@ -83,7 +89,10 @@ class CA2FLConfig(AsyncConfig):
 
     buffer_size: int = 10  # M (FedBuff's default)
     server_lr: float = 1.0  # eta
+    cache_mean_over: str = "all"  # h_t over all N clients (unseen count zero) or the clients seen so far
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        require(self.cache_mean_over in ("all", "seen"), "algorithm.cache_mean_over", self.cache_mean_over,
+                "must be all (every client, unseen ones zero) or seen (the clients seen so far)")
         require(math.isfinite(self.server_lr) and self.server_lr > 0, "algorithm.server_lr", self.server_lr, "must be > 0")

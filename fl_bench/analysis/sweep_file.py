@@ -486,7 +486,8 @@ def _date(text: str) -> datetime.date | None:
 
 def _check_dates(protocol: dict[str, Any], path: Path) -> None:
     """``registered`` is a real day, not in the future (the protocol is written before its runs); each
-    amendment is 'YYYY-MM-DD: what changed and why', dated after registered, in date order, not in the future."""
+    amendment is 'YYYY-MM-DD: what changed and why', dated on or after registered (a day's protocol may be amended
+    later that day, once runs have shown something), in date order, not in the future."""
     today = datetime.date.today()
     registered = _date(protocol["registered"])
     if registered is None or registered > today:
@@ -498,8 +499,8 @@ def _check_dates(protocol: dict[str, Any], path: Path) -> None:
         date = _date(dated.group(1)) if dated else None
         wrong = ("write 'YYYY-MM-DD: what changed and why', with a real date" if date is None
                  else f"dated after today ({today}): an amendment records a change already made" if date > today
-                 else f"dated on or before registered ({registered}): an amendment changes the registered protocol"
-                 if date <= registered else f"dated before the entry above it ({previous}): entries go in date order"
+                 else f"dated before registered ({registered}): an amendment changes the registered protocol"
+                 if date < registered else f"dated before the entry above it ({previous}): entries go in date order"
                  if date < previous else "")
         if wrong:
             _refuse(path, f"protocol.amended[{i}]", entry if len(entry) <= 40 else entry[:40] + "...", wrong)
