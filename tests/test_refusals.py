@@ -163,7 +163,8 @@ def write_files(tmp: Path) -> None:
         (board / f"evidence_{name}").mkdir()
         (board / f"evidence_{name}" / "hfl_convex_smoke_evidence.csv").write_bytes(content)
         (board / f"evidence_{name}" / "hfl_smoke_paper.yaml").write_bytes(record)
-    for name, content in (("yaml", b"paper: [HFL\n"), ("binary", bytes(range(256)) * 4), ("keys", b"paper: HFL\n")):
+    for name, content in (("yaml", b"paper: [HFL\n"), ("binary", bytes(range(256)) * 4), ("keys", b"paper: HFL\n"),
+                          ("empty", b""), ("type", b"paper: 3\ntables: hfl_convex_smoke\nheadlines: []\n")):
         (board / f"record_{name}").mkdir()
         (board / f"record_{name}" / "hfl_smoke_paper.yaml").write_bytes(content)
 
@@ -617,6 +618,12 @@ REFUSALS = [
      "{tmp}/board/record_binary/hfl_smoke_paper.yaml is not a paper record (not a text file)"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_keys"], {},
      "{tmp}/board/record_keys/hfl_smoke_paper.yaml is not a paper record (missing or mistyped: tables, headlines"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_empty"], {},
+     "{tmp}/board/record_empty/hfl_smoke_paper.yaml is not a paper record (missing or mistyped: paper, tables, headlines"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_type"], {},
+     "{tmp}/board/record_type/hfl_smoke_paper.yaml is not a paper record (missing or mistyped: paper, tables;"),
+    (FL_BENCH, ["algorithm=ca2fl", "algorithm.cache_mean_over=[all]"], {},
+     "Error merging override algorithm.cache_mean_over=[all]: Cannot convert 'list' to string"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_empty"], {},
      "{tmp}/board/evidence_empty/hfl_convex_smoke_evidence.csv is not a table's evidence file (No columns to parse"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_columns"], {},

@@ -11,8 +11,8 @@ headlines as registered when the evidence was made. This module reads those two,
 gathers the rows that carry a verdict, for every table of every record, into ``evidence.csv`` and a page
 per paper (``README.md``). The sweep files (``--sweeps``) are read for one check only: which tables'
 evidence holds other claims than its sweep file registers now (stale: to be reproduced again), and which
-tables a sweep file registers that ``--out`` has no evidence of. A "differs" row names its cause where its sweep file gives one (an arm's ``cause``:
-the arm of the same table that changes one thing, and what it changes), with that arm's verdict, so
+tables a sweep file registers that ``--out`` has no evidence of. A "differs" row names its cause where
+its sweep file gives one (an arm's ``cause``: the arm of the same table that changes one thing, and what it changes), with that arm's verdict, so
 the reader sees whether changing that one thing moves the verdict (it explains the row where that arm
 reproduces the paper); else it says "unexplained", with what was tried (the cause, or an arm's
 ``tried``: arms that each changed one thing, with their verdicts). A
@@ -157,10 +157,10 @@ def gather(out: Path, sweep_files: list[Path] = ()) -> Board:
     registered = {path.stem: load_sweep_file(path) for path in dict.fromkeys(path.resolve() for path in sweep_files)}
     frames, tables, headlines, stale = [], [], [], []
     for stem in sorted({*records, *registered}):
-        record, spec = records.get(stem), registered.get(stem, {})
-        paper = record["paper"] if record else spec.get("paper") or stem
-        headlines += [{**headline, "paper": paper} for headline in (record or {}).get("headlines", [])]
-        made = (record or {}).get("tables", [])
+        record, spec = records.get(stem, {}), registered.get(stem, {})
+        paper = record.get("paper") or spec.get("paper") or stem
+        headlines += [{**headline, "paper": paper} for headline in record.get("headlines", [])]
+        made = record.get("tables", [])
         for table in [*made, *(t for t in spec.get("tables", {}) if t not in made)]:
             path = out / f"{table}_evidence.csv"
             found = table in made and path.is_file()
