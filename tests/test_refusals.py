@@ -120,6 +120,12 @@ def write_files(tmp: Path) -> None:
                        ("no_paper", '    rows: ["hfl_convex_smoke: (0,1) S-SGD matched work", '),
                        ("twice", '    rows: ["hfl_convex_smoke: (0,1) S-SGD", ')):
         (tmp / f"headline_{name}.yaml").write_text(_replace(hfl, headline, rows))
+    # a table's fidelity (hfl_convex_smoke's, the first in the file), missing or mistyped
+    fidelity = next(line for line in hfl.splitlines(keepends=True) if line.startswith("    fidelity: "))
+    (tmp / "fidelity_missing.yaml").write_text(_replace(hfl, fidelity, ""))
+    for name, given in (("level", '{level: standin, note: "x"}'), ("note", "{level: paper data, note: ' '}"),
+                        ("list", "{level: stand-in, note: [digits, synthetic]}"), ("text", "stand-in")):
+        (tmp / f"fidelity_{name}.yaml").write_text(_replace(hfl, fidelity, f"    fidelity: {given}\n"))
     (tmp / "headline_placeholder.yaml").write_text(_replace(hfl, "    notes: >-\n", "    notes: >-\n      {headline:9}\n"))
     (tmp / "headline_reading.yaml").write_text(_replace(hfl, '["hfl_convex_smoke: (0,0) centres S-SGD"]',
                                                         '["hfl_convex_smoke: (0,1) HFLL"]'))
@@ -173,6 +179,10 @@ def write_files(tmp: Path) -> None:
                           ("empty", b""), ("type", b"paper: 3\ntables: hfl_convex_smoke\nheadlines: []\n")):
         (board / f"record_{name}").mkdir()
         (board / f"record_{name}" / "hfl_smoke_paper.yaml").write_bytes(content)
+    for name, content in (("no_fidelity", record), ("fidelity_type", record + b"fidelity: [stand-in]\n")):
+        (board / f"record_{name}").mkdir()  # a record written before issue 68 (no table's fidelity), or mistyped
+        (board / f"record_{name}" / "hfl_smoke_paper.yaml").write_bytes(content)
+        shutil.copy(REPO / "results" / "hfl_convex_smoke_evidence.csv", board / f"record_{name}")
     for root, files in (("wrong_plain", {"fmnist/train-images-idx3-ubyte": WRONG_IDX}),
                         ("wrong_gz", {"fmnist/train-images-idx3-ubyte.gz": gzip.compress(WRONG_IDX),
                                       "mnist/train-images-idx3-ubyte.gz": WRONG_IDX})):
@@ -627,6 +637,19 @@ REFUSALS = [
      "is not allowed: a side claim has no tolerance"),
     (REPRODUCE, ["{tmp}/cause.yaml"], {}, "{tmp}/cause.yaml: tables.hfl_convex_smoke.arms.(0,1) HFL.cause.arm='(0,1) "
                                           "FedAvgg' is not defined"),
+    (REPRODUCE, ["{tmp}/fidelity_missing.yaml"], {}, "{tmp}/fidelity_missing.yaml: tables.hfl_convex_smoke.fidelity is "
+     "missing: a table that tests paper numbers says how close its workload is to the paper's, fidelity: {level: LEVEL, "
+     "note: TEXT} with LEVEL one of 'paper' (the paper's data set, model and scale), 'paper data' (the paper's data set, "
+     "with a stated difference: scale, model or budget), 'stand-in' (another workload standing for the paper's)"),
+    (REPRODUCE, ["{tmp}/fidelity_level.yaml"], {}, "{tmp}/fidelity_level.yaml: tables.hfl_convex_smoke.fidelity.level="
+     "'standin' is not allowed: choose one of paper, paper data, stand-in (did you mean stand-in?)"),
+    (REPRODUCE, ["{tmp}/fidelity_note.yaml"], {}, "{tmp}/fidelity_note.yaml: tables.hfl_convex_smoke.fidelity.note=' ' is "
+     "not allowed: level 'paper data' needs its note: what differs from the paper's workload, or what the workload "
+     "stands for"),
+    (REPRODUCE, ["{tmp}/fidelity_list.yaml"], {}, "{tmp}/fidelity_list.yaml: tables.hfl_convex_smoke.fidelity.note="
+     "['digits', 'synthetic'] is not allowed: it must be a string"),
+    (REPRODUCE, ["{tmp}/fidelity_text.yaml"], {}, "{tmp}/fidelity_text.yaml: tables.hfl_convex_smoke.fidelity='stand-in' "
+     "is not allowed: it must be a table's fidelity (a mapping with keys level, note) or null"),
     (SCOREBOARD, ["--sweeps", "{tmp}/no_such_dir"], {}, "--sweeps {tmp}/no_such_dir is not a directory"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/nothing", "--out", "{tmp}/board/evidence_empty"], {},
      "--sweeps {tmp}/board/nothing holds no reproduction's sweep file (a .yaml file with a protocol)"),
@@ -648,6 +671,12 @@ REFUSALS = [
      "{tmp}/board/record_empty/hfl_smoke_paper.yaml is not a paper record (missing or mistyped: paper, tables, headlines"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_type"], {},
      "{tmp}/board/record_type/hfl_smoke_paper.yaml is not a paper record (missing or mistyped: paper, tables;"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_no_fidelity"], {},
+     "{tmp}/board/record_no_fidelity/hfl_smoke_paper.yaml gives no fidelity for hfl_convex_smoke, which has verdicts or "
+     "answers a headline (a record from before fidelity was registered): reproduce its sweep file again (python -m "
+     "fl_bench.analysis.reproduce), whose tables each register one (level paper, paper data, stand-in)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/record_fidelity_type"], {},
+     "{tmp}/board/record_fidelity_type/hfl_smoke_paper.yaml is not a paper record (missing or mistyped: fidelity;"),
     (FL_BENCH, ["algorithm=ca2fl", "algorithm.cache_mean_over=[all]"], {},
      "Error merging override algorithm.cache_mean_over=[all]: Cannot convert 'list' to string"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_empty"], {},

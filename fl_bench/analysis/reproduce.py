@@ -377,6 +377,8 @@ class Reproduction(Tuning):
         (runs, metrics, trips), found = computed
         tuning = sum(self.tuned(s).wall_seconds for s in {a.study for a in chosen})
         measure = MEASURES[table.get("measure", "trips")]
+        # its fidelity under its title, above its verdicts (the block the scoreboard keeps)
+        title = "\n\n".join([table["title"], *([scoreboard.page_fidelity(table["fidelity"])] if "fidelity" in table else [])])
         write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
         notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name, other_verdicts),
                                             self.power_note(needs, runs),
@@ -388,9 +390,9 @@ class Reproduction(Tuning):
             shown = evidence_markdown(runs, table["reference"], table["arms"], measure.verdict.name, found)
             run_dirs = {a.label: sorted(finished_runs(directories[a.key])) for a in chosen}
             write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
-                           "\n\n".join(filter(None, (shown, notes))), table["title"])
+                           "\n\n".join(filter(None, (shown, notes))), title)
         else:
-            write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], table["title"], tuning,
+            write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], title, tuning,
                          notes, measure.name, found)
         return runs
 

@@ -41,6 +41,10 @@ from fl_bench.runs.config import OBJECTIVES
 from fl_bench.runs.pruning import PrunerConfig
 
 DIRECTIONS = ("minimize", "maximize")
+# A table's fidelity levels, closest to the paper first (the scoreboard's order), each with what it means
+FIDELITY = {"paper": "the paper's data set, model and scale",
+            "paper data": "the paper's data set, with a stated difference: scale, model or budget",
+            "stand-in": "another workload standing for the paper's"}
 TABLE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # its page is <out>/<name>.md: a file name, no path
 
 # An arm's ``paper`` values: the keys fl_bench.analysis.verdict.paper_effect (the verdict) and
@@ -149,6 +153,15 @@ class ArmSpec:
 
 
 @dataclass
+class Fidelity:
+    """``tables.<name>.fidelity``: how close the table's workload is to the paper's (a level of FIDELITY),
+    printed above its verdicts; the scoreboard answers a headline from its closest rows first."""
+
+    level: str = MISSING
+    note: str = ""  # what differs from the paper's workload, or what it stands for: required below level paper
+
+
+@dataclass
 class Table:
     """``tables.<name>``: a results page."""
 
@@ -158,6 +171,7 @@ class Table:
     notes: str = ""  # findings; measured numbers only as placeholders {effect:ARM}, {median:ARM}, {verdict:ARM}, {seeds:ARM}
     measure: str = "trips"
     at: Optional[list[int]] = None  # measure=fairness: the aggregation counts (server steps) at which accuracy is read
+    fidelity: Optional[Fidelity] = None  # required where an arm tests a paper number (a table of no paper has none)
 
 
 @dataclass
@@ -362,7 +376,7 @@ def _what(cls: type) -> str:
     return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
             "PrunerConfig": "protocol.tuner.pruner", "Confirm": "protocol.tuner.confirm", "Power": "protocol.power",
             "SpecialCase": "a special_case", "Cause": "an arm's cause", "ArmSpec": "an arm", "Table": "a table",
-            "Headline": "a headline"}.get(cls.__name__, cls.__name__)
+            "Fidelity": "a table's fidelity", "Headline": "a headline"}.get(cls.__name__, cls.__name__)
 
 
 def _path(key: str) -> list[str | int]:
@@ -546,8 +560,25 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
             _check_paper(arm, label, table.get("measure", "trips"), f"{where}.arms.{label}", path)
             vs = arms.get(arm.get("vs") or table["reference"], {})
             _check_claim(arm, vs, table.get("measure", "trips"), f"{where}.arms.{label}", path)
+        _check_fidelity(table, where, path)
         _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known, len(spec["headlines"]))
     _check_headlines(spec, path, known)
+
+
+def _check_fidelity(table: dict[str, Any], where: str, path: Path) -> None:
+    """A table that tests a paper number says how close its workload is to the paper's: a level of FIDELITY,
+    with a note below level paper (what differs, or what the workload stands for)."""
+    fidelity, arms, measure = table.get("fidelity"), table["arms"], table.get("measure", "trips")
+    levels = ", ".join(f"{level!r} ({meaning})" for level, meaning in FIDELITY.items())
+    if fidelity is None:
+        if any(paper_effect(arm, arms.get(arm.get("vs") or table["reference"], {}), measure) for arm in arms.values()):
+            raise ConfigError(f"{path}: {where}.fidelity is missing: a table that tests paper numbers says how close its "
+                              f"workload is to the paper's, fidelity: {{level: LEVEL, note: TEXT}} with LEVEL one of {levels}")
+        return
+    _choose(path, f"{where}.fidelity.level", fidelity["level"], tuple(FIDELITY))
+    if fidelity["level"] != "paper" and not fidelity.get("note", "").strip():
+        _refuse(path, f"{where}.fidelity.note", fidelity.get("note", ""), f"level {fidelity['level']!r} needs its note: "
+                "what differs from the paper's workload, or what the workload stands for")
 
 
 def _check_headlines(spec: dict[str, Any], path: Path, known: Any) -> None:

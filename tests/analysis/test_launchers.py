@@ -29,7 +29,8 @@ def _spec(tmp_path: Path, **protocol) -> Path:
         "protocol": {"registered": "2026-11-26", "tuner": None, "report_seeds": [1, 2, 3, 4, 5], "verdict": "v", **protocol},
         "runs_dir": str(tmp_path / "runs"), "tuned_dir": str(tmp_path / "tuned"),
         "studies": {"fedbuff": {"overrides": ["algorithm=fedbuff"]}, "fedavg": {"overrides": ["algorithm=fedavg"]}},
-        "tables": {"toy": {"title": "t", "reference": "fedbuff", "measure": "best_accuracy", "arms": {
+        "tables": {"toy": {"title": "t", "reference": "fedbuff", "measure": "best_accuracy",
+                           "fidelity": {"level": "stand-in", "note": "a toy workload"}, "arms": {
             "fedbuff": {"study": "fedbuff"}, "fedavg": {"study": "fedavg", "paper": {"difference": [">0"]}}}}},
     }
     path = tmp_path / "toy.yaml"

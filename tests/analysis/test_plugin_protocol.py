@@ -28,6 +28,7 @@ def _my_protocol(tmp_path: Path) -> Path:
     spec["tables"] = {"trimmed_vs_fedavg": {
         "title": "TrimmedFedAvg against FedAvg under FedGBO Table IV's protocol", "reference": "fedavg",
         "measure": "costs", "notes": "Trimmed against FedAvg: {effect:trimmed}, {verdict:trimmed}.",
+        "fidelity": spec["tables"]["fedgbo_table4_smoke"]["fidelity"],  # the paper's workload's stand-in
         "arms": {"fedavg": {"study": "fedavg"},
                  "trimmed": {"study": "trimmed", "vs": "fedavg", "paper": {"difference": [">0"]}}}}}  # the claim
     spec.pop("headlines", None)  # (they name the paper's tables, left out of this copy)

@@ -14,6 +14,7 @@ import yaml
 
 from fl_bench.analysis.power import seeds_needed, table_seeds
 from fl_bench.analysis.reproduce import Reproduction
+from fl_bench.analysis.scoreboard import page_fidelity
 
 pytestmark = pytest.mark.slow  # 2 arms on 3 pilot and up to 6 report seeds, in this process
 
@@ -26,6 +27,7 @@ def _spec(tmp_path: Path) -> Path:
         "runs_dir": str(tmp_path / "runs"), "tuned_dir": str(tmp_path / "tuned"),
         "studies": {"fedbuff": {"overrides": ["algorithm=fedbuff"]}, "fedavg": {"overrides": ["algorithm=fedavg"]}},
         "tables": {"toy": {"title": "t", "reference": "fedbuff", "measure": "best_accuracy", "notes": "FedAvg: {effect:fedavg}.",
+                           "fidelity": {"level": "stand-in", "note": "a toy workload"},
                            "arms": {
             "fedbuff": {"study": "fedbuff", "paper": {"accuracy": 50.0}},
             "fedavg": {"study": "fedavg", "paper": {"accuracy": 51.0}}}}},  # +1 point: 0.5 beyond the band
@@ -54,6 +56,8 @@ def test_each_table_takes_the_report_seeds_its_pilot_says_its_verdicts_need(tmp_
     if need.seeds > 6 and found.loc["fedavg", "effect_low"] <= 0.5 < found.loc["fedavg", "effect_high"]:
         assert found.loc["fedavg", "verdict"] == "underpowered at 6 seeds"  # it reaches into the paper's side and beyond
     page = (tmp_path / "out" / "toy.md").read_text()
+    # its fidelity under its title, above its verdicts (issue 68), the block the scoreboard keeps as it is
+    assert page.startswith(f"# toy\n\nt\n\n{page_fidelity({'level': 'stand-in', 'note': 'a toy workload'})}\n\n")
     assert (f"Seeds by power (fl_bench/analysis/power.py, registered before the report runs): on pilot seeds 101, 102, "
             f"103, the report seeds each verdict needs") in page
     over = ": more than the cap, 6" if need.seeds > 6 else ""  # (a verdict the cap cannot resolve says so)

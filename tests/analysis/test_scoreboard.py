@@ -51,9 +51,9 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
     page = (tmp_path / "README.md").read_text()
     assert "All papers: 3 verdicts: 2 reproduces, 1 differs, 0 inconclusive (0% inconclusive)." in page
     assert "## Toy (2026)" in page and "| [toy_table](toy_table.md) | same " in page
-    # a table never reproduced since evidence files exist is named, not dropped
+    # a table never reproduced since evidence files exist is named, not dropped (linked where its page is)
     assert "No evidence file (the table has not been reproduced into this directory): " \
-           "[fedgbo_table4_smoke](fedgbo_table4_smoke.md)." in page
+           "fedgbo_table4_smoke (no page yet)." in page
 
     assert "Guard, unstable (a tuned setting that collapsed on some report seeds), on 0 arms." in page
     csv = pd.read_csv(tmp_path / "toy_table_evidence.csv", dtype={"guard": str})
@@ -189,14 +189,14 @@ def test_the_scoreboard_and_the_readme_answer_each_headline_and_name_stale_evide
     scoreboard.write(tmp_path, [spec], readme=readme)
 
     page = (tmp_path / "README.md").read_text()
-    line = ('- "it is 1.1x faster" (abstract): **holds in direction only** (2 rows: 1 same side, 1 reproduces); '
-            "from evidence older than its claims: toy_table (to be reproduced again). [toy_table](toy_table.md) fedstaleweight: same side, 27x the paper's; "
-            "[toy_table](toy_table.md) fedstaleweight alg1: reproduces.")
+    line = ('- "it is 1.1x faster" (abstract): **holds in direction only** on stand-ins only (2 rows: 1 same side, 1 '
+            "reproduces); from evidence older than its claims: toy_table (to be reproduced again). [toy_table](toy_table.md) "
+            "fedstaleweight (stand-in): same side, 27x the paper's; [toy_table](toy_table.md) fedstaleweight alg1 (stand-in): reproduces.")
     assert line in page
     summary = readme.read_text()
     assert summary.startswith("# Project\n\nbefore\n\n" + scoreboard.README_BEGIN) and summary.endswith("after\n")
-    assert ('- Toy (2026): "it is 1.1x faster" (abstract): **holds in direction only** (2 rows: 1 same side, '
-            "1 reproduces); from evidence older than its claims: toy_table") in summary and "old text" not in summary
+    assert ('- Toy (2026): "it is 1.1x faster" (abstract): **holds in direction only** on stand-ins only (2 rows: 1 same '
+            "side, 1 reproduces); from evidence older than its claims: toy_table") in summary and "old text" not in summary
     # the file registers the toy arms as side claims: the evidence, made under size claims, is stale
     assert "Evidence older than its sweep file's claims" in page and "[toy_table](toy_table.md)." in page
 
@@ -244,7 +244,9 @@ def test_the_scoreboard_reads_the_paper_records_and_the_sweep_files_only_for_sta
     found = evidence(runs.replace({"method": {"ahead": "fedstaleweight"}}), "base", arms, "trips")
     scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
     record = yaml.safe_load((tmp_path / "mine_paper.yaml").read_text())
+    fidelity = load_sweep_file(spec)["tables"]["toy_table"]["fidelity"]  # (fedstaleweight_smoke.yaml's: a stand-in)
     assert record == {"sweep_file": "mine.yaml", "paper": "Toy (2026)", "tables": ["toy_table"],
+                      "fidelity": {"toy_table": fidelity},
                       "headlines": [{"quote": "it is 2x faster", "where": "abstract", "rows": ["toy_table: fedstaleweight"]}]}
     alone = scoreboard.gather(tmp_path)  # no sweep file at all
     assert alone.tables == [("Toy (2026)", "toy_table", True)] and list(alone.rows["arm"]) == ["fedstaleweight"]
@@ -255,3 +257,63 @@ def test_the_scoreboard_reads_the_paper_records_and_the_sweep_files_only_for_sta
     assert edited.stale == []  # the same claims as the evidence's
     other = scoreboard.gather(tmp_path, [spec, SWEEPS / "fedgbo_smoke.yaml"])  # registered, never reproduced here
     assert ("FedGBO (Mills et al.)", "fedgbo_table4_smoke", False) in other.tables and other.headlines == edited.headlines
+
+
+def _record(out: Path, stem: str, table: str, level: str, headlines: list[dict]) -> None:
+    """A paper record of the paper Toy with one table at ``level`` (as a reproduction writes it)."""
+    (out / f"{stem}{scoreboard.RECORD}").write_text(yaml.safe_dump(
+        {"sweep_file": f"{stem}.yaml", "paper": "Toy", "tables": [table],
+         "fidelity": {table: {"level": level, "note": f"{level} workload"}}, "headlines": headlines}))
+
+
+def test_a_headline_is_answered_from_its_rows_closest_to_the_paper_once_for_every_file_that_registers_it(tmp_path):
+    """issue 68: a quote registered by two sweep files (the paper's data in one, a stand-in in the other) is one
+    headline, answered from its rows at the level closest to the paper, the farther level's answer named after
+    it; a headline of stand-in rows only says so."""
+    runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300], "behind": [50, 51, 49, 50, 52]})
+    arms = {"base": {}, "ahead": {"vs": "base", "paper": {"trips": [2.0]}}, "behind": {"vs": "base", "paper": {"trips": [2.0]}}}
+    found = evidence(runs, "base", arms, "trips")  # ahead reproduces, behind differs
+    quote, other = {"quote": "it is 2x faster", "where": "abstract"}, {"quote": "it is faster", "where": "Sec. 5"}
+    for table in ("real_table", "stand_in_table"):
+        scoreboard.write_table_evidence(found, table, "Toy", arms, tmp_path / f"{table}_evidence.csv")
+    _record(tmp_path, "real", "real_table", "paper data", [{**quote, "rows": ["real_table: ahead"]}])
+    _record(tmp_path, "stand_in", "stand_in_table", "stand-in", [{**quote, "rows": ["stand_in_table: behind"]},
+                                                                 {**other, "rows": ["stand_in_table: behind"]}])
+    readme = tmp_path / "README.md.project"
+    readme.write_text(f"{scoreboard.README_BEGIN}\n{scoreboard.README_END}\n")
+    (tmp_path / "real_table.md").write_text("# real_table\n\nIts title\n\nIts evidence.\n")
+    rows = scoreboard.write(tmp_path, [], readme=readme)
+
+    summary = readme.read_text()
+    assert summary.count('"it is 2x faster"') == 1  # once, from both files' rows
+    assert ('- Toy: "it is 2x faster" (abstract): **holds** on the paper\'s data (1 row: 1 reproduces); on stand-ins: '
+            'does not hold (1 row: 1 differs)\n') in summary
+    assert '- Toy: "it is faster" (Sec. 5): **does not hold** on stand-ins only (1 row: 1 differs)\n' in summary
+    page = (tmp_path / "README.md").read_text()
+    assert ('"it is 2x faster" (abstract): **holds** on the paper\'s data (1 row: 1 reproduces); on stand-ins: does not '
+            "hold (1 row: 1 differs). [real_table](real_table.md) ahead (paper data): reproduces; "
+            "[stand_in_table](stand_in_table.md) behind (stand-in): differs.") in page
+    assert "- [real_table](real_table.md), paper data: paper data workload" in page  # each table's fidelity
+    assert "- stand_in_table (no page yet), stand-in: stand-in workload" in page
+    # every row of evidence.csv with its table's fidelity
+    written = pd.read_csv(tmp_path / "evidence.csv")
+    assert written[["table", "fidelity", "fidelity_note"]].drop_duplicates().values.tolist() == [
+        ["real_table", "paper data", "paper data workload"], ["stand_in_table", "stand-in", "stand-in workload"]]
+    assert rows["fidelity"].tolist() == ["paper data", "paper data", "stand-in", "stand-in"]
+
+    # the page made before records: its fidelity after its title, as the reproduction writes it, and written once
+    block = scoreboard.page_fidelity({"level": "paper data", "note": "paper data workload"})
+    assert (tmp_path / "real_table.md").read_text() == f"# real_table\n\nIts title\n\n{block}\n\nIts evidence.\n"
+    assert "Fidelity to the paper: **paper data** (the paper's data set, " in block
+    scoreboard.write(tmp_path, [], readme=readme)
+    assert (tmp_path / "real_table.md").read_text() == f"# real_table\n\nIts title\n\n{block}\n\nIts evidence.\n"
+
+
+def test_a_record_without_the_fidelity_of_a_table_with_verdicts_is_refused(tmp_path):
+    found = evidence(_runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300]}), "base",
+                     {"ahead": {"vs": "base", "paper": {"trips": [2.0]}}}, "trips")
+    scoreboard.write_table_evidence(found, "old_table", "Toy", {}, tmp_path / "old_table_evidence.csv")
+    (tmp_path / f"old{scoreboard.RECORD}").write_text("paper: Toy\ntables: [old_table]\nheadlines: []\n")  # before issue 68
+    with pytest.raises(ConfigError, match="old_paper.yaml gives no fidelity for old_table, which has verdicts or answers "
+                                          "a headline"):
+        scoreboard.gather(tmp_path)
