@@ -120,7 +120,8 @@ def test_the_set_up_section_quotes_the_suites_times_as_results_times_records_the
 
 def test_every_reproduction_has_a_row_whose_time_is_results_times_latest():
     rows, times = _reproduction_rows(), _times("Reproductions")
-    assert sorted(rows) == sorted(path.stem for path in SWEEPS.glob("*_smoke.yaml"))  # every documented reproduction
+    documented = [*SWEEPS.glob("*_smoke.yaml"), *SWEEPS.glob("*_fmnist.yaml")]  # the stand-ins, the papers' own data
+    assert sorted(rows) == sorted(path.stem for path in documented)  # every documented reproduction
     for sweep, row in rows.items():
         latest = next(t for t in times if t["sweep file"] == f"`sweeps/{sweep}.yaml`")  # latest first
         when = "when first made" if latest["when"] == "first made" else f"({latest['when']}"
