@@ -80,7 +80,8 @@ RUN_FILES = {
     "cli.log": "the run's log: evaluations, checkpoints, resumes, the summary line (the console shows only warnings, "
                "the progress bar and the result line)",
     "task_metrics.csv": "`task=lightning`: what the module's `self.log` sent, at each evaluation (below)",
-    "checkpoints/last.ckpt": "`algorithm=centralized`: Lightning's `ModelCheckpoint`, which the same command resumes from",
+    "checkpoints/last.ckpt": "`algorithm=centralized`: Lightning's checkpoint at a round's end, which the same command "
+                             "resumes from",
     "lightning_logs/": "`algorithm=centralized`: Lightning's CSV logger, `version_N/` per resume",
     "wandb/": "`logger=wandb`: the W&B run's local files (`wandb sync <run dir>/wandb/offline-run-*` uploads an offline one)",
 }

@@ -10,9 +10,17 @@ and each step's lr is ``algorithm.client_lr`` times the schedule's factor (``lr_
 1/(1+t), and LR-norm's n/B), so it is the same S-SGD the federated axes were built for: a round is one
 client trip and one server step in metrics.csv and summary.json, evaluated every ``eval_every`` rounds.
 
-With ``task=lightning`` the Trainer fits the user's module itself: its ``training_step``,
-``configure_optimizers`` (the lr schedule's factor scales its lr, as for client trips;
-``algorithm.client_lr`` is not used), hooks, ``self.log`` and ``validation_step``, whose
+The built-in task's module takes a round as one Trainer batch, the round's minibatches, and steps
+through them in one ``training_step`` (manual optimization: zero_grad, ``manual_backward``, the
+optimizer's step; bit for bit the steps automatic optimization took one batch each), because
+Lightning's per-batch loop (fetch, hooks, progress, logging) costs more than a small model's step
+(benchmarks/centralized_cost.py). So Lightning's progress bar and its loggers' step axis count rounds
+(``trainer.global_step`` still counts steps). ``checkpoints/last.ckpt`` is written at round ends:
+every ``checkpoint_every`` rounds and at the first round's end ``checkpoint_minutes`` after the last.
+
+With ``task=lightning`` the Trainer fits the user's module itself, one Trainer batch a minibatch: its
+``training_step``, ``configure_optimizers`` (the lr schedule's factor scales its lr, as for client
+trips; ``algorithm.client_lr`` is not used), hooks, ``self.log`` and ``validation_step``, whose
 ``task.loss_key`` / ``task.accuracy_key`` are metrics.csv's loss and accuracy.
 
 One model on one device: more processes (``devices`` x ``num_nodes`` > 1), DP, client availability,
@@ -34,7 +42,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from fl_bench.clients.hardware import check_cpu_devices, process_count, resolve_accelerator
 from fl_bench.clients.local_update import LocalTraining
@@ -108,7 +116,9 @@ def check_centralized(cfg: Config) -> None:
 
 
 class _Examples(Dataset):
-    """Stored examples, indexed by a whole minibatch's rows (one gather, no collation)."""
+    """Stored examples, indexed by a minibatch's rows (one gather, no collation), or by a round's
+    list of them (a list of minibatches). ``index_select`` copies whole rows (x[rows] copies element
+    by element: 5x the time for a minibatch of uint8 images)."""
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor):
         self.x, self.y = x, y
@@ -116,51 +126,69 @@ class _Examples(Dataset):
     def __len__(self) -> int:
         return len(self.y)
 
-    def __getitem__(self, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        index = torch.as_tensor(rows)
-        return self.x[index], self.y[index]
+    def __getitem__(self, rows: torch.Tensor | list[torch.Tensor]):
+        if isinstance(rows, list):
+            return [self[minibatch] for minibatch in rows]
+        return self.x.index_select(0, rows), self.y.index_select(0, rows)
 
 
 class RoundBatches(Sampler):
-    """Round (epoch) t's minibatches, each a list of rows: the plan of the simulator's trip
+    """Round (epoch) t's minibatches, each a tensor of rows: the plan of the simulator's trip
     ``seed << 32 | t`` on the pooled data. The DataLoader's sampler (``batch_size=None``), so that
-    Lightning calls its ``set_epoch`` before each epoch and a resumed run gets the same batches."""
+    Lightning calls its ``set_epoch`` before each epoch and a resumed run gets the same batches.
+    ``whole_rounds``: the round's minibatches as one item, for a module that steps through them in
+    one ``training_step``."""
 
-    def __init__(self, num_examples: int, seed: int, local: LocalTraining):
+    def __init__(self, num_examples: int, seed: int, local: LocalTraining, whole_rounds: bool = False):
         self.n, self.seed_base, self.local, self.epoch = num_examples, seed << 32, local, 0
         self.steps = int(local.num_steps(np.array([num_examples]))[0])
+        self.whole_rounds = whole_rounds
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self.steps
+        return 1 if self.whole_rounds else self.steps
 
     def __iter__(self):
         plan = minibatch_plan(np.array([self.n]), [self.seed_base + self.epoch], self.local)
-        counts = plan.mask[0].sum(-1).tolist()
-        for step in range(self.steps):
-            yield plan.rows[0, step, : counts[step]].tolist()
+        # a step's rows lead its row of the plan (its mask): the masked rows, split by step
+        minibatches = list(plan.rows[0][plan.mask[0]].split(plan.mask[0].sum(-1).tolist()))
+        if self.whole_rounds:
+            yield minibatches
+        else:
+            yield from minibatches
 
 
 def pooled_module(task: Any, local: LocalTraining, seed: int):
-    """The built-in task as a LightningModule: SGD on its objective at ``algorithm.client_lr``; the
-    validation loss and accuracy of its evaluator, weighted by batch size."""
+    """The built-in task as a LightningModule: SGD on its objective at each step's ``step_lr``, one
+    ``training_step`` a round (manual optimization: Lightning's per-batch loop costs more than a
+    small model's step); the validation loss and accuracy of its evaluator, weighted by batch size."""
     from lightning import LightningModule
 
     class PooledSGD(LightningModule):
         def __init__(self):
             super().__init__()
             self.task = task
-            self.generator: torch.Generator | None = None
+            self.automatic_optimization = False
 
-        def on_train_epoch_start(self) -> None:
+        def training_step(self, minibatches, batch_idx):
+            """The round's steps, each as Lightning's automatic optimization takes a batch's: the
+            forward under the precision's autocast (Lightning's context around training_step), then
+            outside it zero_grad, manual_backward (the precision's backward) and the optimizer's step
+            at the step's lr."""
+            optimizer, round_ = self.optimizers(), self.current_epoch
             # augmentation draws: the round's trip seed, as the simulator's trip draws them
-            self.generator = torch.Generator().manual_seed((seed << 32) + self.current_epoch)
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return self.task.loss(x, y, self.generator)
+            generator = torch.Generator().manual_seed((seed << 32) + round_)
+            outside_autocast = torch.autocast(self.device.type, enabled=False)
+            for x, y in minibatches:
+                loss = self.task.loss(x, y, generator)
+                with outside_autocast:
+                    optimizer.zero_grad()
+                    self.manual_backward(loss)
+                    for group in optimizer.param_groups:
+                        group["lr"] = local.step_lr(len(y), round_)
+                    optimizer.step()
 
         def validation_step(self, batch, batch_idx):
             x, y = batch
@@ -175,15 +203,16 @@ def pooled_module(task: Any, local: LocalTraining, seed: int):
 
 def round_callbacks(run: "CentralizedRun"):
     """The Lightning callbacks that put the Trainer on the federated axes (rounds = trips = server
-    steps): the lr schedule's factor on each step, and metrics.csv, the target and the run's callbacks
-    at each validation (their state in Lightning's checkpoints)."""
+    steps): the lr schedule's factor on each step of a user's module (the built-in one sets its own),
+    and metrics.csv, the target and the run's callbacks at each validation (their state in
+    Lightning's checkpoints)."""
     from lightning import Callback as LightningCallback
 
     local = run.local
 
     class LrSchedule(LightningCallback):
-        """Each step's lr: the optimizer's times ``step_lr(n, t) / client_lr`` (the schedule's factor
-        for round t, LR-norm's n/B); restored after the step, for the module's own scheduler."""
+        """Each step's lr: the user's optimizer's times ``step_lr(n, t) / client_lr`` (the schedule's
+        factor for round t, LR-norm's n/B); restored after the step, for the module's own scheduler."""
 
         def __init__(self):
             self.count, self.base = local.batch_size, []
@@ -221,12 +250,34 @@ def round_callbacks(run: "CentralizedRun"):
                 trainer.should_stop = True
 
         def on_save_checkpoint(self, trainer, module, checkpoint):
-            checkpoint["fl_bench"] = run.state_dict()
+            # saved at a round's end (round_checkpoint): the rounds trained, which a resume goes on from
+            checkpoint["fl_bench"] = dict(run.state_dict(), trained=trainer.current_epoch + 1)
 
         def on_load_checkpoint(self, trainer, module, checkpoint):
             run.load_state_dict(checkpoint["fl_bench"])
 
-    return [LrSchedule(), FederatedAxes()]
+    return [LrSchedule(), FederatedAxes()] if run.user_module else [FederatedAxes()]
+
+
+def round_checkpoint(path: Path, every: int | None, minutes: float | None):
+    """Lightning's checkpoint (``trainer.save_checkpoint``) to ``path`` at the end of every
+    ``every``-th round and of the first round ``minutes`` after the last save. At round ends only:
+    Lightning's ModelCheckpoint times its saves at the batch ends of automatic optimization alone (the
+    built-in module's rounds are one manually optimized batch), and a save inside a round would not
+    resume exactly (the round's minibatches would start over)."""
+    from lightning.pytorch.callbacks import Checkpoint
+
+    class RoundCheckpoint(Checkpoint):
+        def on_train_start(self, trainer, module):
+            self.saved_at = time.monotonic()
+
+        def on_train_epoch_end(self, trainer, module):
+            now, rounds = time.monotonic(), trainer.current_epoch + 1
+            if (every and rounds % every == 0) or (minutes and now - self.saved_at >= 60 * minutes):
+                trainer.save_checkpoint(path)
+                self.saved_at = now
+
+    return RoundCheckpoint()
 
 
 class CentralizedRun:
@@ -280,7 +331,8 @@ class CentralizedRun:
         else:
             task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
         self.local = LocalTraining.from_config(cfg.algorithm, drop_last=drop_last(cfg.task, task.model, data.loader)[0])
-        if not isinstance(cfg.task, LightningTaskConfig):
+        self.user_module = isinstance(cfg.task, LightningTaskConfig)  # stepped by Lightning, one batch a step
+        if not self.user_module:
             self.module = pooled_module(task, self.local, cfg.seed)
             self.collate = lambda batch, train: batch
         self.task = task
@@ -289,27 +341,22 @@ class CentralizedRun:
     def _loaders(self) -> tuple[DataLoader, DataLoader]:
         data = self.data
         x, y = data.client(0)
-        train = DataLoader(_Examples(x, y), sampler=RoundBatches(len(y), self.cfg.seed, self.local), batch_size=None,
+        rounds = RoundBatches(len(y), self.cfg.seed, self.local, whole_rounds=not self.user_module)
+        train = DataLoader(_Examples(x, y), sampler=rounds, batch_size=None,
                            collate_fn=lambda batch: self.collate(batch, True))
-        val = DataLoader(_Examples(data.x_val, data.y_val), batch_size=None,
-                         sampler=BatchSampler(SequentialSampler(range(len(data.y_val))), EVAL_BATCH, drop_last=False),
-                         collate_fn=lambda batch: self.collate(batch, False))
+        val = DataLoader(_Examples(data.x_val, data.y_val), sampler=torch.arange(len(data.y_val)).split(EVAL_BATCH),
+                         batch_size=None, collate_fn=lambda batch: self.collate(batch, False))
         return train, val
 
     def _trainer(self, resumed: bool):
-        from datetime import timedelta
-
         from lightning import Trainer
-        from lightning.pytorch.callbacks import ModelCheckpoint
         from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
         cfg = self.cfg
         checkpoints = []
-        for every in ({"every_n_epochs": cfg.checkpoint_every} if cfg.checkpoint_every else {},
-                      {"train_time_interval": timedelta(minutes=cfg.checkpoint_minutes)} if cfg.checkpoint_minutes else {}):
-            if every:  # Lightning takes one trigger per ModelCheckpoint; each replaces last.ckpt
-                checkpoints.append(ModelCheckpoint(dirpath=self.run_dir / CHECKPOINTS, filename="last", save_top_k=1,
-                                                   enable_version_counter=False, save_on_train_epoch_end=True, **every))
+        if cfg.checkpoint_every or cfg.checkpoint_minutes:
+            checkpoints.append(round_checkpoint(self.run_dir / self.checkpoint_name, cfg.checkpoint_every,
+                                                cfg.checkpoint_minutes))
         loggers = [CSVLogger(self.run_dir, name="lightning_logs")]  # version_0, and version_1... for each resume
         if cfg.logger == "wandb":  # WANDB_MODE in the environment wins, as for the simulator's runs
             group, tags = run_labels(self.config)
@@ -327,7 +374,8 @@ class CentralizedRun:
                        logger=loggers,
                        callbacks=[*round_callbacks(self), *checkpoints], enable_checkpointing=bool(checkpoints),
                        enable_progress_bar=cfg.progress, enable_model_summary=False, use_distributed_sampler=False,
-                       log_every_n_steps=max(1, len(RoundBatches(len(self.data.y), 0, self.local))),
+                       log_every_n_steps=max(1, len(RoundBatches(len(self.data.y), 0, self.local,
+                                                                 whole_rounds=not self.user_module))),
                        default_root_dir=self.run_dir)
 
     # The callbacks' hooks, on the federated axes.
@@ -345,7 +393,8 @@ class CentralizedRun:
         return stop
 
     def state_dict(self) -> dict[str, Any]:
-        """What Lightning's checkpoint keeps of the run: its config, rows, resumes and callbacks."""
+        """What Lightning's checkpoint keeps of the run: its config, rows, last evaluated round, resumes
+        and callbacks."""
         return dict(config=self.config, rows=self.log.rows, rounds=self.rounds, resumed_at=self.resumed_at,
                     callbacks={callback.key: callback.state_dict() for callback in self.callbacks})
 
@@ -353,7 +402,8 @@ class CentralizedRun:
         for callback in self.callbacks:
             if callback.key in state["callbacks"]:
                 callback.load_state_dict(state["callbacks"][callback.key])
-        self.rounds, self.resumed_at = state["rounds"], [*state["resumed_at"], state["rounds"]]
+        # (a checkpoint written before rounds trained were kept: its last evaluated round)
+        self.rounds, self.resumed_at = state["rounds"], [*state["resumed_at"], state.get("trained", state["rounds"])]
 
     def checkpoint_to_resume(self, directory) -> dict[str, Any] | None:
         """Lightning's last.ckpt in the run directory, when ``resume`` allows; refused (one line) when it

@@ -1,6 +1,7 @@
 """algorithm=centralized on a real lightning.Trainer (fl_bench.runs.centralized): the same S-SGD as
-the rounds' trips (pinned against a hand loop), on the federated axes, Lightning's logs and
-checkpoints, an exact resume, a user's LightningModule, and one-line refusals."""
+the rounds' trips (pinned against a hand loop, and bit for bit against torch's SGD), on the federated
+axes, Lightning's logs and checkpoints, an exact resume, a user's LightningModule, and one-line
+refusals."""
 
 import json
 from pathlib import Path
@@ -16,6 +17,7 @@ from fl_bench.clients.trainer import minibatch_plan
 from fl_bench.data import build_dataset
 from fl_bench.errors import ConfigError
 from fl_bench.models import build_model
+from fl_bench.numerics import kernels
 from fl_bench.runs.callbacks import Callback
 from fl_bench.runs.experiment import run_experiment
 from tests.conftest import compose_run_config
@@ -54,6 +56,32 @@ def final_model(run_dir: Path) -> torch.Tensor:
     return torch.cat([t.flatten() for t in torch.load(run_dir / "model.pt").values()])
 
 
+def torch_sgd(cfg) -> torch.Tensor:
+    """The steps Lightning's automatic optimization took when a Trainer batch was one minibatch (before
+    issue 68): torch's SGD, zero_grad, loss.backward() and step at the step's ``step_lr``, with the run's
+    thread count. The run's built-in module now steps through a round in one training_step."""
+    torch.manual_seed(cfg.seed)
+    data = build_dataset(cfg.dataset, cfg.partition).pooled()
+    model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
+    task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform)
+    local = LocalTraining.from_config(cfg.algorithm)
+    x, y = data.client(0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=local.lr)
+    with kernels(cfg.numerics, cfg.threads):
+        for t in range(cfg.max_trips):
+            seed = (cfg.seed << 32) + t
+            plan = minibatch_plan(np.array([len(y)]), [seed], local)
+            generator = torch.Generator().manual_seed(seed)
+            for step in range(int(plan.steps[0])):
+                rows = plan.rows[0, step][plan.mask[0, step]]
+                loss = task.loss(x[rows], y[rows], generator)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.param_groups[0]["lr"] = local.step_lr(len(rows), t)
+                optimizer.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
 def test_the_trainer_runs_the_rounds_sgd_on_the_pooled_data_on_the_federated_axes(tmp_path):
     cfg = compose_run_config(*POOLED)
     summary = run_experiment(cfg, tmp_path)
@@ -64,6 +92,16 @@ def test_the_trainer_runs_the_rounds_sgd_on_the_pooled_data_on_the_federated_axe
     assert summary["client_trips"] == summary["server_steps"] == 6 and summary["trainer"] == "lightning.Trainer"
     assert summary["status"] == "completed" and len(summary["final_val_accuracy_by_class"]) == 10
     assert (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").exists()  # Lightning's own logger
+
+
+def test_a_round_in_one_training_step_is_bit_for_bit_lightnings_step_per_minibatch(tmp_path):
+    # whole epochs of batch 256 (a short last batch, which LR-norm scales), 1/(1+t), L2 and random
+    # flips (the round's generator): the same bits as the loop Lightning's automatic optimization ran
+    cfg = compose_run_config(*POOLED, "max_trips=3", "algorithm.local_steps=null", "algorithm.batch_size=256",
+                             "algorithm.lr_schedule=inverse", "algorithm.lr_norm=true", "model.weight_decay=2e-4",
+                             "dataset.random_flip=true")
+    run_experiment(cfg, tmp_path)
+    assert torch.equal(final_model(tmp_path), torch_sgd(cfg))
 
 
 def test_the_final_model_is_evaluated_off_the_grid_and_the_target_stops_the_run(tmp_path):
@@ -85,8 +123,10 @@ class CrashAtRound(Callback):
         return False
 
 
-def test_a_killed_run_resumes_from_lightnings_checkpoint_and_ends_as_an_uninterrupted_one(tmp_path):
-    overrides = (*POOLED, "checkpoint_every=2")
+@pytest.mark.parametrize("trigger, resumed_at", [("checkpoint_every=2", 2), ("checkpoint_minutes=1e-9", 3)])
+def test_a_killed_run_resumes_from_lightnings_checkpoint_and_ends_as_an_uninterrupted_one(tmp_path, trigger, resumed_at):
+    # checkpoint_minutes: saved at the end of every round (the last before the crash: round 3)
+    overrides = (*POOLED, trigger)
     whole = tmp_path / "whole"
     run_experiment(compose_run_config(*overrides), whole)
     cut = tmp_path / "cut"
@@ -94,9 +134,11 @@ def test_a_killed_run_resumes_from_lightnings_checkpoint_and_ends_as_an_uninterr
         run_experiment(compose_run_config(*overrides), cut, callbacks=[CrashAtRound(4)])
     assert (cut / "checkpoints" / "last.ckpt").exists() and not (cut / "model.pt").exists()
     summary = run_experiment(compose_run_config(*overrides), cut)
-    assert summary["status"] == "completed" and summary["resumed_at_trips"] == [2]
+    assert summary["status"] == "completed" and summary["resumed_at_trips"] == [resumed_at]
     assert torch.equal(final_model(cut), final_model(whole))
     pd.testing.assert_frame_equal(pd.read_csv(cut / "metrics.csv"), pd.read_csv(whole / "metrics.csv"))
+    last = torch.load(cut / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 6 * 4  # Lightning's step counter counts optimizer steps, a round's 4 each
     with pytest.raises(ConfigError, match="holds a checkpoint of another config"):
         (cut / "summary.json").unlink()
         run_experiment(compose_run_config(*overrides, "algorithm.client_lr=0.1"), cut)
