@@ -316,13 +316,24 @@ def readme_block(board: Board) -> str:
     verdict_of = _verdict_of(board)
     for paper in dict.fromkeys(p for p, _, _ in board.tables):
         for headline in [h for h in board.headlines if h["paper"] == paper]:
-            readings = {name: answer(other) for name, other in _readings(headline, verdict_of).items()}
-            holding = [name for name, said in readings.items() if said in ("holds", "holds in direction only")]
-            other = (f"; under another reading: {'holds under ' + ', '.join(holding) if holding else 'none of ' + str(len(readings)) + ' holds'}"
-                     if readings else "")
             lines.append(f"- {paper}: \"{headline['quote']}\" ({headline['where']}): "
-                         f"{_answered(headline['rows'], board, verdict_of)}{other}{_stale_note(headline, board)}")
+                         f"{_answered(headline['rows'], board, verdict_of)}{_other_readings(headline, board, verdict_of)}"
+                         f"{_stale_note(headline, board)}")
     return "\n".join([*lines, "", README_END])
+
+
+def _other_readings(headline: dict, board: Board, verdict_of: dict[str, str]) -> str:
+    """The README's clause on a headline's other readings: those under which it holds, apart from those under
+    which it holds in direction only, each named with the level of its rows (readings of several files meet
+    under one quote): '; under another reading: holds in direction only under X (on stand-ins)'."""
+    readings = {f"{name} ({ON_LEVEL[board.fidelity[rows[0].partition(': ')[0]]['level']]})": answer(other)
+                for (name, other), rows in zip(_readings(headline, verdict_of).items(),
+                                               (headline.get("readings") or {}).values())}
+    if not readings:
+        return ""
+    parts = [f"{said} under {', '.join(name for name, s in readings.items() if s == said)}"
+             for said in ("holds", "holds in direction only") if said in readings.values()]
+    return f"; under another reading: {'; '.join(parts) if parts else f'none of {len(readings)} holds'}"
 
 
 def _read_evidence(path: Path) -> pd.DataFrame:

@@ -278,7 +278,8 @@ def test_a_headline_is_answered_from_its_rows_closest_to_the_paper_once_for_ever
         scoreboard.write_table_evidence(found, table, "Toy", arms, tmp_path / f"{table}_evidence.csv")
     _record(tmp_path, "real", "real_table", "paper data", [{**quote, "rows": ["real_table: ahead"]}])
     _record(tmp_path, "stand_in", "stand_in_table", "stand-in", [{**quote, "rows": ["stand_in_table: behind"]},
-                                                                 {**other, "rows": ["stand_in_table: behind"]}])
+                                                                 {**other, "rows": ["stand_in_table: behind"],
+                                                                  "readings": {"a looser reading": ["stand_in_table: ahead"]}}])
     readme = tmp_path / "README.md.project"
     readme.write_text(f"{scoreboard.README_BEGIN}\n{scoreboard.README_END}\n")
     (tmp_path / "real_table.md").write_text("# real_table\n\nIts title\n\nIts evidence.\n")
@@ -288,7 +289,9 @@ def test_a_headline_is_answered_from_its_rows_closest_to_the_paper_once_for_ever
     assert summary.count('"it is 2x faster"') == 1  # once, from both files' rows
     assert ('- Toy: "it is 2x faster" (abstract): **holds** on the paper\'s data (1 row: 1 reproduces); on stand-ins: '
             'does not hold (1 row: 1 differs)\n') in summary
-    assert '- Toy: "it is faster" (Sec. 5): **does not hold** on stand-ins only (1 row: 1 differs)\n' in summary
+    # a reading under which it holds is named with its rows' level
+    assert ('- Toy: "it is faster" (Sec. 5): **does not hold** on stand-ins only (1 row: 1 differs); under another '
+            'reading: holds under a looser reading (on stand-ins)\n') in summary
     page = (tmp_path / "README.md").read_text()
     assert ('"it is 2x faster" (abstract): **holds** on the paper\'s data (1 row: 1 reproduces); on stand-ins: does not '
             "hold (1 row: 1 differs). [real_table](real_table.md) ahead (paper data): reproduces; "
