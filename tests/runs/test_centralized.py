@@ -29,15 +29,19 @@ POOLED = ("algorithm=centralized", "dataset=digits", "model=mlp", "max_trips=6",
           "accelerator=cpu", "checkpoint_minutes=null")
 
 
-def hand_sgd(cfg) -> torch.Tensor:
-    """S-SGD written out: round t's minibatches are the plan of trip seed ``seed << 32 | t``, and each
-    step is w <- w - client_lr * decay^t * grad of the task's loss."""
+def pooled_task(cfg):
+    """The run's model at its seed's initialisation, its task, its local training and the pooled examples."""
     torch.manual_seed(cfg.seed)
     data = build_dataset(cfg.dataset, cfg.partition).pooled()
     model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
     task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform)
-    local = LocalTraining.from_config(cfg.algorithm)
-    x, y = data.client(0)
+    return model, task, LocalTraining.from_config(cfg.algorithm), data.client(0)
+
+
+def hand_sgd(cfg) -> torch.Tensor:
+    """S-SGD written out: round t's minibatches are the plan of trip seed ``seed << 32 | t``, and each
+    step is w <- w - client_lr * decay^t * grad of the task's loss."""
+    model, task, local, (x, y) = pooled_task(cfg)
     params = list(model.parameters())
     for t in range(cfg.max_trips):
         seed = (cfg.seed << 32) + t
@@ -60,12 +64,7 @@ def torch_sgd(cfg) -> torch.Tensor:
     """The steps Lightning's automatic optimization took when a Trainer batch was one minibatch (before
     issue 68): torch's SGD, zero_grad, loss.backward() and step at the step's ``step_lr``, with the run's
     thread count. The run's built-in module now steps through a round in one training_step."""
-    torch.manual_seed(cfg.seed)
-    data = build_dataset(cfg.dataset, cfg.partition).pooled()
-    model = build_model(cfg.model, data.input_shape, data.num_classes, data.vocab)
-    task = TASKS[cfg.model.task](model, data.num_classes, cfg.model.weight_decay, transform=data.transform)
-    local = LocalTraining.from_config(cfg.algorithm)
-    x, y = data.client(0)
+    model, task, local, (x, y) = pooled_task(cfg)
     optimizer = torch.optim.SGD(model.parameters(), lr=local.lr)
     with kernels(cfg.numerics, cfg.threads):
         for t in range(cfg.max_trips):
