@@ -278,8 +278,9 @@ def headline_lines(board: Board, paper: str, link: str = "") -> list[str]:
                           f"{verdict_of.get(row, '') or 'no verdict (degenerate or not run)'}" for row in rows)
         lines.append(f"- \"{headline['quote']}\" ({headline['where']}): {_answered(headline['rows'], board, verdict_of)}"
                      f"{_stale_note(headline, board)}. {shown}.")
-        lines += [f"  - under {name}: **{answer(other)}** ({tally(other)})"
-                  for name, other in _readings(headline, verdict_of).items()]
+        lines += [f"  - under {name} ({_level_of(rows, board)}): **{answer(other)}** ({tally(other)})"
+                  for (name, other), rows in zip(_readings(headline, verdict_of).items(),
+                                                 (headline.get("readings") or {}).values())]
     return lines
 
 
@@ -322,11 +323,16 @@ def readme_block(board: Board) -> str:
     return "\n".join([*lines, "", README_END])
 
 
+def _level_of(rows: list[str], board: Board) -> str:
+    """Where a reading's rows ('TABLE: ARM', of one sweep file) were measured: 'on the paper's workload', ..."""
+    return ON_LEVEL[board.fidelity[rows[0].partition(": ")[0]]["level"]]
+
+
 def _other_readings(headline: dict, board: Board, verdict_of: dict[str, str]) -> str:
     """The README's clause on a headline's other readings: those under which it holds, apart from those under
     which it holds in direction only, each named with the level of its rows (readings of several files meet
     under one quote): '; under another reading: holds in direction only under X (on stand-ins)'."""
-    readings = {f"{name} ({ON_LEVEL[board.fidelity[rows[0].partition(': ')[0]]['level']]})": answer(other)
+    readings = {f"{name} ({_level_of(rows, board)})": answer(other)
                 for (name, other), rows in zip(_readings(headline, verdict_of).items(),
                                                (headline.get("readings") or {}).values())}
     if not readings:
