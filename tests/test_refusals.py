@@ -31,6 +31,10 @@ USER_DATA = ("dataset=datamodule", "partition.num_clients=20", "concurrency=10",
 PLUGIN_CONF = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
 LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
 GOOD_RUN = ("max_trips=60", "eval_every=30")  # what {run} holds
+# duplicate_key.yaml (below) adds 'readings: {}' under HFL's first headline's 'where': the line of that
+# headline's own 'readings', after its 'rows', is where the YAML reader finds the key twice
+DUPLICATE_LINE = (REPO / "sweeps" / "hfl_smoke.yaml").read_text().splitlines().index(
+    "    where: Sec. 6, comparison to benchmarks") + 4
 # A raw file that is not the original: an IDX file of one label, as Fashion-MNIST's training images (gunzipped,
 # and gzipped as the .gz) and as MNIST's .gz (checked by its bytes)
 WRONG_IDX = bytes([0, 0, 8, 1, 0, 0, 0, 1, 7])
@@ -625,7 +629,7 @@ REFUSALS = [
     (REPRODUCE, ["{tmp}/headline_reading.yaml"], {}, "{tmp}/headline_reading.yaml: headlines[0].readings.inputs on 10 "
      "shared centres, Synthetic(0,0)[0] arm='(0,1) HFLL' is not defined: did you mean (0,1) HFL?"),
     (REPRODUCE, ["{tmp}/duplicate_key.yaml"], {}, "{tmp}/duplicate_key.yaml is not valid YAML: found the key 'readings' "
-     "twice in one mapping at line 286"),
+     f"twice in one mapping at line {DUPLICATE_LINE}"),
     (REPRODUCE, ["{tmp}/claim_kind.yaml"], {}, "{tmp}/claim_kind.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.claim='gap' "
      "is not allowed"),
     (REPRODUCE, ["{tmp}/claim_loose.yaml"], {}, "{tmp}/claim_loose.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD.tolerance=5.0 "
