@@ -38,21 +38,27 @@ def pooled_task(cfg):
     return model, task, LocalTraining.from_config(cfg.algorithm), data.client(0)
 
 
+def planned_steps(cfg, local, num_examples: int):
+    """Each step of the run: its round t, its minibatch's rows (the plan of trip seed ``seed << 32 | t``)
+    and the round's generator (its augmentation draws)."""
+    for t in range(cfg.max_trips):
+        seed = (cfg.seed << 32) + t
+        plan = minibatch_plan(np.array([num_examples]), [seed], local)
+        generator = torch.Generator().manual_seed(seed)
+        for step in range(int(plan.steps[0])):
+            yield t, plan.rows[0, step][plan.mask[0, step]], generator
+
+
 def hand_sgd(cfg) -> torch.Tensor:
     """S-SGD written out: round t's minibatches are the plan of trip seed ``seed << 32 | t``, and each
     step is w <- w - client_lr * decay^t * grad of the task's loss."""
     model, task, local, (x, y) = pooled_task(cfg)
     params = list(model.parameters())
-    for t in range(cfg.max_trips):
-        seed = (cfg.seed << 32) + t
-        plan = minibatch_plan(np.array([len(y)]), [seed], local)
-        generator = torch.Generator().manual_seed(seed)
-        for step in range(int(plan.steps[0])):
-            rows = plan.rows[0, step][plan.mask[0, step]]
-            grads = torch.autograd.grad(task.loss(x[rows], y[rows], generator), params)
-            with torch.no_grad():
-                for p, g in zip(params, grads):
-                    p.sub_(0.3 * 0.8**t * g)
+    for t, rows, generator in planned_steps(cfg, local, len(y)):
+        grads = torch.autograd.grad(task.loss(x[rows], y[rows], generator), params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(0.3 * 0.8**t * g)
     return torch.cat([p.detach().flatten() for p in params])
 
 
@@ -67,17 +73,12 @@ def torch_sgd(cfg) -> torch.Tensor:
     model, task, local, (x, y) = pooled_task(cfg)
     optimizer = torch.optim.SGD(model.parameters(), lr=local.lr)
     with kernels(cfg.numerics, cfg.threads):
-        for t in range(cfg.max_trips):
-            seed = (cfg.seed << 32) + t
-            plan = minibatch_plan(np.array([len(y)]), [seed], local)
-            generator = torch.Generator().manual_seed(seed)
-            for step in range(int(plan.steps[0])):
-                rows = plan.rows[0, step][plan.mask[0, step]]
-                loss = task.loss(x[rows], y[rows], generator)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.param_groups[0]["lr"] = local.step_lr(len(rows), t)
-                optimizer.step()
+        for t, rows, generator in planned_steps(cfg, local, len(y)):
+            loss = task.loss(x[rows], y[rows], generator)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.param_groups[0]["lr"] = local.step_lr(len(rows), t)
+            optimizer.step()
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
