@@ -264,8 +264,11 @@ def round_checkpoint(path: Path, every: int | None, minutes: float | None):
     ``every``-th round and of the first round ``minutes`` after the last save. At round ends only:
     Lightning's ModelCheckpoint times its saves at the batch ends of automatic optimization alone (the
     built-in module's rounds are one manually optimized batch), and a save inside a round would not
-    resume exactly (the round's minibatches would start over)."""
+    resume exactly (the round's minibatches would start over). Written beside ``path`` and renamed over it,
+    so that a run killed while saving keeps its previous checkpoint whole."""
     from lightning.pytorch.callbacks import Checkpoint
+
+    partial = path.with_name(path.name + ".partial")
 
     class RoundCheckpoint(Checkpoint):
         def on_train_start(self, trainer, module):
@@ -274,7 +277,8 @@ def round_checkpoint(path: Path, every: int | None, minutes: float | None):
         def on_train_epoch_end(self, trainer, module):
             now, rounds = time.monotonic(), trainer.current_epoch + 1
             if (every and rounds % every == 0) or (minutes and now - self.saved_at >= 60 * minutes):
-                trainer.save_checkpoint(path)
+                trainer.save_checkpoint(partial)
+                os.replace(partial, path)
                 self.saved_at = now
 
     return RoundCheckpoint()

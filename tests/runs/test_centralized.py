@@ -226,3 +226,28 @@ def test_the_command_line_runs_it_and_prints_its_result_line(tmp_path):
     assert "nan" not in done.stdout.lower() and "sim time" not in done.stdout  # no clock: no simulated time
     said = done.stdout + done.stderr  # and none of Lightning's start-up lines or its internal deprecation
     assert not any(noise in said for noise in ("TPU available", "litlogger", "LeafSpec", "max_epochs=4` reached"))
+
+
+def test_a_run_killed_while_saving_its_checkpoint_keeps_the_previous_one_whole(tmp_path):
+    """A save cut short (the process killed mid-write) never replaces last.ckpt: it is written beside it
+    and renamed over it."""
+    from types import SimpleNamespace
+
+    from fl_bench.runs.centralized import round_checkpoint
+
+    path = tmp_path / "last.ckpt"
+    path.write_bytes(b"the previous checkpoint")
+
+    def killed_mid_write(target):
+        Path(target).write_bytes(b"half of the")
+        raise KeyboardInterrupt
+
+    trainer = SimpleNamespace(current_epoch=0, save_checkpoint=killed_mid_write)
+    saving = round_checkpoint(path, every=1, minutes=None)
+    saving.on_train_start(trainer, None)
+    with pytest.raises(KeyboardInterrupt):
+        saving.on_train_epoch_end(trainer, None)
+    assert path.read_bytes() == b"the previous checkpoint"
+    trainer.save_checkpoint = lambda target: Path(target).write_bytes(b"the next checkpoint")
+    saving.on_train_epoch_end(trainer, None)
+    assert path.read_bytes() == b"the next checkpoint" and not list(tmp_path.glob("*.partial"))
