@@ -6,8 +6,9 @@ dataclass beside it, in its own module. ``@schema(group, name, target)`` makes t
 dataclass whose ``name`` is ``name`` and whose ``_target_`` names ``target``, and stores it in
 Hydra's ConfigStore as ``schema/<group>/<name>``. A YAML option starts from it (``defaults: -
 /schema/<group>@_here_: <name>``), so a misspelt key or a wrongly typed value fails when Hydra
-composes the config; ``__post_init__`` checks value ranges (with :func:`require` and
-:func:`choice`) when the composed config becomes objects, before any work starts.
+composes the config (a key added with ``+``/``++`` when :func:`check_keys` reads the composed config);
+``__post_init__`` checks value ranges (with :func:`require` and :func:`choice`) when the composed config
+becomes objects, before any work starts.
 
 A package outside ``fl_bench`` adds components the same way: its modules use ``@schema`` and are
 imported before Hydra composes, which :func:`load_plugins` does for the modules named by the
@@ -20,18 +21,20 @@ the Hydra search path plugin ``hydra_plugins/fl_bench_plugins``).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
 import os
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 
 from fl_bench.errors import ConfigError
 
@@ -82,6 +85,35 @@ def schema(group: str, name: str, target: Callable | str | None = None) -> Calla
         return cls
 
     return register
+
+
+def unknown_key(key: str, node: DictConfig) -> ConfigError:
+    """The one line for a key (dotted, from the config's root) that ``node``'s schema (a dataclass) lacks: the
+    nearest real key and all of them. Hydra's plain ``key=value`` and :func:`check_keys` (``+``/``++``) both say it."""
+    parent, _, name = key.rpartition(".")
+    allowed = [f.name for f in fields(OmegaConf.get_type(node))]
+    option = node.get("name") if "name" in allowed else None  # a group's option (@schema): dataset=mnist
+    where = (f"{parent}={option}" if option else parent) if parent else "the run config"
+    close = difflib.get_close_matches(name, allowed, n=1)
+    hint = f": did you mean {close[0]}?" if close else ""
+    return ConfigError(f"{key} is not a key of {where}{hint} (its keys: {', '.join(allowed)})")
+
+
+def check_keys(cfg: DictConfig, path: str = "") -> None:
+    """ConfigError (:func:`unknown_key`) for the first key of a composed config that its schema lacks. Struct mode
+    refuses ``key=value`` for such a key, but Hydra's ``+key=value`` and ``++key=value`` add it anyway (open_dict),
+    and ``OmegaConf.to_object`` would set it as an attribute that nothing reads: a typo would run silently.
+    A dict-typed field (``task.module``, ``dataset.datamodule``: constructor arguments, which the constructor
+    checks) is free-form; ``hydra.*`` is Hydra's, not in the job's config."""
+    schema = OmegaConf.get_type(cfg)
+    if schema is None:  # an Optional field at null, or ??? (to_object says so)
+        return
+    known = {f.name for f in fields(schema)} if is_dataclass(schema) else None
+    for key, value in cfg.items_ex(resolve=False):  # (unresolved: an interpolation is read at run time)
+        if known is not None and key not in known:
+            raise unknown_key(f"{path}{key}", cfg)
+        if isinstance(value, DictConfig):
+            check_keys(value, f"{path}{key}.")
 
 
 def build(cfg: Any, *args: Any, **kwargs: Any) -> Any:

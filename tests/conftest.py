@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 from absl import logging as absl_logging
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from fl_bench.runs.cli import CONFIG_DIR
 from tests.helpers.mirror import data_mirror  # noqa: F401 (a fixture: a loopback data mirror)
@@ -31,8 +30,10 @@ def _seeded_torch():
 
 def compose_run_config(*overrides: str, config_dir: str = CONFIG_DIR):
     """The typed Config for these overrides (progress bar off), as ``python -m fl_bench`` builds it."""
+    from fl_bench.runs.config import to_config
+
     with initialize_config_dir(config_dir, version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=["progress=false", *overrides]))
+        return to_config(compose("config", overrides=["progress=false", *overrides]))
 
 
 @pytest.fixture

@@ -393,7 +393,7 @@ def check_runs(commands: list[Command], monkeypatch, every_value: bool = False) 
     from omegaconf import OmegaConf, open_dict, read_write
 
     from fl_bench.runs.cli import CONFIG_DIR, _check_optional_groups, one_line
-    from fl_bench.runs.config import register_configs
+    from fl_bench.runs.config import register_configs, to_config
 
     problems = []
     before = HydraConfig.instance().cfg
@@ -419,7 +419,7 @@ def check_runs(commands: list[Command], monkeypatch, every_value: bool = False) 
                                 assert not missing, f"it searches {missing}, which this config does not have"
                             with read_write(cfg), open_dict(cfg):
                                 del cfg["hydra"]
-                            OmegaConf.to_object(cfg)
+                            to_config(cfg)
                     except Exception as error:
                         problems.append(f"{command}: {error if isinstance(error, AssertionError) else one_line(error)}")
     finally:

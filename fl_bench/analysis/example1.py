@@ -69,14 +69,14 @@ def fedlaavg_trajectory(mu1: float, mu2: float, eta: float, period: int, x0: flo
 def simulate(algorithm: str, rounds: int, overrides: tuple[str, ...] = ()) -> np.ndarray:
     """The model after each round of ``algorithm`` on the engine (experiment=fedlaavg_example1)."""
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
     from fl_bench.runs.cli import CONFIG_DIR
+    from fl_bench.runs.config import to_config
     from fl_bench.runs.experiment import build_experiment
 
     extra = ["selection=uniform"] if algorithm == "fedavg" else []  # FedAvg: uniform among the available
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=[
+        cfg = to_config(compose("config", overrides=[
             "experiment=fedlaavg_example1", f"algorithm={algorithm}", *extra, f"max_trips={rounds}", "progress=false",
             *overrides]))
     models: list[float] = []

@@ -69,7 +69,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import OmegaConf
 
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.fairness import write_fairness
@@ -161,11 +160,12 @@ class Reproduction(Tuning):
         from hydra import compose, initialize_config_dir
 
         from fl_bench.runs.cli import CONFIG_DIR, one_line
+        from fl_bench.runs.config import to_config
 
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
             for overrides, what in configs:
                 try:
-                    OmegaConf.to_object(compose("config", overrides=overrides))
+                    to_config(compose("config", overrides=overrides))
                 except Exception as error:  # Hydra's and the schema's errors, made one line
                     raise ValueError(f"{what}: {one_line(error)}") from error
 

@@ -13,14 +13,13 @@ import os
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from fl_bench.data.downloads import download_settings
 from fl_bench.data.sources import RealDatasetConfig
 from fl_bench.errors import ConfigError, FLBenchError
 from fl_bench.runs.cli import CONFIG_DIR, exit_with_error
-from fl_bench.runs.config import Config, register_configs
+from fl_bench.runs.config import Config, register_configs, to_config
 
 
 def run_config(dataset: str, overrides: list[str]) -> Config:
@@ -28,7 +27,7 @@ def run_config(dataset: str, overrides: list[str]) -> Config:
     generated at run time (nothing to prepare)."""
     register_configs()  # a plugin dataset's schema; a plugin that cannot be imported is one line
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=[f"dataset={dataset}", *overrides]))
+        cfg = to_config(compose("config", overrides=[f"dataset={dataset}", *overrides]))
     if not isinstance(cfg.dataset, RealDatasetConfig):
         raise ConfigError(f"dataset={dataset!r} is generated at run time: nothing to prepare")
     return cfg

@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import sys
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -19,14 +20,15 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from rich.console import Console
 
 from fl_bench.clients.distributed import launched_rank
 from fl_bench.errors import ConfigError, FLBenchError
-from fl_bench.runs.config import register_configs
+from fl_bench.runs.config import register_configs, to_config
 from fl_bench.runs.interrupt import stop_signals_handled
 from fl_bench.runs.run_dir import RunDirectory
+from fl_bench.schema import unknown_key
 
 # Importing this module registers the configs for whoever composes them (tests, benchmarks, Hydra's
 # launchers). A plugin module that cannot be imported must not end in a traceback here: main() and the
@@ -43,6 +45,11 @@ def one_line(error: BaseException) -> str:
         cause = cause.__cause__
     if isinstance(cause, FLBenchError):
         return str(cause)
+    node = getattr(cause, "parent_node", None)
+    schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and is_dataclass(schema) and cause.full_key \
+            and cause.key not in {f.name for f in fields(schema)}:  # key=value for a key its schema lacks
+        return str(unknown_key(cause.full_key, node))  # the line a +key=value typo gets (check_keys)
     text = str(error)
     missing = re.search(r"Could not find '([\w/]+)/([^']+)'", text)
     options = re.search(r"Available options in '[\w/]+':\s*\n((?:\s+\S+\n?)+)", text)
@@ -71,7 +78,7 @@ def _main(dict_cfg: DictConfig) -> float | None:
     try:
         try:
             _check_optional_groups()
-            cfg = OmegaConf.to_object(dict_cfg)  # runs the schemas' range checks
+            cfg = to_config(dict_cfg)  # the schemas' key and range checks
         except BaseException:
             directory.remove_if_fresh()  # bad input leaves no orphan run directory
             raise

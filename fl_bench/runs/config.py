@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 # The built-in options register themselves when their modules are imported.
 from fl_bench.algorithms import buffered, ca2fl, fadas, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
@@ -35,7 +35,7 @@ from fl_bench.models import ModelConfig
 from fl_bench.numerics import MODES as NUMERICS_MODES
 from fl_bench.privacy.server import DPConfig
 from fl_bench.errors import ConfigError
-from fl_bench.schema import choice, load_plugins, require
+from fl_bench.schema import check_keys, choice, load_plugins, require
 
 LOGGERS = ("csv", "wandb")
 
@@ -222,6 +222,13 @@ class Config:
 # directory's finished run counts as this config's whatever they are (fl_bench.runs.experiment).
 NOT_RESULT_KEYS = ("resume", "progress", "checkpoint_every", "checkpoint_minutes", "logger", "wandb", "threads",
                    "accelerator", "devices", "num_nodes", "strategy", "cuda_graphs", "data_root", "data_mirror")
+
+
+def to_config(cfg: DictConfig) -> Config:
+    """The composed config as the run's objects, the one way a command makes them: a key that no schema has
+    (a ``+``/``++`` override's typo) is refused first, then each schema's ``__post_init__`` checks its values."""
+    check_keys(cfg)
+    return OmegaConf.to_object(cfg)
 
 
 def result_config(cfg: Config) -> dict[str, Any]:

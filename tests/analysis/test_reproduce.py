@@ -428,8 +428,8 @@ def test_a_misspelt_arm_override_stops_the_reproduction_before_any_directory_or_
     ran = []
     monkeypatch.setattr(Reproduction, "_run", lambda self, command, log_dir, check=True: ran.append(command))
     repro = Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, every_arm=every_arm)
-    with pytest.raises(ValueError, match=r"arm 'fedstaleweight alg1' \(fedstaleweight_alg1\) does not run: Could not "
-                                         r"override 'algorithm.staleness_emaa'"):
+    with pytest.raises(ValueError, match=r"arm 'fedstaleweight alg1' \(fedstaleweight_alg1\) does not run: "
+                                         r"algorithm.staleness_emaa is not a key of algorithm=fedstaleweight: did you mean"):
         repro.run([], tmp_path / "out")
     assert not ran and not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
 
