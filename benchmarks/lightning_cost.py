@@ -5,9 +5,11 @@
   (b) the built-in batched path (``vmap_clients=true``),
   (c) ``task=lightning`` with :class:`PlainMLP`, a LightningModule in Lightning's documented style
       (``training_step`` returning the loss, ``configure_optimizers`` returning SGD), which takes the
-      model group's network, so that its trips compute what (a)'s do;
+      model group's network, so that its trips compute what (a)'s do, batched over clients
+      (fl_bench.clients.lightning_batched, ``vmap_clients=true``; auto chooses it for this module too),
+  (e) the same module one trip at a time (``vmap_clients=false``);
 
-and, with ``--logged``, (d) the same module with ``self.log("train_loss", loss)`` in its step.
+and, with ``--logged``, (d) the module of (c) with ``self.log("train_loss", loss)`` in its step.
 Each run is a whole ``run_experiment`` (event loop, server, per-trip log, evaluations) in its own
 process; trips/s is trips trained per second of simulation (summary.json's ``simulate_seconds``).
 The paths run interleaved, ``--repeats`` times; the table gives the median of each, and ``time x (a)``,
@@ -71,9 +73,14 @@ class PlainMLP(L.LightningModule):
 PATHS = {
     "a": ("built-in, one trip at a time", ["vmap_clients=false"]),
     "b": ("built-in, batched", ["vmap_clients=true"]),
-    "c": ("task=lightning, PlainMLP", ["task=lightning", "task.module._target_=lightning_cost.PlainMLP"]),
-    "d": ("task=lightning, PlainMLP with self.log", ["task=lightning", "task.module._target_=lightning_cost.PlainMLP",
-                                                     "+task.module.log=true"]),
+    "c": ("task=lightning, PlainMLP, batched", ["task=lightning", "task.module._target_=lightning_cost.PlainMLP",
+                                                 "vmap_clients=true"]),
+    "d": ("task=lightning, PlainMLP with self.log, batched", ["task=lightning",
+                                                              "task.module._target_=lightning_cost.PlainMLP",
+                                                              "+task.module.log=true", "vmap_clients=true"]),
+    "e": ("task=lightning, PlainMLP, one trip at a time", ["task=lightning",
+                                                           "task.module._target_=lightning_cost.PlainMLP",
+                                                           "vmap_clients=false"]),
 }
 
 
@@ -86,7 +93,7 @@ def config(path: str, trips: int, overrides: list[str]):
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         base = compose("config", overrides=[*COMMON, *overrides])
         lr = base.algorithm.client_lr  # the module's SGD at the built-in task's lr: the same trips
-        extra = [f"+task.module.lr={lr}"] if path in ("c", "d") else []
+        extra = [f"+task.module.lr={lr}"] if path in ("c", "d", "e") else []
         return OmegaConf.to_object(compose("config", overrides=[
             *COMMON, *PATHS[path][1], *extra, f"max_trips={trips}", f"eval_every={trips}", *overrides]))
 
@@ -129,7 +136,7 @@ def main() -> None:
     parser.add_argument("--trips", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--logged", action="store_true", help="also (d): the module with self.log in its step")
-    parser.add_argument("--paths", nargs="+", default=["a", "b", "c"], choices=list(PATHS), help="paths to run")
+    parser.add_argument("--paths", nargs="+", default=["a", "b", "c", "e"], choices=list(PATHS), help="paths to run")
     parser.add_argument("--profile", type=int, metavar="TRIPS", help="cProfile (c)'s trips instead")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. algorithm=fedavg")
     args = parser.parse_args()

@@ -8,7 +8,10 @@ by default for a module with BatchNorm layers, which cannot train on a batch of 
   whose client rule is plain SGD (FedBuff, FedAvg and its family, FedAsync, FedStaleWeight). Its
   schedulers step as the Trainer steps them, within the trip (interval epoch: at the end of each local
   epoch; step: after each step; every ``frequency``), and start afresh with it; one that would never
-  change the lr within a trip is refused (across trips the lr moves with ``algorithm.lr_decay``).
+  change the lr within a trip is refused (across trips the lr moves with ``algorithm.lr_decay``), as is
+  one that monitors a metric (fl_bench steps none on a metric); ``task.lr_scheduler=off`` leaves the
+  schedulers out (:meth:`LightningClientTrainer._configured`), and trips step the optimizer at its
+  configured lr.
   Around it, fl_bench applies the algorithm's client knobs: FedProx's (mu/2)||y - y_0||^2 is added to
   the module's loss, and each step's lr is the optimizer's lr times LR-norm's n/B and the lr
   schedule's factor (``lr_decay^t``, or 1/(1+t)); ``algorithm.client_lr`` is not used;
@@ -38,7 +41,9 @@ checkpoint and of ``model.pt``. They travel through the trainer's hooks of fl_be
 from __future__ import annotations
 
 import inspect
+import logging
 import random
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -47,27 +52,101 @@ import numpy as np
 import torch
 from torch import nn
 
-from fl_bench.clients.lightning_task import LightningTask, flat_buffers, load_buffers, overrides, user_code, user_error
+from fl_bench.clients.lightning_task import (LightningTask, call_hook, changed_attributes, clip_gradient_list, defines,
+                                             flat_buffers, load_buffers, overrides, restore_attributes, trainer_read,
+                                             user_code, user_error)
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.trainer import ClientTrainer, views
 from fl_bench.contracts import Broadcast
 from fl_bench.data import FederatedData
 from fl_bench.errors import ConfigError
 
+logger = logging.getLogger(__name__)
 
-# The hooks a trip calls (module docstring); LightningModule's own are empty, so a trip calls only those
+
+# The hooks a trip calls where the module has them (lightning_task.HOOKS says when): LightningModule's own are
+# empty, or do what the trip does itself (optimizer.step, zero_grad, Fabric's backward), so a trip calls only those
 # the module overrides (by its class or on the instance): each call of an empty one cost a few microseconds.
-TRIP_HOOKS = ("on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start",
-              "on_train_batch_end", "on_before_backward", "on_after_backward", "on_before_optimizer_step",
-              "on_before_zero_grad")
+TRIP_HOOKS = ("on_fit_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start", "optimizer_step",
+              "on_before_zero_grad", "optimizer_zero_grad", "on_before_backward", "backward", "on_after_backward",
+              "on_before_optimizer_step", "configure_gradient_clipping", "lr_scheduler_step", "on_train_batch_end",
+              "on_train_epoch_end", "on_train_end", "on_fit_end")
+# Those that take (or act on) the module's optimizer: refused where trips step with the algorithm's rule
+OPTIMIZER_HOOKS = ("optimizer_step", "on_before_zero_grad", "optimizer_zero_grad", "backward", "on_before_optimizer_step",
+                   "configure_gradient_clipping", "lr_scheduler_step")
+_TRIP_HOOK_SET = frozenset(TRIP_HOOKS)
+_CLASS_HOOKS: dict[type, frozenset[str]] = {}  # by module class: walking the hooks every trip cost 5 µs
 
 
 def _hooks_defined(module: nn.Module) -> frozenset[str]:
-    """The trip hooks that do something: those whose method is not LightningModule's empty default."""
+    """The trip hooks that do something: those the module's class overrides (LightningModule's are empty, or
+    the trip's own work), and those set on the instance."""
     from lightning import LightningModule
 
-    return frozenset(hook for hook in TRIP_HOOKS
-                     if getattr(getattr(module, hook), "__func__", None) is not getattr(LightningModule, hook))
+    cls = type(module)
+    found = _CLASS_HOOKS.get(cls)
+    if found is None:
+        found = _CLASS_HOOKS[cls] = frozenset(hook for hook in TRIP_HOOKS
+                                              if getattr(cls, hook) is not getattr(LightningModule, hook))
+    own = _TRIP_HOOK_SET.intersection(vars(module))
+    return found | own if own else found
+
+
+def _batch_output(loss: torch.Tensor | None, output: Any) -> dict[str, Any]:
+    """What lightning.Trainer hands on_train_batch_end as ``outputs``: the loss detached and the other keys
+    of a dict the step returned; {} where it returned None (automatic optimization's ClosureResult)."""
+    if loss is None:
+        return {}
+    extra = {key: value for key, value in output.items() if key != "loss"} if isinstance(output, dict) else {}
+    return {"loss": loss.detach().clone(), **extra}
+
+
+class _TripStrategy:
+    """What a trip's optimizer, as the module's optimizer_step gets it (a LightningOptimizer), steps through:
+    ``optimizer.step(closure)`` runs the closure, then the hooks and clipping after it and the optimizer's
+    step at the algorithm's lr factor (LightningClientTrainer._after_closure), as the Trainer's precision
+    plugin does."""
+
+    def __init__(self, trainer: "LightningClientTrainer"):
+        self.trainer = trainer
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any, model: Any = None, **kwargs: Any) -> Any:
+        value = closure()
+        self.trainer._after_closure(optimizer)
+        return value
+
+
+# What configure_optimizers may read of self.trainer to size a scheduler: under task.lr_scheduler=off (the scheduler
+# left out), the longest trip's (_SizedFit)
+SIZED_FIT = ("estimated_stepping_batches", "max_steps", "max_epochs")
+
+
+class _SizedFit:
+    """What ``self.trainer`` gives configure_optimizers under task.lr_scheduler=off (Lightning's shim reads
+    it as it reads Fabric): SIZED_FIT from the longest trip, only so that a scheduler sized by them can be
+    built and left out; anything else, Fabric's."""
+
+    def __init__(self, fabric: Any, steps: int, epochs: int):
+        self._fabric, self.estimated_stepping_batches, self.max_steps, self.max_epochs = fabric, steps, steps, epochs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fabric, name)
+
+
+def _unscheduled(optimizer: torch.optim.Optimizer, schedulers: list[Any]) -> None:
+    """The optimizer's hyperparameters as its arguments set them, before the schedulers built on it changed them
+    (task.lr_scheduler=off): a scheduler keeps the lr it found as ``initial_lr`` (a warm-up scales the lr at
+    once); OneCycleLR and CyclicLR set an lr and momentum of their own, so the optimizer's arguments
+    (``defaults``) come back."""
+    from torch.optim.lr_scheduler import CyclicLR, OneCycleLR
+
+    cyclic = any(isinstance(scheduler, (CyclicLR, OneCycleLR)) for scheduler in schedulers)
+    for group in optimizer.param_groups:
+        if cyclic:
+            group.update({key: optimizer.defaults[key] for key in ("lr", "momentum", "betas")
+                          if key in group and key in optimizer.defaults})
+        else:
+            group["lr"] = group.get("initial_lr", group["lr"])
 
 
 def _described(value: Any) -> str:
@@ -109,9 +188,11 @@ class LightningClientTrainer(ClientTrainer):
     plan and upload layout as :class:`ClientTrainer`, the loss from the module's ``training_step``,
     the step from its optimizer or from the algorithm's rule."""
 
+    left_out: list[str] = []  # the module's lr schedulers left out by task.lr_scheduler=off (_configured)
+
     def __init__(self, task: LightningTask, data: FederatedData, local: LocalTraining, update: LocalUpdate,
-                 fabric: Any, own_optimizer: bool, precision: str):
-        super().__init__(task, data, local, vmap=False, update=update, precision=precision)
+                 fabric: Any, own_optimizer: bool, precision: str, chunk: int = 256):
+        super().__init__(task, data, local, vmap=False, chunk=chunk, update=update, precision=precision)
         self.fabric = fabric
         self.module = task.module
         self.own_optimizer = own_optimizer  # the module's configure_optimizers, else the algorithm's rule
@@ -123,12 +204,17 @@ class LightningClientTrainer(ClientTrainer):
         self._trip_buffers: dict[int, torch.Tensor] = {}  # federated: trained trips' final buffers, by seed
         self._sizes = data.sizes
         task.evaluation_buffers = self.evaluation_buffers
+        # the module's self.optimizers(): a trip's optimizer (_optimizer), or under the algorithm's rule an SGD at its lr
+        task.optimizer = None if own_optimizer else torch.optim.SGD(self.params, lr=local.lr)
         if own_optimizer and not overrides(self.module, "configure_optimizers"):
             raise ConfigError(f"{type(self.module).__qualname__} has no configure_optimizers: under this algorithm a "
                               f"client trip steps the module's own optimizer; add one (as lightning.Trainer needs)")
         self.schedulers: list[tuple[str, str, int]] = []  # (class, interval, frequency) of the module's own
         self._host: tuple[Any, Any, Any] | None = None  # the host's generator states during trips (_local_sgd)
         self._defined: frozenset[str] = frozenset()  # the trip hooks the module has (_hook), found per trip
+        self.batched: Any = None  # fl_bench.clients.lightning_batched.BatchedTrips, where trips train together
+        self.why_one_at_a_time: str | None = None  # (choose_batching)
+        self.refuse_optimizer_hooks()
         if own_optimizer:
             self._check_schedulers()
 
@@ -144,7 +230,13 @@ class LightningClientTrainer(ClientTrainer):
             kinds = " and ".join(f"{kind} (per {interval})" for kind, interval, _ in self.schedulers)
             how += (f", its lr scheduler {kinds} acting within each trip and starting afresh with every trip "
                     f"(across trips: algorithm.lr_decay)")
-        return f"{self.task.describe()}; trips step with {how}"
+        if self.own_optimizer and self.task.cfg.lr_scheduler == "off":
+            how += (f", its lr scheduler {' and '.join(self.left_out)} left out (task.lr_scheduler=off): the optimizer's "
+                    f"configured lr throughout each trip (across trips: algorithm.lr_decay)" if self.left_out else
+                    ", at its configured lr (task.lr_scheduler=off; configure_optimizers returns no lr scheduler)")
+        together = (f"; {self.batched.describe()}" if self.batched is not None else
+                    f"; trips train one at a time: {self.why_one_at_a_time}" if self.why_one_at_a_time else "")
+        return f"{self.task.describe()}; trips step with {how}{together}"
 
     # ------------------------------------------------------------------ buffers (module docstring)
     def broadcast_state(self) -> dict[str, torch.Tensor]:
@@ -199,16 +291,63 @@ class LightningClientTrainer(ClientTrainer):
                 self.client_buffers[client] = finals[seed]
 
     def state_dict(self) -> dict[str, Any]:
-        """The buffers a resumed run needs (a checkpoint keeps them)."""
-        return {"global": self.global_buffers, "clients": self.client_buffers, "trips": self._trip_buffers}
+        """The buffers a resumed run needs (a checkpoint keeps them), and what the module's on_save_checkpoint
+        adds to a dict holding its state_dict, as under lightning.Trainer (lightning_task.HOOKS)."""
+        state = {"global": self.global_buffers, "clients": self.client_buffers, "trips": self._trip_buffers}
+        if defines(self.module, "on_save_checkpoint"):
+            checkpoint = {"state_dict": self.module.state_dict()}
+            call_hook(self.module, "on_save_checkpoint", checkpoint)
+            state["module"] = {key: value for key, value in checkpoint.items() if key != "state_dict"}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
+        """Restore :meth:`state_dict`; the module's on_load_checkpoint gets the dict its on_save_checkpoint filled."""
         self.global_buffers, self.client_buffers, self._trip_buffers = state["global"], state["clients"], state["trips"]
+        if defines(self.module, "on_load_checkpoint"):
+            call_hook(self.module, "on_load_checkpoint", {"state_dict": self.module.state_dict(), **state.get("module", {})})
+
+    def choose_batching(self, start: Broadcast, asked: bool) -> None:
+        """Whether trips train together (fl_bench.clients.lightning_batched), where ``asked``
+        (``vmap_clients``, resolved): the module and the run allow it, and a probe trip trained both ways
+        gives one Delta; else one at a time, and :meth:`describe` says why."""
+        from fl_bench.clients.lightning_batched import BatchedTrips, why_not_batched
+
+        self.batched, self.why_one_at_a_time = None, None
+        if not asked:
+            return
+        self.why_one_at_a_time = why_not_batched(self)
+        if self.why_one_at_a_time is None:
+            batched = BatchedTrips(self)
+            self.why_one_at_a_time = batched.probe(start, int(np.argmax(self._sizes)))
+            self.batched = batched if self.why_one_at_a_time is None else None
+
+    def configured_optimizer(self) -> torch.optim.Optimizer:
+        """A fresh optimizer from the module's configure_optimizers (refused in one line where a trip cannot
+        step it), not set up by Fabric."""
+        return self._configured()[0]
 
     def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Any = None,
               steps: Sequence[int] | None = None) -> Sequence[torch.Tensor]:
-        """As :meth:`ClientTrainer.train`; each trip's buffers start from its download (``_trip``)."""
+        """As :meth:`ClientTrainer.train`: together (:meth:`choose_batching`), or one at a time."""
+        if self.batched is None or len(clients) < 2:
+            return self.train_one_at_a_time(starts, clients, seeds, out, steps)
+        if out is None:
+            out = torch.empty(len(clients), self.upload_size, device=self.device)
+        from fl_bench.clients.lightning_batched import NotBatchable, vmap_reason
+
+        try:
+            self.batched.train(starts, clients, seeds, out, steps)
+        except Exception as error:  # (a step the probe did not meet: this batch, and every later one, alone)
+            self.batched = None
+            self.why_one_at_a_time = str(error) if isinstance(error, NotBatchable) else vmap_reason(error)
+            logger.warning("task=lightning: trips train one at a time from here on: %s", self.why_one_at_a_time)
+            return self.train_one_at_a_time(starts, clients, seeds, out, steps)
+        return out
+
+    def train_one_at_a_time(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Any = None,
+                            steps: Sequence[int] | None = None) -> Sequence[torch.Tensor]:
+        """As :meth:`ClientTrainer.train`, one trip after the other; each trip's buffers start from its
+        download (``_trip``)."""
         self._downloads = dict(zip(seeds, starts))
         try:
             return super().train(starts, clients, seeds, out, steps)
@@ -246,17 +385,18 @@ class LightningClientTrainer(ClientTrainer):
         elif self.buffer_rule == "local":
             self.client_buffers[client] = self._trip_buffers[seed] = flat_buffers(self.module)
 
-    def _hook(self, name: str, *args: Any) -> None:
+    def _hook(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call the module's hook ``name``, where it has one of its own (``self._defined``, found at the
-        start of each trip: LightningModule's are empty)."""
+        start of each trip: LightningModule's are empty), and give what it returns."""
         if name in self._defined:
             try:
-                getattr(self.module, name)(*args)
+                return getattr(self.module, name)(*args, **kwargs)
             except Exception as error:
                 raised = user_error(self.module, name, error)
                 if raised is error:
                     raise
                 raise raised from error
+        return None
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, list[Any]]:
         """A fresh optimizer and its scheduler configs (:meth:`_configured`), the optimizer set up by
@@ -265,7 +405,8 @@ class LightningClientTrainer(ClientTrainer):
         trip) to step it the same way (fl_bench's strategies, single device or DDP, give it no
         callbacks or DeepSpeed engine); the hooks get the optimizer itself, as lightning.Trainer's do."""
         optimizer, configs = self._configured()
-        return self.fabric.strategy.setup_optimizer(optimizer), configs
+        self.task.optimizer = optimizer = self.fabric.strategy.setup_optimizer(optimizer)  # (self.optimizers())
+        return optimizer, configs
 
     def _configured(self) -> tuple[torch.optim.Optimizer, list[Any]]:
         """A fresh optimizer and its scheduler configs from the module's configure_optimizers (every
@@ -274,15 +415,23 @@ class LightningClientTrainer(ClientTrainer):
         from lightning.pytorch.core.optimizer import _configure_optimizers, _configure_schedulers_automatic_opt
 
         name = f"{type(self.module).__qualname__}.configure_optimizers"
+        off = self.task.cfg.lr_scheduler == "off"
+        fabric = self.module._fabric
         try:  # (called every trip: the hint, the module's arguments, is only written out where it raised)
+            if off:  # what it reads of self.trainer to size a scheduler left out (_SizedFit)
+                self.module._fabric = _SizedFit(fabric, *self._longest_trip())
             returned = self.module.configure_optimizers()
         except Exception as error:
+            read = trainer_read(error)
             arguments = {k: v for k, v in self.task.cfg.module.items() if k != "_target_"}
             raised = user_error(self.module, "configure_optimizers", error,
-                                 f"(task.module's arguments: {arguments})" if arguments else "")
+                                self._trainer_advice(read, off) if read is not None else
+                                f"(task.module's arguments: {arguments})" if arguments else "")
             if raised is error:
                 raise
             raise raised from error
+        finally:
+            self.module._fabric = fabric
         forms = ("return an optimizer, a list of them, ([optimizers], [schedulers]) or a dict with 'optimizer' "
                  "(and 'lr_scheduler'), as lightning.Trainer takes")
         if isinstance(returned, torch.optim.Optimizer):  # what Lightning's parser makes of one (its Protocol check is slow)
@@ -299,14 +448,53 @@ class LightningClientTrainer(ClientTrainer):
             raise ConfigError(f"{name} returned {type(optimizers[0]).__name__}, whose step needs a closure that "
                               f"re-evaluates the loss: a client trip steps once per minibatch; use an optimizer that "
                               f"steps without one (SGD, Adam, ...)")
+        if off:  # left out: the optimizer as configured (_unscheduled)
+            schedulers = [s.get("scheduler") if isinstance(s, dict) else s for s in schedulers]
+            self.left_out = list(dict.fromkeys(type(s).__name__ for s in schedulers))
+            _unscheduled(optimizers[0], schedulers)
+            return optimizers[0], []
         try:
             configs = _configure_schedulers_automatic_opt(schedulers, monitor)
         except MisconfigurationException as error:
             raise ConfigError(f"{name}: {str(error).splitlines()[0]}") from None
-        if any(config.monitor is not None for config in configs):
-            raise ConfigError(f"{type(self.module).__qualname__}'s lr scheduler monitors a metric "
-                              f"({configs[0].monitor}): a client trip has no validation to read it from")
+        monitored = next((config for config in configs if config.monitor is not None), None)
+        if monitored is not None:
+            raise ConfigError(self._monitored(monitored))
         return optimizers[0], configs
+
+    def _longest_trip(self) -> tuple[int, int]:
+        """The longest trip's steps and local epochs, over the clients."""
+        sizes = np.asarray(self._sizes, dtype=np.int64)
+        steps = self.local.num_steps(sizes)
+        return int(steps.max()), int((-(-steps // self.local.batches_per_epoch(sizes))).max())
+
+    def _trainer_advice(self, read: str, off: bool) -> str:
+        """What to do where configure_optimizers reads ``read`` of self.trainer (:func:`user_error` says why not)."""
+        steps, epochs = self._longest_trip()
+        fewest = int(self.local.num_steps(np.asarray(self._sizes, dtype=np.int64)).min())
+        sized = not off and read.rsplit(".", 1)[-1] in SIZED_FIT
+        return (f"here a trip has {fewest} to {steps} steps in at most {epochs} epoch(s); give what it sizes as an "
+                f"argument of the module's (for OneCycleLR, total_steps of at least {steps})"
+                + (", or run the module without its lr scheduler with task.lr_scheduler=off" if sized else ""))
+
+    def _monitored(self, config: Any) -> str:
+        """The refusal of a scheduler that monitors a metric (ReduceLROnPlateau): why it cannot act in a trip,
+        and the working option."""
+        metric, kind = config.monitor, type(config.scheduler).__name__
+        validation = {re.sub(r"_(step|epoch)$", "", key) for key in self.task.last_validation}
+        if re.sub(r"_(step|epoch)$", "", metric) in validation or metric.startswith(("val", "valid", "test")):
+            why = ("a validation metric, which no client trip computes (fl_bench validates the global model on the "
+                   "server, between trips)")
+        else:
+            epochs, patience = self._longest_trip()[1], getattr(config.scheduler, "patience", None)
+            never = patience is not None and epochs <= patience
+            why = (f"to act when it stops improving over epochs, but each trip starts a fresh scheduler and trains "
+                   f"{epochs} local epoch(s) (algorithm.local_epochs={self.local.epochs})"
+                   + (f", no more than its patience of {patience}, so it could never act" if never else "")
+                   + ", and fl_bench steps no lr scheduler on a metric")
+        return (f"{type(self.module).__qualname__}'s lr scheduler {kind} monitors {metric!r}, {why}: run the module "
+                f"without it with task.lr_scheduler=off (trips step its optimizer at its configured lr; for an lr that "
+                f"decays across trips, algorithm.lr_decay)")
 
     def _check_schedulers(self, horizon: int = 10_000) -> None:
         """Build the module's optimizer once, before any trip (what cannot step stops here), and step its
@@ -351,8 +539,9 @@ class LightningClientTrainer(ClientTrainer):
             raise ConfigError(f"{type(self.module).__qualname__}'s lr scheduler {kinds} never changes the lr within a "
                               f"trip, and each trip starts a fresh optimizer and scheduler: the longest trip has "
                               f"{longest} steps in {most_epochs} epoch(s) (algorithm.local_epochs="
-                              f"{self.local.epochs}); let it act within a trip (interval step, more local epochs), or "
-                              f"decay the lr across trips with algorithm.lr_decay")
+                              f"{self.local.epochs}); let it act within a trip (interval step, more local epochs), run "
+                              f"the module without it with task.lr_scheduler=off (its optimizer at its configured lr), "
+                              f"or decay the lr across trips with algorithm.lr_decay")
 
     def _local_sgd(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
                    rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None = None,
@@ -379,7 +568,10 @@ class LightningClientTrainer(ClientTrainer):
 
     def _trip(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
               rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None) -> None:
-        local, params, task = self.local, self.params, self.task
+        """One trip as lightning.Trainer's fit of the module over the trip's minibatches (a trip is a fit of its
+        own): its hooks where and in the order the Trainer calls them (lightning_task.HOOKS), the module's
+        counters within the trip (LightningTask.set_counters), and its Python attributes restored after it."""
+        local, params, task, module = self.local, self.params, self.task, self.module
         x, y = self.data.client(client)
         gen = torch.Generator().manual_seed(seed)  # augmentation draws
         per_epoch = int(local.batches_per_epoch(len(y)))
@@ -388,11 +580,20 @@ class LightningClientTrainer(ClientTrainer):
         state_views = {k: views(v, self.shapes) for k, v in state.items()}
         self._start_buffers(client, self._downloads[seed])
         task.metrics.trip = seed
-        self._defined = _hooks_defined(self.module)
+        defined = self._defined = _hooks_defined(module)
+        kept = task.trips_begin()  # its attributes, restored after the trip (a client keeps none between trips)
+        task.trainer_view()
+        task.set_counters(0, 0)
+        self._hook("on_fit_start")
         optimizer, schedulers = self._optimizer() if self.own_optimizer else (None, [])
+        stepper = self._lr_scheduler_step if "lr_scheduler_step" in defined else None
+        clip, algorithm = task.cfg.gradient_clip_val, task.cfg.gradient_clip_algorithm
+        self._anchors, self._clip = anchors, (clip or 0.0) if "configure_gradient_clipping" not in defined else None
         self._hook("on_train_start")
+        last = len(counts) - 1
         for step, count in enumerate(counts):
-            batch_idx = step % per_epoch
+            batch_idx, epoch = step % per_epoch, step // per_epoch
+            task.set_counters(epoch, step)
             if batch_idx == 0:
                 self._hook("on_train_epoch_start")
             picked = rows[step, :count]
@@ -402,46 +603,171 @@ class LightningClientTrainer(ClientTrainer):
             else:
                 inputs = x[picked]
             batch = task.batch(inputs, y[picked], True, gen)
-            self._hook("on_train_batch_start", batch, batch_idx)
-            with self.autocast():
-                loss, output = task.training_loss(batch, batch_idx)
-            if loss is not None and optimizer is not None:
-                scale = local.step_lr(count, version) / local.lr  # LR-norm's n/B and the lr schedule's factor
-                if self.update.prox_mu:  # FedProx: (mu/2)||y - y_0||^2 in the objective
-                    loss = loss + 0.5 * self.update.prox_mu * sum((p - a).pow(2).sum() for p, a in zip(params, anchors))
-                self._hook("on_before_backward", loss)
-                self.fabric.backward(loss)
-                self._hook("on_after_backward")
-                lrs = [group["lr"] for group in optimizer.param_groups]  # the module's scheduler sets them
-                for group, lr in zip(optimizer.param_groups, lrs):
-                    group["lr"] = lr * scale
-                self._hook("on_before_optimizer_step", optimizer)
-                with user_code(self.module, "configure_optimizers' optimizer step"):
-                    self.fabric.strategy.optimizer_step(optimizer)
-                for group, lr in zip(optimizer.param_groups, lrs):
-                    group["lr"] = lr
-                self._hook("on_before_zero_grad", optimizer)
-                optimizer.zero_grad()
-            elif loss is not None:
-                self._hook("on_before_backward", loss)
-                grads = list(torch.autograd.grad(loss, params))
-                self._hook("on_after_backward")
-                with torch.no_grad():
-                    if step == 0 and first_gradient is not None:
-                        torch._foreach_copy_(views(first_gradient, self.shapes), grads)
-                    self.update.step(params, grads, anchors, local.step_lr(count, version), state_views)
-            self._hook("on_train_batch_end", output, batch, batch_idx)
-            self._step_schedulers(schedulers, "step", step + 1)
-            if batch_idx == per_epoch - 1 or step == len(counts) - 1:
+            if "on_train_batch_start" in defined:
+                self._batch_start(batch, batch_idx)
+            if optimizer is not None:
+                self._scale = local.step_lr(count, version) / local.lr  # LR-norm's n/B and the lr schedule's factor
+                loss, output = self._optimizer_step(optimizer, batch, batch_idx, epoch)
+            else:
+                with self.autocast():
+                    loss, output = task.training_loss(batch, batch_idx)
+                if loss is not None:
+                    self._hook("on_before_backward", loss)
+                    grads = list(torch.autograd.grad(loss, params))
+                    self._hook("on_after_backward")
+                    with torch.no_grad():
+                        if clip:  # task.gradient_clip_val, as the Trainer clips
+                            clip_gradient_list(grads, clip, algorithm)
+                        if step == 0 and first_gradient is not None:
+                            torch._foreach_copy_(views(first_gradient, self.shapes), grads)
+                        self.update.step(params, grads, anchors, local.step_lr(count, version), state_views)
+            task.set_counters(epoch, step + 1)
+            # the Trainer's order: step schedulers, at an epoch's last step its epoch schedulers, on_train_batch_end
+            self._step_schedulers(schedulers, "step", step + 1, stepper)
+            ends_epoch = batch_idx == per_epoch - 1 or step == last
+            if ends_epoch:
+                self._step_schedulers(schedulers, "epoch", epoch + 1, stepper)
+            if "on_train_batch_end" in defined:
+                self._hook("on_train_batch_end", _batch_output(loss, output), batch, batch_idx)
+            if ends_epoch:
                 self._hook("on_train_epoch_end")
                 task.metrics.end_epoch()  # (after the hook: what it logs on_epoch counts for this epoch)
-                self._step_schedulers(schedulers, "epoch", step // per_epoch + 1)
+        task.set_counters(last // per_epoch + 1, len(counts))
         self._hook("on_train_end")
+        self._hook("on_fit_end")
+        task.set_counters(0, 0)
+        if optimizer is not None:  # (the last step's gradients: no later trip sees them; zero_grad cost 10 µs)
+            for p in params:
+                p.grad = None
+        changed = changed_attributes(module, kept)
+        if changed:
+            restore_attributes(module, kept, changed)
         self._end_buffers(client, seed)
 
+    def _batch_start(self, batch: Any, batch_idx: int) -> None:
+        """on_train_batch_start, whose -1 (skip the rest of the epoch, under the Trainer) is refused."""
+        response = self._hook("on_train_batch_start", batch, batch_idx)
+        if type(response) is int and response == -1:
+            raise ConfigError(f"{type(self.module).__qualname__}.on_train_batch_start returned -1, with which "
+                              f"lightning.Trainer skips the rest of the epoch: a client trip trains the steps its plan "
+                              f"gives (its time and FLOPs count them); return None, and skip a batch by returning None "
+                              f"from training_step")
+
+    def _optimizer_step(self, optimizer: torch.optim.Optimizer, batch: Any, batch_idx: int,
+                        epoch: int) -> tuple[torch.Tensor | None, Any]:
+        """One step of the module's optimizer as the Trainer's automatic optimization takes it: the module's
+        optimizer_step with the closure (zero_grad hooks, training_step, backward), where it has one; else the
+        closure, :meth:`_after_closure` and the step. Gives training_step's loss and output."""
+        self._result = None
+        if "optimizer_step" not in self._defined:
+            self._closure(optimizer, batch, batch_idx, epoch)
+            self._after_closure(optimizer)
+            return self._result
+
+        def optimizer_closure() -> torch.Tensor | None:
+            loss, _ = self._closure(optimizer, batch, batch_idx, epoch)
+            return None if loss is None else loss.detach()
+
+        self._hook("optimizer_step", epoch, batch_idx, self._lightning_optimizer(optimizer), optimizer_closure)
+        if self._result is None:
+            raise ConfigError(f"{type(self.module).__qualname__}.optimizer_step did not run optimizer_closure: it runs "
+                              f"training_step and backward, as under lightning.Trainer; call "
+                              f"optimizer.step(closure=optimizer_closure)")
+        return self._result
+
+    def _closure(self, optimizer: torch.optim.Optimizer, batch: Any, batch_idx: int,
+                 epoch: int) -> tuple[torch.Tensor | None, Any]:
+        """The Trainer's closure: training_step, the gradients zeroed (with their hooks), and, where it gave a
+        loss, backward (FedProx's (mu/2)||y - y_0||^2 added to the loss) between its hooks."""
+        defined = self._defined
+        with self.autocast():
+            loss, output = self.task.training_loss(batch, batch_idx)
+        if "on_before_zero_grad" in defined:
+            self._hook("on_before_zero_grad", optimizer)
+        if "optimizer_zero_grad" in defined:
+            self._hook("optimizer_zero_grad", epoch, batch_idx, optimizer)
+        else:
+            optimizer.zero_grad()
+        if loss is not None:
+            objective = loss
+            if self.update.prox_mu:  # FedProx: (mu/2)||y - y_0||^2 in the objective
+                objective = loss + 0.5 * self.update.prox_mu * sum((p - a).pow(2).sum()
+                                                                   for p, a in zip(self.params, self._anchors))
+            self._hook("on_before_backward", objective)
+            if "backward" in defined:
+                self._hook("backward", objective)
+            else:
+                self.fabric.backward(objective)
+            self._hook("on_after_backward")
+        self._result = loss, output
+        return self._result
+
+    def _after_closure(self, optimizer: torch.optim.Optimizer) -> None:
+        """After the closure, as the Trainer's precision plugin: on_before_optimizer_step, clipping
+        (:meth:`_clip_step`), and, where training_step gave a loss, the optimizer's step (Fabric's strategy:
+        its precision) at the lr times the algorithm's factor for this step (``self._scale``)."""
+        stepped = self._result is not None and self._result[0] is not None
+        scale, lrs = self._scale, None
+        if stepped and scale != 1.0:  # (the module's scheduler or optimizer_step set the lr: scaled for this step alone)
+            lrs = [group["lr"] for group in optimizer.param_groups]
+            for group, lr in zip(optimizer.param_groups, lrs):
+                group["lr"] = lr * scale
+        self._hook("on_before_optimizer_step", optimizer)
+        if self._clip is None or self._clip:
+            self._clip_step(optimizer)
+        if stepped:
+            with user_code(self.module, "configure_optimizers' optimizer step"):
+                self.fabric.strategy.optimizer_step(optimizer)
+        if lrs is not None:
+            for group, lr in zip(optimizer.param_groups, lrs):
+                group["lr"] = lr
+
+    def _clip_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """The module's configure_gradient_clipping with the Trainer's settings (task.gradient_clip_val and
+        task.gradient_clip_algorithm), or, without one, its clip_gradients at task.gradient_clip_val."""
+        view = self.module._fabric
+        if self._clip is None:
+            self._hook("configure_gradient_clipping", optimizer, gradient_clip_val=view.gradient_clip_val,
+                       gradient_clip_algorithm=view.gradient_clip_algorithm)
+        else:
+            call_hook(self.module, "clip_gradients", optimizer, gradient_clip_val=view.gradient_clip_val,
+                      gradient_clip_algorithm=view.gradient_clip_algorithm)
+
+    def _lightning_optimizer(self, optimizer: torch.optim.Optimizer) -> Any:
+        """The optimizer as lightning.Trainer hands it to optimizer_step: a LightningOptimizer, whose
+        ``step(closure)`` goes through :class:`_TripStrategy` (kept across trips while the optimizer's class is
+        the same: Lightning makes a class for each one)."""
+        from lightning.pytorch.core.optimizer import LightningOptimizer
+
+        wrapped = getattr(self, "_wrapped", None)
+        if wrapped is None or type(wrapped._optimizer) is not type(optimizer):
+            wrapped = self._wrapped = LightningOptimizer(optimizer)
+            wrapped._strategy = _TripStrategy(self)
+        wrapped._optimizer = optimizer
+        return wrapped
+
+    def _lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        """The module's lr_scheduler_step, as the Trainer calls it for each scheduler step."""
+        self._hook("lr_scheduler_step", scheduler, metric)
+
+    def refuse_optimizer_hooks(self) -> None:
+        """Where trips step with the algorithm's rule, hooks that take the module's optimizer cannot be called
+        (there is none): refused in one line, naming the first the module overrides."""
+        hook = next((hook for hook in OPTIMIZER_HOOKS if hook in _hooks_defined(self.module)), None)
+        if not self.own_optimizer and hook is not None:
+            raise ConfigError(f"{type(self.module).__qualname__} overrides {hook}, which fl_bench cannot call under "
+                              f"this algorithm: its client trips step with the algorithm's rule at "
+                              f"algorithm.client_lr on the module's gradients, not with the module's optimizer; use an "
+                              f"algorithm whose clients step the module's optimizer (fedavg, fedbuff, fedprox, ...), or "
+                              f"leave {hook} out")
+
     @staticmethod
-    def _step_schedulers(configs: Sequence[Any], interval: str, count: int) -> None:
-        """Step the schedulers of ``interval`` whose ``frequency`` divides ``count`` (Lightning's rule)."""
+    def _step_schedulers(configs: Sequence[Any], interval: str, count: int, step: Any = None) -> None:
+        """Step the schedulers of ``interval`` whose ``frequency`` divides ``count`` (Lightning's rule), or
+        give them to ``step`` (the module's lr_scheduler_step)."""
         for config in configs:
             if config.interval == interval and count % config.frequency == 0:
-                config.scheduler.step()
+                if step is None:
+                    config.scheduler.step()
+                else:
+                    step(config.scheduler, None)

@@ -6,6 +6,7 @@ leaves its metrics.csv, trips.csv and summary.json (with its ``status``). Checkp
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import math
@@ -132,9 +133,9 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         from fl_bench.clients.lightning_trainer import LightningClientTrainer
 
         task = build_lightning_task(cfg.task, model, data)
-        if cfg.vmap_clients:
-            raise ConfigError("vmap_clients=true is not allowed with task=lightning: batching cannot prove that a "
-                              "module's training_step gives each trip the same result; use vmap_clients=null or false")
+        if cfg.cuda_graphs:
+            raise ConfigError("cuda_graphs=true is not allowed with task=lightning: a module's trips step through its "
+                              "own optimizer, which no graph holds; use cuda_graphs=null or false")
     else:
         task = builtin_task(cfg.model, model, data, cfg.algorithm.entropy_weight)
         refuse_fresh_reads(data, "task=builtin trains on stored examples")
@@ -144,7 +145,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
     per_example = example_flops(task, data, local.batch_size)  # counted on the CPU, before choosing the device
     metrics = TaskMetrics() if lightning else None
     placement = place(accelerator, cfg.devices, cfg.num_nodes, cfg.strategy, cfg.precision,
-                      False if lightning else cfg.vmap_clients, cfg.cuda_graphs, task.model, per_example,
+                      cfg.vmap_clients, False if lightning else cfg.cuda_graphs, task.model, per_example,
                       loggers=[metrics] if lightning else [], lightning_task=lightning)
     placement.launch()  # a multi-process run's other processes start here and build the same objects
     device = placement.device
@@ -163,7 +164,12 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         if cfg.precision == "16-mixed" and not own_optimizer:
             raise ConfigError(f"precision=16-mixed is not allowed with algorithm={cfg.algorithm.name}: its clients step "
                               f"with the algorithm's rule, which takes no scaled loss; use bf16-mixed or 32-true")
-        trainer = LightningClientTrainer(task, data, local, update, placement.fabric, own_optimizer, cfg.precision)
+        trainer = LightningClientTrainer(task, data, local, update, placement.fabric, own_optimizer, cfg.precision,
+                                         chunk=cfg.vmap_chunk)
+        trainer.choose_batching(server.broadcast(), placement.batched)
+        if placement.batched and trainer.batched is None:  # (the task's line says why; the auto reason no longer holds)
+            why = "; ".join(part for part in placement.why.split("; ") if part and not part.startswith("batched"))
+            placement = dataclasses.replace(placement, batched=False, why=why)
     else:
         if cfg.precision == "16-mixed":
             raise ConfigError("precision=16-mixed is not allowed with task=builtin: its batched steps take no scaled "
@@ -552,6 +558,9 @@ def summarise(run: Run, status: str, timing: dict[str, float], diverged: dict[st
         "concurrency": cfg.concurrency,
         "final_val_accuracy": final.get("val_accuracy"),
         "final_val_loss": final.get("val_loss"),
+        # What val_accuracy is (a user's module: the metric its validation step logs, or its logits' argmax);
+        # null: no accuracy is measured, and trips_to_target stays null ("no accuracy logged")
+        "accuracy_source": getattr(exp.task, "accuracy_source", None),
         # Per label, of the final model (FedStaleWeight's per-group accuracy; empty without accuracy).
         "final_val_accuracy_by_class": accuracy_by_class(exp.data.y_val, run.final_predictions, exp.data.num_classes),
         "client_trips": sim.trips,

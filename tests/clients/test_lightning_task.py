@@ -40,6 +40,19 @@ def trip_deltas(exp, clients=(0, 1, 2), seeds=(11, 12, 13)):
     return exp.trainer.train([start] * len(clients), list(clients), list(seeds))
 
 
+def recorded(exp, names, clients=(0, 0), seeds=(1, 2)):
+    """What trips appended to the module's lists ``names``, trip after trip: what a trip changes of the module's
+    attributes is undone after it (a client keeps nothing between trips), so each trip's list is read as it left it."""
+    module, seen = exp.task.module, {name: [] for name in names}
+    for client, seed in zip(clients, seeds):
+        lists = {name: getattr(module, name) for name in names}
+        trip_deltas(exp, (client,), (seed,))
+        for name in names:
+            seen[name] += lists[name]
+            assert getattr(module, name) == []  # (as before the trip)
+    return seen
+
+
 @pytest.mark.parametrize("knobs", [
     (),
     ("algorithm.lr_norm=true", "algorithm.batch_size=16"),  # a short last batch: lr * n / B
@@ -85,11 +98,12 @@ def test_the_scheduler_steps_per_step_and_each_trip_starts_a_fresh_optimizer():
                            "algorithm.batch_size=64", "algorithm.lr_norm=false"))  # LR-norm would scale a short batch
     module = exp.task.module
     steps = int(-(-exp.data.sizes[0] // 64))
-    trip_deltas(exp, clients=(0, 0), seeds=(1, 2))
+    seen = recorded(exp, ("seen_lrs", "hooks"))
     per_trip = [0.4 * 0.5 ** k for k in range(steps)]
-    assert module.seen_lrs == pytest.approx(per_trip * 2)
+    assert seen["seen_lrs"] == pytest.approx(per_trip * 2)
     # the step FLOPs are counted on a copy of the module: its hooks are the two trips' alone
-    assert module.hooks == ["train_start", "epoch_start", "epoch_end", "train_end"] * 2
+    assert seen["hooks"] == ["train_start", "epoch_start", "epoch_end", "train_end"] * 2
+    assert module.hooks == []
 
 
 def test_a_run_logs_what_the_module_logs_without_warnings_and_scores_it_by_its_validation_step(tmp_path):
@@ -164,7 +178,7 @@ def test_a_resumed_lightning_run_ends_identical_to_an_uninterrupted_one(tmp_path
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (lightning("DigitsClassifier", "vmap_clients=true"), r"^vmap_clients=true is not allowed with task=lightning"),
+    (lightning("DigitsClassifier", "cuda_graphs=true"), r"^cuda_graphs=true is not allowed with task=lightning"),
     (lightning("NotALightningModule"), r"NotALightningModule is not a LightningModule class"),
     (lightning("Missing"), r"^task.module._target_=my_fl_extensions.lightning_modules.Missing cannot be imported"),
     (("task=lightning", *DIGITS), r"^task.module._target_=None is not allowed: name your LightningModule"),
@@ -327,12 +341,12 @@ def test_a_module_s_lr_scheduler_acts_within_a_trip_and_starts_afresh_with_every
                                "algorithm.local_epochs=2", "algorithm.batch_size=8", "task.drop_last=true"))
         module = exp.task.module
         per_epoch = int(exp.data.sizes[0]) // 8
-        trip_deltas(exp, clients=(0, 0), seeds=(1, 2))
+        seen = recorded(exp, ("seen_lrs",))["seen_lrs"]
         if interval == "epoch":
             trip = [0.4] * per_epoch + [0.2] * per_epoch
         else:
             trip = [0.4 * 0.5 ** k for k in range(2 * per_epoch)]
-        assert per_epoch >= 2 and module.seen_lrs == pytest.approx(trip * 2)
+        assert per_epoch >= 2 and seen == pytest.approx(trip * 2) and module.seen_lrs == []
         assert f"its lr scheduler StepLR (per {interval}) acting within each trip and starting afresh with every trip" \
             in exp.describe()[1]
 
@@ -375,9 +389,9 @@ def test_a_dataset_that_augments_in_getitem_is_read_afresh_for_every_batch_under
     assert len(stored) <= 64  # one batch: every example of client 3
 
     def reads(seed):
-        module.seen.clear()
+        seen = module.seen  # (the trip's list: what a trip changes of the module's attributes is undone after it)
         exp.trainer.train([exp.server.broadcast()], [3], [seed])
-        (batch,) = module.seen
+        (batch,) = seen
         nearest = torch.cdist(batch, stored).argmin(1)  # which example each row is (noise 0.1, blobs apart)
         assert sorted(nearest.tolist()) == list(range(len(stored)))
         return batch[nearest.argsort()]

@@ -1,5 +1,5 @@
 """Run directories as a finished run leaves them, for tests of what reads runs (the report, the
-reproduction driver) without training."""
+reproduction driver) without training; and a run killed after a checkpoint and resumed."""
 
 from __future__ import annotations
 
@@ -35,3 +35,32 @@ def launched_jobs(command: list[str]) -> list[dict[str, str]]:
 def job_run_dir(job: dict[str, str]) -> Path:
     """The run directory of a launched job (its algorithm named ``alg``)."""
     return Path(job["hydra.sweep.dir"]) / job["hydra.sweep.subdir"].replace("${algorithm.name}", "alg")
+
+
+def killed_and_resumed(overrides: tuple[str, ...], run_dir: Path, after_version: int) -> None:
+    """Run ``overrides`` into ``run_dir``, killed right after its first checkpoint at a server version of
+    ``after_version`` or more, then resumed to the end by ``run_experiment`` (as a restarted job is)."""
+    import pytest
+
+    from fl_bench.numerics import kernels
+    from fl_bench.runs.experiment import Run, result_config, run_experiment
+    from tests.conftest import compose_run_config
+
+    class Stop(Exception):
+        pass
+
+    cfg = compose_run_config(*overrides)
+    run = Run(cfg, run_dir, result_config(cfg))
+    run_dir.mkdir()
+    run.build()
+    original = run.checkpoint
+
+    def checkpoint_then_die():
+        original()
+        if run.exp.server.version >= after_version:
+            raise Stop
+
+    run.checkpoint = checkpoint_then_die
+    with pytest.raises(Stop), kernels(cfg.numerics, cfg.threads):  # as run_experiment computes
+        run.execute(None)
+    run_experiment(compose_run_config(*overrides), run_dir)
