@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "example_plugin"
 MODULES = "my_fl_extensions.lightning_modules"
 MISTAKES = "my_fl_extensions.mistakes"  # modules and DataModules written wrongly, as users do
+DOCS = "my_fl_extensions.docs_modules_69"  # modules as Lightning's docs write them
 USER_DATA = ("dataset=datamodule", "partition.num_clients=20", "concurrency=10", "model=mlp")
 PLUGIN_CONF = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
 LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
@@ -390,13 +391,17 @@ REFUSALS = [
                                      "['lr_scheduler']: return an optimizer"),
         ("TwoOptimizers", [], "TwoOptimizers.configure_optimizers returned 2 optimizers: a client trip steps one"),
         ("Lbfgs", [], "Lbfgs.configure_optimizers returned LBFGS, whose step needs a closure"),
-        ("OneCycle", [], "OneCycle.configure_optimizers raised AttributeError: Your LightningModule code tried to "
-                         "access `self.trainer.estimated_stepping_batches`"),
+        ("OneCycle", [], "OneCycle.configure_optimizers reads self.trainer.estimated_stepping_batches, which fl_bench "
+                         "cannot give: it runs no lightning.Trainer, and a client trip is a fit of its own whose length "
+                         "varies by client: here a trip has 1 to 3 steps in at most 1 epoch(s); give what it sizes as an "
+                         "argument of the module's (for OneCycleLR, total_steps of at least 3), or run the module without "
+                         "its lr scheduler with task.lr_scheduler=off"),
         ("FortnightScheduler", [], "FortnightScheduler.configure_optimizers: The \"interval\" key in lr scheduler dict "
                                    "must be \"step\" or \"epoch\" but is \"fortnight\""),
         ("NoParameters", [], f"task.module._target_={MISTAKES}.NoParameters has no trainable parameters"),
-        ("TupleForward", [], "TupleForward.forward returned a tuple: task.evaluation=logits scores its forward's class "
-                             "logits, of shape [batch, 10]"),
+        ("TupleForward", ["task.evaluation=logits"], "TupleForward.forward returned a tuple: task.evaluation=logits "
+                                                     "scores its forward's class logits, of shape [batch, 10]; return "
+                                                     "them, add a validation_step, or set task.evaluation=training_step"),
         ("Classifier", ["+task.module.lr=-1"], "Classifier.configure_optimizers raised ValueError: Invalid learning "
                                                "rate: -1 (task.module's arguments: {'lr': -1})"),
         ("Classifier", ["+task.module.lr=abc"], "Classifier.configure_optimizers raised TypeError: '<' not supported "
@@ -405,6 +410,27 @@ REFUSALS = [
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.EpochStepLR"], {},
      "EpochStepLR's lr scheduler StepLR (interval epoch, frequency 1) never changes the lr within a trip, and each "
      "trip starts a fresh optimizer and scheduler"),
+    # ... written as Lightning's docs write them (issue 69): the true reason, and the working option
+    *[(FL_BENCH, [*LIGHTNING, f"task.module._target_={DOCS}.{name}", *extra], {}, words) for name, extra, words in (
+        ("StepLRPerEpoch", [], "StepLRPerEpoch's lr scheduler StepLR (interval epoch, frequency 1) never changes the lr "
+                               "within a trip, and each trip starts a fresh optimizer and scheduler: the longest trip has "
+                               "3 steps in 1 epoch(s) (algorithm.local_epochs=1); let it act within a trip (interval "
+                               "step, more local epochs), run the module without it with task.lr_scheduler=off"),
+        ("PlateauOnTrainLoss", [], "PlateauOnTrainLoss's lr scheduler ReduceLROnPlateau monitors 'train_loss', to act "
+                                   "when it stops improving over epochs, but each trip starts a fresh scheduler and trains "
+                                   "1 local epoch(s) (algorithm.local_epochs=1), no more than its patience of 10, so it "
+                                   "could never act, and fl_bench steps no lr scheduler on a metric: run the module "
+                                   "without it with task.lr_scheduler=off"),
+        ("OneCycleOverTheFit", [], "OneCycleOverTheFit.configure_optimizers reads self.trainer.estimated_stepping_batches, "
+                                   "which fl_bench cannot give: it runs no lightning.Trainer"),
+        ("StepLRPerEpoch", ["task.lr_scheduler=never"], "task.lr_scheduler='never' is not allowed: choose one of on, off"),
+        ("LitAutoEncoder", ["task.evaluation=logits"], "LitAutoEncoder.forward raised RuntimeError: mat1 and mat2 shapes "
+                                                       "cannot be multiplied (64x8 and 64x128): task.evaluation=logits "
+                                                       "scores its forward's class logits; set "
+                                                       "task.evaluation=training_step"),
+        ("LogsValAccuracy", ["task.accuracy_key=val_accurcy"], "task.accuracy_key=val_accurcy is not among what "
+                                                               "LogsValAccuracy.validation_step logs (val_accuracy, "
+                                                               "val_loss): set task.accuracy_key=val_accuracy"))],
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.BatchNormClassifier", "task.drop_last=false"], {},
      "client 21's minibatches include one of a single example (33 examples in batches of 32, drop_last=False), and "
      "the task's loss fails on it (BatchNormClassifier.training_step raised ValueError: Expected more than 1 value "

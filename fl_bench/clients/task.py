@@ -51,21 +51,39 @@ class LightningTaskConfig(TaskConfig):
     batch: str = "pair"
     # How the global model is scored: steps (validation_step or test_step), logits (its forward's class
     # logits by cross-entropy and accuracy), training_step (the mean of its loss over the validation
-    # set, no accuracy); auto: steps where the module has them, else logits for pair batches, else training_step
+    # set, no accuracy); auto: steps where the module has them, else logits for pair batches whose forward
+    # gives [batch, num_classes] logits on a few validation examples, else training_step
     evaluation: str = "auto"
     # DataLoader's drop_last for the clients' minibatches: true leaves out each epoch's short last batch
     # (a client with fewer than algorithm.batch_size examples still trains on them all, as one batch);
     # null: true for a module with BatchNorm layers (which cannot train on a batch of one), else false
     drop_last: Optional[bool] = None
+    # The lr schedulers its configure_optimizers returns: on (they act within each trip, as the Trainer
+    # steps them), off (left out: trips step its optimizer at its configured lr; across trips,
+    # algorithm.lr_decay)
+    lr_scheduler: str = "on"
+    # lightning.Trainer's gradient_clip_val and gradient_clip_algorithm (norm or value), which a module
+    # cannot carry: passed to its configure_gradient_clipping at every step of a trip, as the Trainer
+    # passes its own (null: unset; 0: no clipping); LightningModule's default clips with them
+    gradient_clip_val: Optional[float] = None
+    gradient_clip_algorithm: Optional[str] = None
 
     BUFFER_RULES = ("federated", "local", "reset")
     BATCHES = ("pair", "inputs", "next_token")
     EVALUATIONS = ("auto", "steps", "logits", "training_step")
+    LR_SCHEDULERS = ("on", "off")
 
     def __post_init__(self) -> None:
         choice("task.buffers", self.buffers, self.BUFFER_RULES)
         choice("task.batch", self.batch, self.BATCHES)
         choice("task.evaluation", self.evaluation, self.EVALUATIONS)
+        choice("task.lr_scheduler", self.lr_scheduler, self.LR_SCHEDULERS)
+        require(self.gradient_clip_val is None or (isinstance(self.gradient_clip_val, (int, float))
+                                                   and not isinstance(self.gradient_clip_val, bool)
+                                                   and math.isfinite(self.gradient_clip_val) and self.gradient_clip_val >= 0),
+                "task.gradient_clip_val", self.gradient_clip_val, "a number >= 0 (0 or null: no clipping)")
+        require(self.gradient_clip_algorithm in (None, "norm", "value"), "task.gradient_clip_algorithm",
+                self.gradient_clip_algorithm, "norm or value (null: norm, as lightning.Trainer)")
         require(self.batch_keys is None or self.batch == "pair", "task.batch_keys", self.batch_keys,
                 f"null with task.batch={self.batch} (dict batches name inputs and targets: task.batch=pair)")
         require(self.evaluation != "logits" or self.batch == "pair", "task.evaluation", self.evaluation,
@@ -114,6 +132,7 @@ class ClassificationTask(nn.Module):
     and its evaluation (loss, accuracy); ``transform`` turns stored examples into model inputs."""
 
     predicts_classes = True  # the model's outputs are class logits (per-class accuracy of the final model)
+    accuracy_source: str | None = "the argmax of the model's logits"  # what val_accuracy is (None: no accuracy)
 
     def __init__(
         self,
@@ -199,6 +218,7 @@ class MeanSquaredErrorTask(ClassificationTask):
     accuracy: ``evaluate`` returns (validation objective, NaN)."""
 
     predicts_classes = False
+    accuracy_source = None
 
     def objective(self, residuals, y, params, weights: torch.Tensor | None = None, features=None) -> torch.Tensor:
         """1/2 r^2 of the model's outputs r = ``residuals``, averaged over the batch (or weighted per

@@ -101,7 +101,10 @@ class Target(Callback):
 
     def summary(self, run):
         reached = self.reached
-        best = max((row["val_accuracy"] for row in run.log.rows), default=None)
+        # (NaN: an evaluation that measured no accuracy, a user's module that logs none: the best of the others)
+        accuracies = [row["val_accuracy"] for row in run.log.rows]
+        measured = [accuracy for accuracy in accuracies if accuracy == accuracy]
+        best = max(measured) if measured else float("nan") if accuracies else None
         # Search objective (Optuna, W&B sweeps) for a miss: budget * (1 + shortfall / target), in
         # [budget, 2 budget]: a search where most trials miss still learns which came closest.
         shortfall = max(self.target - (best or 0.0), 0.0)
@@ -175,7 +178,9 @@ class ProgressBar(Callback):
 
     def on_evaluation(self, run, progress, row):
         self.bar.update(min(progress.trips, self.max_trips) - self.bar.n)
-        self.bar.set_postfix(acc=f"{row['val_accuracy']:.3f}", step=progress.server_step)
+        accuracy = row["val_accuracy"]  # (NaN: no accuracy measured, the loss instead)
+        shown = {"acc": f"{accuracy:.3f}"} if accuracy == accuracy else {"loss": f"{row['val_loss']:.3f}"}
+        self.bar.set_postfix(**shown, step=progress.server_step)
         return False
 
     def on_end(self, run, status, summary):

@@ -108,12 +108,17 @@ def _main(dict_cfg: DictConfig) -> float | None:
 
 def result_line(summary: dict) -> str:
     """The run's result as the command prints it (rich markup). A run without a clock (``algorithm=centralized``:
-    its summary's ``sim_time`` is null) prints no simulated time; a private one the epsilon it spent."""
+    its summary's ``sim_time`` is null) prints no simulated time; a private one the epsilon it spent. A run
+    that measured no accuracy (its ``accuracy_source`` null, or no evaluation gave one: a user's module that
+    logs none) prints its validation loss, and its target as "no accuracy logged", not "not reached"."""
     target, sim_time = summary["trips_to_target"], summary.get("sim_time")
+    best = summary.get("best_val_accuracy", 0.0)
+    measured = summary.get("accuracy_source", "") is not None and best is not None and best == best
     return (f"[bold]{summary['algorithm']}[/] on {summary['dataset']}: "
-            f"val acc {summary['final_val_accuracy']:.4f} | trips {summary['client_trips']} | "
+            + (f"val acc {summary['final_val_accuracy']:.4f}" if measured else f"val loss {summary['final_val_loss']:.4f}")
+            + f" | trips {summary['client_trips']} | "
             f"server steps {summary['server_steps']} | trips to {summary['target_accuracy']:.0%}: "
-            f"{target if target is not None else 'not reached'} | "
+            f"{target if target is not None else 'not reached' if measured else 'no accuracy logged'} | "
             + (f"sim time {sim_time:.1f} | " if sim_time is not None else "")
             + (f"epsilon {summary['dp_epsilon']:.4g} at delta {summary['dp_delta']:.0e} | " if "dp_epsilon" in summary else "")
             + f"{summary['wall_seconds']:.1f}s\nrun dir: {summary['run_dir']}")
