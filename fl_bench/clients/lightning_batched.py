@@ -51,7 +51,7 @@ PER_TRIP_HOOKS = ("on_train_start", "on_train_end", "on_train_epoch_start", "on_
 IGNORED = -100  # cross_entropy's and nll_loss's ignore_index: a target they leave out of the loss and its mean
 TOLERANCE = 1e-4
 CHECKED = 256  # training examples the padding check steps on
-ONE_BY_ONE = 3  # groups of at most this many trips step trip by trip (vmap's fixed cost is about 4 plain steps)  # the probe's trip, batched against alone: largest |difference| / largest |Delta|
+ONE_BY_ONE = 5  # groups of at most this many trips step trip by trip (vmap's fixed cost is about 4 plain steps)  # the probe's trip, batched against alone: largest |difference| / largest |Delta|
 
 
 class NotBatchable(Exception):
@@ -137,8 +137,8 @@ class BatchedTrips:
             loss = output.get("loss") if isinstance(output, dict) else output
             if not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
                 raise NotBatchable("its training_step returns no scalar loss on every batch")
-            values = tuple(value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
-                           for _, value, _ in recorder.calls)
+            values = tuple(value if isinstance(value, torch.Tensor) else torch.tensor(float(value), dtype=torch.float64)
+                           for _, value, _ in recorder.calls)  # (a number as logged: float64)
             return loss, values
 
         self.pad = False  # short batches padded with ignored targets (the probe decides)
@@ -256,16 +256,11 @@ class BatchedTrips:
         anchors = views(origin, trainer.shapes)
         state = {k: views(torch.stack([starts[i].state[k] for i in order]), trainer.shapes) for k in update.state_keys}
         configured = trainer.configured_optimizer() if trainer.own_optimizer else None
-        groups = self._groups_of(configured)
-        # What steps: one [b, P] leaf where one optimizer group holds every parameter (one op per step and
-        # per Delta), else a [b, *shape] leaf per parameter; ``params`` are [b, *shape] either way.
-        flat = origin.clone().requires_grad_() if len(groups) == 1 else None
-        params = views(flat, trainer.shapes) if flat is not None else [a.clone().requires_grad_() for a in anchors]
-        leaves = [flat] if flat is not None else params
+        params = [a.clone().requires_grad_() for a in anchors]  # what steps: a [b, *shape] leaf per parameter
         optimizer, base_lrs = None, []
         if configured is not None:
-            optimizer = type(configured)([{**settings, "params": [flat] if flat is not None else [params[i] for i in members]}
-                                          for settings, members in groups], **configured.defaults)
+            optimizer = type(configured)([{**settings, "params": [params[i] for i in members]}
+                                          for settings, members in self._groups_of(configured)], **configured.defaults)
             optimizer = trainer.fabric.strategy.setup_optimizer(optimizer)
             base_lrs = [group["lr"] for group in optimizer.param_groups]
         # Per trip and step: its lr (LR-norm's n/B, the schedule's factor; 0 once finished), whether its epoch
@@ -277,6 +272,8 @@ class BatchedTrips:
         epoch_ends = ((t_all[None, :] + 1) % per_epoch[:, None] == 0) | (t_all[None, :] == steps[:, None] - 1)
         active_at = np.append((steps[None, :] > t_all[:, None]).sum(1), 0)
         mu = update.prox_mu
+        previous = task.optimizer  # what the module's self.optimizers() gives: the optimizer these trips step
+        task.optimizer = optimizer or previous
         for t in range(last):
             active = int(active_at[t])
             total = None
@@ -285,8 +282,9 @@ class BatchedTrips:
                 index = members if isinstance(members, slice) else torch.as_tensor(members, device=device)
                 picked = rows[index, t, :count]
                 task.set_counters(epoch, t)
-                loss, values, calls = self._step([p[index] for p in params], data.x[picked], targets[index, t, :count],
-                                                 batch_idx)
+                rows_of_params = params if members == slice(0, b) else [p[index] for p in params]  # (a slice's backward
+                # fills a tensor of the leaf's size: none where every trip steps)
+                loss, values, calls = self._step(rows_of_params, data.x[picked], targets[index, t, :count], batch_idx)
                 if calls:
                     for j, row in enumerate(range(b)[members] if isinstance(members, slice) else members):
                         logs[order[row]].extend(("log", name, value[j].detach(), options)
@@ -297,10 +295,9 @@ class BatchedTrips:
                 total = loss.sum() if total is None else total + loss.sum()
             if optimizer is not None:
                 trainer.fabric.backward(total)
-                self._optimizer_step(optimizer, base_lrs, leaves, scales[:active, t], active)
+                self._optimizer_step(optimizer, base_lrs, params, scales[:active, t], active)
             else:
-                grads = torch.autograd.grad(total, leaves)
-                grads = views(grads[0], trainer.shapes) if flat is not None else list(grads)
+                grads = list(torch.autograd.grad(total, params))
                 with torch.no_grad():
                     update.step(params, grads, anchors, torch.as_tensor(lrs[:, t], dtype=origin.dtype, device=device), state)
             for row in np.flatnonzero(epoch_ends[:active, t]):
@@ -308,14 +305,12 @@ class BatchedTrips:
             first, end = int(active_at[t + 1]), active  # the trips whose last step this was
             if first < end:
                 with torch.no_grad():
-                    if flat is not None:
-                        deltas = origin[first:end] - flat[first:end]
-                    else:
-                        deltas = torch.cat([(a[first:end] - p[first:end]).flatten(1) for a, p in zip(anchors, params)], 1)
+                    deltas = torch.cat([(a[first:end] - p[first:end]).flatten(1) for a, p in zip(anchors, params)], 1)
                     for k, row in enumerate(range(first, end)):
                         trainer.upload_parts(out[order[row]])[0].copy_(deltas[k])
+        task.optimizer = previous
 
-    def _optimizer_step(self, optimizer: torch.optim.Optimizer, base_lrs: list[float], leaves: list[torch.Tensor],
+    def _optimizer_step(self, optimizer: torch.optim.Optimizer, base_lrs: list[float], params: list[torch.Tensor],
                         scale: np.ndarray, active: int) -> None:
         """Step the trips' rows with the lr the one-at-a-time path would set, the optimizer's times each active
         trip's ``scale``. One scale for all: the groups' lr times it, as that path. Scales that differ: an
@@ -325,7 +320,7 @@ class BatchedTrips:
         uniform = bool((scale == first).all())
         for group, lr in zip(optimizer.param_groups, base_lrs):
             group["lr"] = lr * first if uniform else lr
-        before = None if uniform else [p.detach()[:active].clone() for p in leaves]
+        before = None if uniform else [p.detach()[:active].clone() for p in params]
         self.trainer.fabric.strategy.optimizer_step(optimizer)
         optimizer.zero_grad()
         for group, lr in zip(optimizer.param_groups, base_lrs):
@@ -333,7 +328,7 @@ class BatchedTrips:
         if before is not None:
             with torch.no_grad():
                 factor = torch.as_tensor(scale, dtype=before[0].dtype, device=before[0].device)
-                for p, old in zip(leaves, before):
+                for p, old in zip(params, before):
                     moved = p[:active]
                     moved.sub_(old).mul_(factor.view(-1, *[1] * (p.dim() - 1))).add_(old)
 
@@ -352,11 +347,10 @@ class BatchedTrips:
         try:
             with self.autocast():
                 if g <= ONE_BY_ONE:  # a few trips (the longest ones' last steps): a call each costs less than vmap's
-                    results = []
-                    for j in range(g):
+                    results, trips = [], [dict(zip(named, rows)) for rows in zip(*(v.unbind(0) for v in named.values()))]
+                    for j, own in enumerate(trips):  # (unbind: one backward node for the rows, not a filled tensor each)
                         recorder.calls.clear()
-                        results.append(self._functional({k: v[j] for k, v in named.items()},
-                                                        _each(batch, lambda v: v[j]), batch_idx, recorder))
+                        results.append(self._functional(own, _each(batch, lambda v: v[j]), batch_idx, recorder))
                     loss = torch.stack([loss for loss, _ in results])
                     values = tuple(torch.stack(column) for column in zip(*(values for _, values in results)))
                 else:
@@ -367,11 +361,9 @@ class BatchedTrips:
             module.log, module.log_dict = installed
         return loss, values, recorder.calls
 
-    def _groups_of(self, configured: torch.optim.Optimizer | None) -> list[tuple[dict[str, Any], list[int]]]:
+    def _groups_of(self, configured: torch.optim.Optimizer) -> list[tuple[dict[str, Any], list[int]]]:
         """The module's optimizer's groups: each one's settings and the indices of the trainable parameters
-        it holds (one group of all of them for the algorithm's rule)."""
-        if configured is None:
-            return [({}, list(range(len(self.trainer.params))))]
+        it holds."""
         by_id = {id(p): i for i, p in enumerate(self.trainer.params)}
         groups = [({k: v for k, v in group.items() if k != "params"}, [by_id[id(p)] for p in group["params"] if id(p) in by_id])
                   for group in configured.param_groups]

@@ -88,8 +88,8 @@ def _hooks_defined(module: nn.Module) -> frozenset[str]:
     if found is None:
         found = _CLASS_HOOKS[cls] = frozenset(hook for hook in TRIP_HOOKS
                                               if getattr(cls, hook) is not getattr(LightningModule, hook))
-    own = _TRIP_HOOK_SET.intersection(vars(module))
-    return found | own if own else found
+    own = vars(module)
+    return found if own.keys().isdisjoint(_TRIP_HOOK_SET) else found | _TRIP_HOOK_SET.intersection(own)
 
 
 def _batch_output(loss: torch.Tensor | None, output: Any) -> dict[str, Any]:
@@ -305,6 +305,7 @@ class LightningClientTrainer(ClientTrainer):
         self.global_buffers, self.client_buffers, self._trip_buffers = state["global"], state["clients"], state["trips"]
         if defines(self.module, "on_load_checkpoint"):
             call_hook(self.module, "on_load_checkpoint", {"state_dict": self.module.state_dict(), **state.get("module", {})})
+            self.task.attributes = None  # (what it set, trips find: LightningTask.trips_begin)
 
     def choose_batching(self, start: Broadcast, asked: bool) -> None:
         """Whether trips train together (fl_bench.clients.lightning_batched), where ``asked``
