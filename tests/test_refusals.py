@@ -28,6 +28,7 @@ PLUGIN = REPO / "tests" / "example_plugin"
 MODULES = "my_fl_extensions.lightning_modules"
 MISTAKES = "my_fl_extensions.mistakes"  # modules and DataModules written wrongly, as users do
 DOCS = "my_fl_extensions.docs_modules_69"  # modules as Lightning's docs write them
+HOOKED = "my_fl_extensions.hook_modules_69"  # modules overriding Lightning's hooks as its docs do
 USER_DATA = ("dataset=datamodule", "partition.num_clients=20", "concurrency=10", "model=mlp")
 PLUGIN_CONF = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
 LIGHTNING = ("dataset=digits", "algorithm=fedavg", "task=lightning", "max_trips=40", "eval_every=20")
@@ -431,6 +432,19 @@ REFUSALS = [
         ("LogsValAccuracy", ["task.accuracy_key=val_accurcy"], "task.accuracy_key=val_accurcy is not among what "
                                                                "LogsValAccuracy.validation_step logs (val_accuracy, "
                                                                "val_loss): set task.accuracy_key=val_accuracy"))],
+    # ... overriding Lightning's hooks (issue 69): what no run calls, or a trip cannot honour; the clipping knobs
+    *[(FL_BENCH, [*LIGHTNING, f"task.module._target_={HOOKED}.{name}", *extra], {}, words) for name, extra, words in (
+        ("LinearClassifier", ["task.gradient_clip_val=-1"], "task.gradient_clip_val=-1.0 is not allowed: a number >= 0 "
+                                                            "(0 or null: no clipping)"),
+        ("LinearClassifier", ["task.gradient_clip_algorithm=l2"], "task.gradient_clip_algorithm='l2' is not allowed: norm "
+                                                                  "or value (null: norm, as lightning.Trainer)"),
+        ("WarmUpClassifier", ["algorithm=fedgbo"], "WarmUpClassifier overrides optimizer_step, which fl_bench cannot call "
+                                                   "under this algorithm"),
+        ("SkipsEpochTails", ["algorithm.batch_size=4"], "SkipsEpochTails.on_train_batch_start returned -1, with which "
+                                                        "lightning.Trainer skips the rest of the epoch"),
+        ("ClippedClassifier", ["task.gradient_clip_val=0.5"], "ClippedClassifier.clip_gradients(gradient_clip_val=1e-09) "
+                                                              "contradicts task.gradient_clip_val=0.5: use only one of "
+                                                              "them"))],
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.BatchNormClassifier", "task.drop_last=false"], {},
      "client 21's minibatches include one of a single example (33 examples in batches of 32, drop_last=False), and "
      "the task's loss fails on it (BatchNormClassifier.training_step raised ValueError: Expected more than 1 value "

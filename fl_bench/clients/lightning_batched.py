@@ -47,7 +47,8 @@ ELEMENTWISE = ("SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "A
 PER_TRIP_HOOKS = ("on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end",
                   "on_train_batch_start", "on_train_batch_end", "on_before_backward", "on_after_backward",
                   "on_before_optimizer_step", "on_before_zero_grad", "optimizer_step", "optimizer_zero_grad",
-                  "configure_gradient_clipping", "backward", "lr_scheduler_step")
+                  "configure_gradient_clipping", "backward", "lr_scheduler_step", "on_fit_start", "on_fit_end",
+                  "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
 IGNORED = -100  # cross_entropy's and nll_loss's ignore_index: a target they leave out of the loss and its mean
 TOLERANCE = 1e-4
 CHECKED = 256  # training examples the padding check steps on
@@ -67,6 +68,8 @@ def why_not_batched(trainer: Any) -> str | None:
         return f"its {hooks[0]} hook is called per trip"
     if any(True for _ in module.buffers()):
         return "its buffers (BatchNorm's running statistics) are updated in place by each trip"
+    if trainer.task.cfg.gradient_clip_val:
+        return "task.gradient_clip_val clips each trip's gradients by their own norm"
     if trainer.data.reads is not None:
         return "its Dataset draws every read afresh (augmentation), per trip"
     transform = trainer.task.transform

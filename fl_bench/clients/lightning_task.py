@@ -326,8 +326,10 @@ class LightningTask(nn.Module):
         ``gradient_clip_val`` and ``gradient_clip_algorithm`` (task.gradient_clip_val, task.gradient_clip_algorithm),
         and ``model`` (the module, as the evaluation hooks' defaults read it). Called where trips and
         evaluations begin; does something once."""
+        if self._viewed is not None:
+            return
         fabric = self.module._fabric
-        if fabric is None or self._viewed is fabric:
+        if fabric is None:
             return
         from lightning.pytorch.utilities import GradClipAlgorithmType
 
@@ -349,9 +351,11 @@ class LightningTask(nn.Module):
             view.global_step = global_step
 
     def trips_begin(self) -> dict[str, Any]:
-        """The module's Python attributes as they are before a trip (:func:`attribute_snapshot`), which the
-        trip's end restores (:func:`changed_attributes`): kept from the last trip while they are unchanged."""
-        if self.attributes is None or changed_attributes(self.module, self.attributes):
+        """The module's Python attributes as trips find them (:func:`attribute_snapshot`), which each trip's end
+        restores (:func:`changed_attributes`): as the run's last evaluation left them (it sets ``attributes``
+        to None, as does a checkpoint's on_load_checkpoint), or as before the first trip. (Taken afresh only
+        then: comparing them before every trip cost 3 µs.)"""
+        if self.attributes is None:
             self.attributes = attribute_snapshot(self.module)
         return self.attributes
 
@@ -523,6 +527,7 @@ class LightningTask(nn.Module):
                 call_hook(self.module, hooks["model_train"])
             else:
                 self.module.train()
+            self.attributes = None  # (what the evaluation changed of them, trips find: trips_begin)
         key = next((k for k in (self.cfg.loss_key, f"{self.cfg.loss_key}_epoch") if k in logged), None)
         accuracy = logged.get(self.cfg.accuracy_key, logged.get(f"{self.cfg.accuracy_key}_epoch", float("nan")))
         if self.scores_logits:
@@ -601,16 +606,15 @@ _TEST = "as its on_validation_ counterpart, where test_step evaluates the module
 _REMOVED = ("removed in Lightning 2.0, and lightning.Trainer refuses it too: override on_{stage}_epoch_end, keeping "
             "what the steps return in an attribute (a list it clears)")
 HOOKS: dict[str, tuple[str, str]] = {
-    "prepare_data": (BUILD, "once, first"),
-    "setup": (BUILD, "once, as setup('fit'), after prepare_data"),
+    "setup": (BUILD, "once, as setup('fit')"),
     "configure_model": (BUILD, "once, after setup, before the run reads (and federates) its parameters"),
     "configure_sharded_model": (BUILD, "as configure_model (Lightning's deprecated name), where that is not overridden"),
-    "configure_callbacks": (BUILD, "once; callbacks it returns are refused in one line (no lightning.Trainer runs "
-                                   "them); returning none is fine"),
-    "on_fit_start": (TRIP, "at the start of every trip (a trip is a fit of its own: a fresh optimizer, the "
-                           "counters from 0)"),
-    "configure_optimizers": (TRIP, "then (a fresh optimizer and lr schedulers every trip), where trips step the "
-                                   "module's optimizer"),
+    "configure_callbacks": (BUILD, "once, where trips train it: callbacks it returns are refused in one line, as "
+                                   "no lightning.Trainer would run them (returning none is fine; under "
+                                   "algorithm=centralized a Trainer runs them)"),
+    "configure_optimizers": (TRIP, "at the start of every trip (a trip is a fit of its own: a fresh optimizer and "
+                                   "lr schedulers, the counters from 0), where trips step the module's optimizer"),
+    "on_fit_start": (TRIP, "then"),
     "on_train_start": (TRIP, "then"),
     "on_train_epoch_start": (TRIP, "at the start of every local epoch"),
     "on_before_batch_transfer": (TRIP, "on every minibatch, with dataloader_idx 0 (in evaluations too, on every "
@@ -676,10 +680,11 @@ HOOKS: dict[str, tuple[str, str]] = {
         "all_gather", "freeze", "unfreeze", "log", "log_dict", "lr_schedulers", "manual_backward", "optimizers",
         "print", "to_onnx", "to_tensorrt", "to_torchscript", "toggle_optimizer", "untoggle_optimizer",
         "toggled_optimizer")},
-    "train_dataloader": (REFUSED, "clients train on the run's dataset (dataset=..., or a LightningDataModule of "
-                                  "yours as dataset=datamodule): move the loader into a LightningDataModule"),
-    "val_dataloader": (REFUSED, "evaluations read the run's validation set (dataset=..., or a LightningDataModule of "
-                                "yours as dataset=datamodule): move the loader into a LightningDataModule"),
+    **{name: (IRRELEVANT, "the run's dataset is the data (dataset=..., or a LightningDataModule of yours as "
+                          "dataset=datamodule), as a DataModule given to Trainer.fit takes the place of the "
+                          "module's own loaders") for name in ("train_dataloader", "val_dataloader")},
+    "prepare_data": (IRRELEVANT, "it prepares the data of the module's own loaders, which the run's dataset "
+                                 "replaces (a DataModule's prepare_data runs, under dataset=datamodule)"),
     "training_epoch_end": (REFUSED, _REMOVED.format(stage="train")),
     "validation_epoch_end": (REFUSED, _REMOVED.format(stage="validation")),
     "test_epoch_end": (REFUSED, _REMOVED.format(stage="test")),
@@ -694,7 +699,8 @@ EVALUATION_HOOKS = ("model_zero_grad", "model_eval", "start", "epoch_start", "ba
 def hook_table() -> str:
     """:data:`HOOKS` as the Markdown table of docs/extending/lightning-modules.md."""
     kinds = {BUILD: "once, when the run builds the module", TRIP: "in every trip", EVALUATION: "in every evaluation",
-             CHECKPOINT: "at the run's checkpoints", IRRELEVANT: "never (irrelevant)", REFUSED: "refused in one line"}
+             CHECKPOINT: "at the run's checkpoints", IRRELEVANT: "not by the run (irrelevant)",
+             REFUSED: "refused in one line"}
     rows = ["| hook | called | when, or why not |", "|---|---|---|"]
     for kind in kinds:
         rows += [f"| `{name}` | {kinds[kind]} | {text} |" for name, (k, text) in HOOKS.items() if k == kind]
@@ -724,20 +730,25 @@ def call_hook(module: nn.Module, hook: str, *args: Any, **kwargs: Any) -> Any:
 
 def prepare_module(module: nn.Module) -> None:
     """What a run does with a module as it builds it, before reading its parameters (:data:`HOOKS`' build
-    rows): the hooks it overrides that no run can honour are refused in one line; then prepare_data,
-    setup('fit'), configure_model (or configure_sharded_model) and configure_callbacks, where overridden."""
+    rows): the hooks it overrides that no run can honour are refused in one line; then setup('fit') and
+    configure_model (or configure_sharded_model), where overridden (both idempotent, as Lightning asks: under
+    algorithm=centralized its Trainer calls them again). Its configure_callbacks: :func:`refuse_callbacks`."""
     name = type(module).__qualname__
     for hook, (kind, why) in HOOKS.items():
         if kind == REFUSED and defines(module, hook):
             raise ConfigError(f"{name} overrides {hook}, which fl_bench does not call: {why}")
-    if defines(module, "prepare_data"):
-        call_hook(module, "prepare_data")
     if defines(module, "setup"):
         call_hook(module, "setup", "fit")
     if defines(module, "configure_model"):
         call_hook(module, "configure_model")
     elif defines(module, "configure_sharded_model"):
         call_hook(module, "configure_sharded_model")
+
+
+def refuse_callbacks(module: nn.Module) -> None:
+    """Callbacks the module's configure_callbacks returns, refused in one line where trips train it (no
+    lightning.Trainer runs them)."""
+    name = type(module).__qualname__
     if defines(module, "configure_callbacks"):
         callbacks = call_hook(module, "configure_callbacks")
         if callbacks is not None and not isinstance(callbacks, (list, tuple)):
@@ -754,8 +765,13 @@ def clip_gradients(module: nn.Module, optimizer: Any, gradient_clip_val: float |
     Lightning's own, under Fabric, takes no None and clips at a value of 0), task.gradient_clip_val and
     task.gradient_clip_algorithm standing for the Trainer's settings (:meth:`LightningTask.trainer_view`): an
     unset value is theirs (else no clipping), one that contradicts them is refused as the Trainer refuses it;
-    by norm (default) or value, through Fabric's clipping (which unscales a 16-mixed loss's gradients)."""
+    by norm (default) or value, through Fabric's clipping (which unscales a 16-mixed loss's gradients). Where
+    a lightning.Trainer runs the module (algorithm=centralized: no Fabric), Lightning's own."""
     view, name = module._fabric, type(module).__qualname__
+    if view is None:  # (no Fabric: a lightning.Trainer runs the module, algorithm=centralized)
+        from lightning import LightningModule
+
+        return LightningModule.clip_gradients(module, optimizer, gradient_clip_val, gradient_clip_algorithm)
     value_set, algorithm_set = getattr(view, "gradient_clip_val", None), getattr(view, "gradient_clip_algorithm", None)
     if gradient_clip_val is None:
         gradient_clip_val = value_set or 0.0
@@ -776,13 +792,7 @@ def clip_gradients(module: nn.Module, optimizer: Any, gradient_clip_val: float |
                           f"lightning.Trainer takes")
     if gradient_clip_val <= 0:
         return
-    if view is None:  # (not set up by Fabric: fl_bench's probes of the module)
-        parameters = [p for group in optimizer.param_groups for p in group["params"]]
-        if algorithm == "value":
-            torch.nn.utils.clip_grad_value_(parameters, gradient_clip_val)
-        else:
-            torch.nn.utils.clip_grad_norm_(parameters, gradient_clip_val)
-    elif algorithm == "value":
+    if algorithm == "value":
         view.clip_gradients(module, optimizer, clip_val=gradient_clip_val)
     else:  # (as the Trainer's: a non-finite norm is no error)
         view.clip_gradients(module, optimizer, max_norm=gradient_clip_val, error_if_nonfinite=False)
@@ -804,7 +814,8 @@ def clip_gradient_list(grads: list[torch.Tensor], value: float, algorithm: str |
 # changes of the module's own Python attributes (a counter, a list of outputs) is restored after it, so that
 # no trip sees another's (attribute_snapshot, changed_attributes, restore_attributes; LightningClientTrainer).
 # Not the module's: nn.Module's and LightningModule's bookkeeping, and what fl_bench sets on it.
-_FL_BENCH_SETS = frozenset({"log", "log_dict", "optimizers", "clip_gradients"})
+_FL_BENCH_SETS = frozenset({"log", "log_dict", "optimizers", "clip_gradients",
+                            "_hparams_name", "_hparams_initial"})  # (and save_hyperparameters' records: hparams counts)
 _NOT_ATTRIBUTES: frozenset[str] | None = None  # (+ a bare LightningModule's, found once)
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, range, type, torch.dtype, torch.device, enum.Enum)
 
@@ -862,7 +873,7 @@ def _same(a: Any, b: Any) -> bool:
     and modules by identity, other objects by ``==`` or else their attributes."""
     if a is b:
         return True
-    if type(a) is not type(b) or isinstance(a, (torch.Tensor, nn.Module)):
+    if type(a) is not type(b):
         return False
     if isinstance(a, (list, tuple, dict)):
         try:  # (in C: a container compares its items by identity first, and a snapshot keeps them by reference)
@@ -870,10 +881,11 @@ def _same(a: Any, b: Any) -> bool:
                 return True
         except Exception:
             pass
-    if isinstance(a, (list, tuple)):
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, (torch.Tensor, nn.Module)):
+        return False
     if isinstance(a, np.ndarray):
         return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
     try:
@@ -885,14 +897,23 @@ def _same(a: Any, b: Any) -> bool:
     return hasattr(a, "__dict__") and _same(vars(a), vars(b))
 
 
+class _Snapshot(dict):
+    """:func:`attribute_snapshot`'s: {name: copy}, and the instance's attribute names then (all of them: a
+    trip that adds or removes none is compared name by name without set arithmetic)."""
+
+    names_then: frozenset[str] = frozenset()
+
+
 def attribute_snapshot(module: nn.Module) -> dict[str, Any]:
     """The module's own Python attributes (its instance ``__dict__`` less nn.Module's and LightningModule's
     bookkeeping and what fl_bench sets on it), copied so that a later change shows, rebinding or in place
     (:func:`changed_attributes`): containers and plain objects copied, tensors by reference (with their
     in-place version), submodules by reference (theirs are parameters and buffers)."""
-    skip = _not_attributes()
-    return {name: _TensorAttribute(value) if isinstance(value, torch.Tensor) else _copied(value)
-            for name, value in vars(module).items() if name not in skip}
+    skip, own = _not_attributes(), vars(module)
+    snapshot = _Snapshot((name, _TensorAttribute(value) if isinstance(value, torch.Tensor) else _copied(value))
+                         for name, value in own.items() if name not in skip)
+    snapshot.names_then = frozenset(own)
+    return snapshot
 
 
 def _shared(module: nn.Module, tensor: torch.Tensor) -> bool:
@@ -908,11 +929,17 @@ def _shared(module: nn.Module, tensor: torch.Tensor) -> bool:
 def changed_attributes(module: nn.Module, snapshot: dict[str, Any]) -> list[str]:
     """The names of the module's attributes that differ from ``snapshot`` (:func:`attribute_snapshot`):
     added, removed, rebound, or changed in place. Costs a few microseconds for a module with a few."""
-    skip, own = _not_attributes(), vars(module)
-    names = own.keys() - skip
-    changed = [name for name in names ^ snapshot.keys()]
-    for name in names & snapshot.keys():
+    own = vars(module)
+    if own.keys() == getattr(snapshot, "names_then", None):  # (no attribute added or removed: in C, 0.4 µs)
+        names, changed = snapshot.keys(), []
+    else:
+        names = own.keys() - _not_attributes()
+        changed = list(names ^ snapshot.keys())
+        names = names & snapshot.keys()
+    for name in names:
         value, kept = own[name], snapshot[name]
+        if value is kept:  # (numbers, strings, callables: kept by reference)
+            continue
         if isinstance(kept, _TensorAttribute):
             if value is not kept.tensor or (_version(value) != kept.version and not _shared(module, value)):
                 changed.append(name)

@@ -53,8 +53,8 @@ import torch
 from torch import nn
 
 from fl_bench.clients.lightning_task import (LightningTask, call_hook, changed_attributes, clip_gradient_list, defines,
-                                             flat_buffers, load_buffers, overrides, restore_attributes, trainer_read,
-                                             user_code, user_error)
+                                             flat_buffers, load_buffers, overrides, refuse_callbacks,
+                                             restore_attributes, trainer_read, user_code, user_error)
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.trainer import ClientTrainer, views
 from fl_bench.contracts import Broadcast
@@ -214,7 +214,7 @@ class LightningClientTrainer(ClientTrainer):
         self._defined: frozenset[str] = frozenset()  # the trip hooks the module has (_hook), found per trip
         self.batched: Any = None  # fl_bench.clients.lightning_batched.BatchedTrips, where trips train together
         self.why_one_at_a_time: str | None = None  # (choose_batching)
-        self.refuse_optimizer_hooks()
+        self.refuse_hooks()
         if own_optimizer:
             self._check_schedulers()
 
@@ -585,8 +585,8 @@ class LightningClientTrainer(ClientTrainer):
         kept = task.trips_begin()  # its attributes, restored after the trip (a client keeps none between trips)
         task.trainer_view()
         task.set_counters(0, 0)
-        self._hook("on_fit_start")
         optimizer, schedulers = self._optimizer() if self.own_optimizer else (None, [])
+        self._hook("on_fit_start")
         stepper = self._lr_scheduler_step if "lr_scheduler_step" in defined else None
         clip, algorithm = task.cfg.gradient_clip_val, task.cfg.gradient_clip_algorithm
         self._anchors, self._clip = anchors, (clip or 0.0) if "configure_gradient_clipping" not in defined else None
@@ -687,6 +687,10 @@ class LightningClientTrainer(ClientTrainer):
             self._hook("on_before_zero_grad", optimizer)
         if "optimizer_zero_grad" in defined:
             self._hook("optimizer_zero_grad", epoch, batch_idx, optimizer)
+        elif type(optimizer).zero_grad is torch.optim.Optimizer.zero_grad:  # its work, without its profiler record (10 µs)
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    p.grad = None
         else:
             optimizer.zero_grad()
         if loss is not None:
@@ -751,9 +755,11 @@ class LightningClientTrainer(ClientTrainer):
         """The module's lr_scheduler_step, as the Trainer calls it for each scheduler step."""
         self._hook("lr_scheduler_step", scheduler, metric)
 
-    def refuse_optimizer_hooks(self) -> None:
-        """Where trips step with the algorithm's rule, hooks that take the module's optimizer cannot be called
-        (there is none): refused in one line, naming the first the module overrides."""
+    def refuse_hooks(self) -> None:
+        """What trips cannot honour of the module's hooks, refused in one line: callbacks from its
+        configure_callbacks (no lightning.Trainer runs them), and, where trips step with the algorithm's rule,
+        hooks that take the module's optimizer (there is none), naming the first it overrides."""
+        refuse_callbacks(self.module)
         hook = next((hook for hook in OPTIMIZER_HOOKS if hook in _hooks_defined(self.module)), None)
         if not self.own_optimizer and hook is not None:
             raise ConfigError(f"{type(self.module).__qualname__} overrides {hook}, which fl_bench cannot call under "

@@ -373,6 +373,8 @@ class CentralizedRun:
                                        mode=mode))
         devices = cfg.devices if isinstance(cfg.devices, list) else 1  # a GPU index list selects the GPU
         return Trainer(accelerator=self.accelerator, devices=devices, precision=cfg.precision, max_epochs=self.rounds_budget,
+                       gradient_clip_val=getattr(cfg.task, "gradient_clip_val", None),  # (task=lightning's knobs)
+                       gradient_clip_algorithm=getattr(cfg.task, "gradient_clip_algorithm", None),
                        check_val_every_n_epoch=cfg.eval_every,
                        num_sanity_val_steps=0 if resumed else -1,  # the sanity check is round 0's evaluation
                        logger=loggers,
