@@ -26,7 +26,6 @@ one at a time. The probe also trains one trip both ways and compares the Deltas.
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,7 +34,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from fl_bench.clients.lightning_task import overrides
+from fl_bench.clients.lightning_task import attribute_snapshot, changed_attributes, overrides, restore_attributes
 from fl_bench.clients.trainer import minibatch_plan, views
 from fl_bench.contracts import Broadcast
 
@@ -164,7 +163,7 @@ class BatchedTrips:
         """Train one trip of ``client`` batched (beside a second copy) and alone; None where both give the
         same Delta (to float tolerance) and the module's attributes are as they were; else why not."""
         trainer, module = self.trainer, self.trainer.module
-        before = _attributes(module)
+        before = attribute_snapshot(module)
         seeds = [0x5EED_0001 + i for i in range(ONE_BY_ONE + 1)]  # (enough trips for a vmapped call)
         out = torch.empty(len(seeds), trainer.upload_size, device=trainer.device)
         generator = torch.get_rng_state()
@@ -178,11 +177,11 @@ class BatchedTrips:
             trainer.load(start.params)
             drew = not torch.equal(generator, torch.get_rng_state())
             torch.set_rng_state(generator)
+            changed = sorted(changed_attributes(module, before))
+            if changed:  # (the probe's trips leave the module as they found it)
+                restore_attributes(module, before, changed)
         if drew:  # (a trip's draws come from its own seed: batched, they would come from the batch's)
             return vmap_reason(RuntimeError("randomness"))
-        after = _attributes(module)
-        changed = sorted(name for name in before.keys() | after.keys() if name not in before or name not in after
-                         or before[name][0] is not after[name][0] or before[name][1] != after[name][1])
         if changed:
             return f"its training_step changes the module's attribute {changed[0]} (one value for many trips)"
         alone = torch.empty(1, trainer.upload_size, device=trainer.device)
@@ -231,8 +230,14 @@ class BatchedTrips:
         trainer, local = self.trainer, self.trainer.local
         plan = minibatch_plan(trainer.data.sizes[clients], seeds, local, steps)
         logs: list[list[tuple]] = [[] for _ in clients]  # per trip: ("log", name, value, options) | ("epoch",)
+        kept = trainer.task.trips_begin()  # the module's attributes as trips find them
         for s in range(0, len(clients), trainer.chunk):
             self._train_together(np.arange(s, min(s + trainer.chunk, len(clients))), starts, clients, plan, out, logs)
+        changed = changed_attributes(trainer.module, kept)
+        if changed:  # (a step the probe did not meet: many trips saw one value; the trainer retrains them one by one)
+            restore_attributes(trainer.module, kept, changed)
+            raise NotBatchable(f"its training_step changes the module's attribute {sorted(changed)[0]} (one value for "
+                               f"many trips)")
         if keep_logs:
             self._replay(logs, seeds)
 
@@ -385,13 +390,6 @@ class BatchedTrips:
                 else:
                     metrics.end_epoch()
 
-
-
-def _attributes(module: nn.Module) -> dict[str, Any]:
-    """The module's plain Python attributes (not parameters, buffers or submodules), by name: each value,
-    and a shallow copy of a list, dict or set (changed in place, it is still the same object)."""
-    return {name: (value, copy.copy(value) if isinstance(value, (list, dict, set)) else None)
-            for name, value in vars(module).items() if not name.startswith("_")}
 
 
 def _each(batch: Any, change: Any) -> Any:
