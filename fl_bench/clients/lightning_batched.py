@@ -34,24 +34,22 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from fl_bench.clients.lightning_task import attribute_snapshot, changed_attributes, overrides, restore_attributes
+from fl_bench.clients.lightning_hooks import (HOOKS, TRIP, attribute_snapshot, changed_attributes, defines,
+                                              restore_attributes)
 from fl_bench.clients.trainer import minibatch_plan, views
 from fl_bench.contracts import Broadcast
 
 # Optimizers whose update of a parameter reads only that parameter's own elements, gradient and state
 # (and a step count): over stacked per-trip rows each row moves as that trip's parameters would alone.
 ELEMENTWISE = ("SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta")
-# Hooks a batched step cannot call per trip (one call for many trips): a module that overrides one trains
-# one trip at a time.
-PER_TRIP_HOOKS = ("on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end",
-                  "on_train_batch_start", "on_train_batch_end", "on_before_backward", "on_after_backward",
-                  "on_before_optimizer_step", "on_before_zero_grad", "optimizer_step", "optimizer_zero_grad",
-                  "configure_gradient_clipping", "backward", "lr_scheduler_step", "on_fit_start", "on_fit_end",
-                  "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
+# The trip hooks a batched step cannot call per trip (one call steps many trips): a module that overrides one
+# trains one trip at a time. (configure_optimizers is called once per batch of trips, training_step vmapped.)
+PER_TRIP_HOOKS = tuple(hook for hook, (place, _) in HOOKS.items()
+                       if place == TRIP and hook not in ("configure_optimizers", "training_step"))
 IGNORED = -100  # cross_entropy's and nll_loss's ignore_index: a target they leave out of the loss and its mean
-TOLERANCE = 1e-4
+TOLERANCE = 1e-4  # the probe's trip, batched against alone: largest |difference| / largest |Delta|
 CHECKED = 256  # training examples the padding check steps on
-ONE_BY_ONE = 5  # groups of at most this many trips step trip by trip (vmap's fixed cost is about 4 plain steps)  # the probe's trip, batched against alone: largest |difference| / largest |Delta|
+ONE_BY_ONE = 3  # groups of at most this many trips step trip by trip (vmap's fixed cost is about 4 plain steps)
 
 
 class NotBatchable(Exception):
@@ -61,8 +59,8 @@ class NotBatchable(Exception):
 def why_not_batched(trainer: Any) -> str | None:
     """What in the module or the run keeps its trips from training together, in a few words; None: nothing
     (the probe may still find something: :meth:`BatchedTrips.probe`)."""
-    module, update, local = trainer.module, trainer.update, trainer.local
-    hooks = [hook for hook in PER_TRIP_HOOKS if overrides(module, hook) or hook in vars(module)]
+    module, update = trainer.module, trainer.update
+    hooks = [hook for hook in PER_TRIP_HOOKS if defines(module, hook)]
     if hooks:
         return f"its {hooks[0]} hook is called per trip"
     if any(True for _ in module.buffers()):
@@ -77,7 +75,7 @@ def why_not_batched(trainer: Any) -> str | None:
     if update.moving_keys or update.start_gradient:
         return "the algorithm's client rule keeps state of its own through a trip"
     if trainer.own_optimizer:
-        if trainer.schedulers:
+        if trainer.module_optimizer.schedulers:
             return "its lr scheduler steps one optimizer per trip"
         if trainer.precision == "16-mixed":
             return "precision=16-mixed scales each trip's loss"
@@ -132,7 +130,8 @@ class BatchedTrips:
         from torch.func import functional_call, vmap
 
         # (untying shared weights costs a walk of the module per call: only where the module shares some)
-        tied = len(list(trainer.module.named_parameters(remove_duplicate=False))) != len(list(trainer.module.parameters()))
+        module = trainer.module
+        tied = len(list(module.named_parameters(remove_duplicate=False))) != len(list(module.parameters()))
 
         def training_step(params: dict[str, torch.Tensor], batch: Any, batch_idx: int, recorder: _Recorder) -> Any:
             output = functional_call(self.step_module, params, (batch, batch_idx), tie_weights=tied)
@@ -246,7 +245,8 @@ class BatchedTrips:
         """The trips ``part`` step together: per local step, one vmapped ``training_step`` per group of the
         trips still training, then one optimizer (or rule) step for all; a trip's Delta is read out at its
         last step (the rows of finished trips may move after it: nothing reads them)."""
-        trainer, local, task, data, update = self.trainer, self.trainer.local, self.trainer.task, self.trainer.data, self.trainer.update
+        trainer = self.trainer
+        local, task, data, update = trainer.local, trainer.task, trainer.data, trainer.update
         device = trainer.device
         order = part[np.argsort(-plan.steps[part], kind="stable")]  # longest first: the active trips are a prefix
         b, steps = len(order), plan.steps[order]
@@ -307,7 +307,8 @@ class BatchedTrips:
             else:
                 grads = list(torch.autograd.grad(total, params))
                 with torch.no_grad():
-                    update.step(params, grads, anchors, torch.as_tensor(lrs[:, t], dtype=origin.dtype, device=device), state)
+                    lr = torch.as_tensor(lrs[:, t], dtype=origin.dtype, device=device)
+                    update.step(params, grads, anchors, lr, state)
             for row in np.flatnonzero(epoch_ends[:active, t]):
                 logs[order[row]].append(("epoch",))
             first, end = int(active_at[t + 1]), active  # the trips whose last step this was
@@ -355,8 +356,10 @@ class BatchedTrips:
         try:
             with self.autocast():
                 if g <= ONE_BY_ONE:  # a few trips (the longest ones' last steps): a call each costs less than vmap's
-                    results, trips = [], [dict(zip(named, rows)) for rows in zip(*(v.unbind(0) for v in named.values()))]
-                    for j, own in enumerate(trips):  # (unbind: one backward node for the rows, not a filled tensor each)
+                    # (unbind: one backward node for the rows, not a filled tensor each)
+                    trips = [dict(zip(named, rows)) for rows in zip(*(v.unbind(0) for v in named.values()))]
+                    results = []
+                    for j, own in enumerate(trips):
                         recorder.calls.clear()
                         results.append(self._functional(own, _each(batch, lambda v: v[j]), batch_idx, recorder))
                     loss = torch.stack([loss for loss, _ in results])
@@ -373,8 +376,8 @@ class BatchedTrips:
         """The module's optimizer's groups: each one's settings and the indices of the trainable parameters
         it holds."""
         by_id = {id(p): i for i, p in enumerate(self.trainer.params)}
-        groups = [({k: v for k, v in group.items() if k != "params"}, [by_id[id(p)] for p in group["params"] if id(p) in by_id])
-                  for group in configured.param_groups]
+        groups = [({k: v for k, v in group.items() if k != "params"},
+                   [by_id[id(p)] for p in group["params"] if id(p) in by_id]) for group in configured.param_groups]
         return [(settings, members) for settings, members in groups if members]
 
     def _replay(self, logs: list[list[tuple]], seeds: list[int]) -> None:
@@ -403,7 +406,8 @@ def _each(batch: Any, change: Any) -> Any:
     return tree_map(lambda v: change(v) if isinstance(v, torch.Tensor) else v, batch)
 
 
-def _groups(counts: np.ndarray, batch_idx: np.ndarray, epochs: np.ndarray, pad: bool) -> list[tuple[Any, int, int, int]]:
+def _groups(counts: np.ndarray, batch_idx: np.ndarray, epochs: np.ndarray, pad: bool,
+            ) -> list[tuple[Any, int, int, int]]:
     """The active trips grouped by (batch size, batch_idx, epoch), or with ``pad`` by (batch_idx, epoch),
     the group's batch size its largest: one slice where all agree (the usual case), else an index array per
     distinct key."""

@@ -10,7 +10,7 @@ by default for a module with BatchNorm layers, which cannot train on a batch of 
   epoch; step: after each step; every ``frequency``), and start afresh with it; one that would never
   change the lr within a trip is refused (across trips the lr moves with ``algorithm.lr_decay``), as is
   one that monitors a metric (fl_bench steps none on a metric); ``task.lr_scheduler=off`` leaves the
-  schedulers out (:meth:`LightningClientTrainer._configured`), and trips step the optimizer at its
+  schedulers out (fl_bench.clients.lightning_optimizers), and trips step the optimizer at its
   configured lr.
   Around it, fl_bench applies the algorithm's client knobs: FedProx's (mu/2)||y - y_0||^2 is added to
   the module's loss, and each step's lr is the optimizer's lr times LR-norm's n/B and the lr
@@ -40,11 +40,8 @@ checkpoint and of ``model.pt``. They travel through the trainer's hooks of fl_be
 
 from __future__ import annotations
 
-import inspect
 import logging
 import random
-import re
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,9 +49,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from fl_bench.clients.lightning_task import (LightningTask, call_hook, changed_attributes, clip_gradient_list, defines,
-                                             flat_buffers, load_buffers, overrides, refuse_callbacks,
-                                             restore_attributes, trainer_read, user_code, user_error)
+from fl_bench.clients.lightning_hooks import (call_hook, changed_attributes, clip_gradient_list, defines, overrides,
+                                              refuse_callbacks, restore_attributes, user_code, user_error)
+from fl_bench.clients.lightning_optimizers import ModuleOptimizer, step_schedulers
+from fl_bench.clients.lightning_task import LightningTask, flat_buffers, load_buffers
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.trainer import ClientTrainer, views
 from fl_bench.contracts import Broadcast
@@ -64,7 +62,7 @@ from fl_bench.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 
-# The hooks a trip calls where the module has them (lightning_task.HOOKS says when): LightningModule's own are
+# The hooks a trip calls where the module has them (lightning_hooks.HOOKS says when): LightningModule's own are
 # empty, or do what the trip does itself (optimizer.step, zero_grad, Fabric's backward), so a trip calls only those
 # the module overrides (by its class or on the instance): each call of an empty one cost a few microseconds.
 TRIP_HOOKS = ("on_fit_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start", "optimizer_step",
@@ -116,62 +114,6 @@ class _TripStrategy:
         return value
 
 
-# What configure_optimizers may read of self.trainer to size a scheduler: under task.lr_scheduler=off (the scheduler
-# left out), the longest trip's (_SizedFit)
-SIZED_FIT = ("estimated_stepping_batches", "max_steps", "max_epochs")
-
-
-class _SizedFit:
-    """What ``self.trainer`` gives configure_optimizers under task.lr_scheduler=off (Lightning's shim reads
-    it as it reads Fabric): SIZED_FIT from the longest trip, only so that a scheduler sized by them can be
-    built and left out; anything else, Fabric's."""
-
-    def __init__(self, fabric: Any, steps: int, epochs: int):
-        self._fabric, self.estimated_stepping_batches, self.max_steps, self.max_epochs = fabric, steps, steps, epochs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._fabric, name)
-
-
-def _unscheduled(optimizer: torch.optim.Optimizer, schedulers: list[Any]) -> None:
-    """The optimizer's hyperparameters as its arguments set them, before the schedulers built on it changed them
-    (task.lr_scheduler=off): a scheduler keeps the lr it found as ``initial_lr`` (a warm-up scales the lr at
-    once); OneCycleLR and CyclicLR set an lr and momentum of their own, so the optimizer's arguments
-    (``defaults``) come back."""
-    from torch.optim.lr_scheduler import CyclicLR, OneCycleLR
-
-    cyclic = any(isinstance(scheduler, (CyclicLR, OneCycleLR)) for scheduler in schedulers)
-    for group in optimizer.param_groups:
-        if cyclic:
-            group.update({key: optimizer.defaults[key] for key in ("lr", "momentum", "betas")
-                          if key in group and key in optimizer.defaults})
-        else:
-            group["lr"] = group.get("initial_lr", group["lr"])
-
-
-def _described(value: Any) -> str:
-    """A value a hook returned, in a few words."""
-    if isinstance(value, dict):
-        return f"a dict with keys {sorted(map(str, value))}"
-    return repr(value) if value is None or isinstance(value, (int, float, str)) else f"a {type(value).__name__}"
-
-
-_CLOSURE_NEEDED: dict[type, bool] = {}  # by optimizer class: inspecting a signature every trip cost 14 µs
-
-
-def _needs_closure(optimizer: Any) -> bool:
-    """Whether ``optimizer.step`` needs a closure (LBFGS)."""
-    cls = type(optimizer)
-    own = "step" in getattr(optimizer, "__dict__", {})  # (a step set on the instance is its own: not cached)
-    if own or cls not in _CLOSURE_NEEDED:
-        closure = inspect.signature(optimizer.step).parameters.get("closure")
-        needed = closure is not None and closure.default is inspect.Parameter.empty
-        if own:
-            return needed
-        _CLOSURE_NEEDED[cls] = needed
-    return _CLOSURE_NEEDED[cls]
-
-
 def _gather_by_seed(mine: dict[int, torch.Tensor], seeds: list[int], width: int, gather: Any) -> dict[int, torch.Tensor]:
     """Every process's {seed: buffers} for the trips ``seeds`` (each trained by one process): rows in
     ``seeds`` order, zeros where this process did not train the trip, summed over processes."""
@@ -187,8 +129,6 @@ class LightningClientTrainer(ClientTrainer):
     """Client trips of a :class:`LightningTask`, one at a time (module docstring): the same minibatch
     plan and upload layout as :class:`ClientTrainer`, the loss from the module's ``training_step``,
     the step from its optimizer or from the algorithm's rule."""
-
-    left_out: list[str] = []  # the module's lr schedulers left out by task.lr_scheduler=off (_configured)
 
     def __init__(self, task: LightningTask, data: FederatedData, local: LocalTraining, update: LocalUpdate,
                  fabric: Any, own_optimizer: bool, precision: str, chunk: int = 256):
@@ -209,14 +149,14 @@ class LightningClientTrainer(ClientTrainer):
         if own_optimizer and not overrides(self.module, "configure_optimizers"):
             raise ConfigError(f"{type(self.module).__qualname__} has no configure_optimizers: under this algorithm a "
                               f"client trip steps the module's own optimizer; add one (as lightning.Trainer needs)")
-        self.schedulers: list[tuple[str, str, int]] = []  # (class, interval, frequency) of the module's own
+        self.module_optimizer = ModuleOptimizer(self.module, task, local, data.sizes)  # (its configure_optimizers)
         self._host: tuple[Any, Any, Any] | None = None  # the host's generator states during trips (_local_sgd)
         self._defined: frozenset[str] = frozenset()  # the trip hooks the module has (_hook), found per trip
         self.batched: Any = None  # fl_bench.clients.lightning_batched.BatchedTrips, where trips train together
         self.why_one_at_a_time: str | None = None  # (choose_batching)
         self.refuse_hooks()
         if own_optimizer:
-            self._check_schedulers()
+            self.module_optimizer.check_schedulers()
 
     def autocast(self):
         """Fabric's precision context for the module's steps."""
@@ -226,13 +166,14 @@ class LightningClientTrainer(ClientTrainer):
         """The task and how its trips step, for the run's first lines."""
         how = ("its configure_optimizers' optimizer (algorithm.client_lr is not used)" if self.own_optimizer else
                f"the algorithm's rule at algorithm.client_lr={self.local.lr} (configure_optimizers is not used)")
-        if self.schedulers:
-            kinds = " and ".join(f"{kind} (per {interval})" for kind, interval, _ in self.schedulers)
+        schedulers, left_out = self.module_optimizer.schedulers, self.module_optimizer.left_out
+        if schedulers:
+            kinds = " and ".join(f"{kind} (per {interval})" for kind, interval, _ in schedulers)
             how += (f", its lr scheduler {kinds} acting within each trip and starting afresh with every trip "
                     f"(across trips: algorithm.lr_decay)")
         if self.own_optimizer and self.task.cfg.lr_scheduler == "off":
-            how += (f", its lr scheduler {' and '.join(self.left_out)} left out (task.lr_scheduler=off): the optimizer's "
-                    f"configured lr throughout each trip (across trips: algorithm.lr_decay)" if self.left_out else
+            how += (f", its lr scheduler {' and '.join(left_out)} left out (task.lr_scheduler=off): the optimizer's "
+                    f"configured lr throughout each trip (across trips: algorithm.lr_decay)" if left_out else
                     ", at its configured lr (task.lr_scheduler=off; configure_optimizers returns no lr scheduler)")
         together = (f"; {self.batched.describe()}" if self.batched is not None else
                     f"; trips train one at a time: {self.why_one_at_a_time}" if self.why_one_at_a_time else "")
@@ -292,7 +233,7 @@ class LightningClientTrainer(ClientTrainer):
 
     def state_dict(self) -> dict[str, Any]:
         """The buffers a resumed run needs (a checkpoint keeps them), and what the module's on_save_checkpoint
-        adds to a dict holding its state_dict, as under lightning.Trainer (lightning_task.HOOKS)."""
+        adds to a dict holding its state_dict, as under lightning.Trainer (lightning_hooks.HOOKS)."""
         state = {"global": self.global_buffers, "clients": self.client_buffers, "trips": self._trip_buffers}
         if defines(self.module, "on_save_checkpoint"):
             checkpoint = {"state_dict": self.module.state_dict()}
@@ -325,7 +266,7 @@ class LightningClientTrainer(ClientTrainer):
     def configured_optimizer(self) -> torch.optim.Optimizer:
         """A fresh optimizer from the module's configure_optimizers (refused in one line where a trip cannot
         step it), not set up by Fabric."""
-        return self._configured()[0]
+        return self.module_optimizer.configured()[0]
 
     def train(self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Any = None,
               steps: Sequence[int] | None = None) -> Sequence[torch.Tensor]:
@@ -405,144 +346,9 @@ class LightningClientTrainer(ClientTrainer):
         through ``fabric.setup_optimizers``, whose wrapper creates a class for every optimizer (every
         trip) to step it the same way (fl_bench's strategies, single device or DDP, give it no
         callbacks or DeepSpeed engine); the hooks get the optimizer itself, as lightning.Trainer's do."""
-        optimizer, configs = self._configured()
+        optimizer, configs = self.module_optimizer.configured()
         self.task.optimizer = optimizer = self.fabric.strategy.setup_optimizer(optimizer)  # (self.optimizers())
         return optimizer, configs
-
-    def _configured(self) -> tuple[torch.optim.Optimizer, list[Any]]:
-        """A fresh optimizer and its scheduler configs from the module's configure_optimizers (every
-        form Lightning accepts); what a trip cannot step is refused in one line."""
-        from lightning.fabric.utilities.exceptions import MisconfigurationException
-        from lightning.pytorch.core.optimizer import _configure_optimizers, _configure_schedulers_automatic_opt
-
-        name = f"{type(self.module).__qualname__}.configure_optimizers"
-        off = self.task.cfg.lr_scheduler == "off"
-        fabric = self.module._fabric
-        try:  # (called every trip: the hint, the module's arguments, is only written out where it raised)
-            if off:  # what it reads of self.trainer to size a scheduler left out (_SizedFit)
-                self.module._fabric = _SizedFit(fabric, *self._longest_trip())
-            returned = self.module.configure_optimizers()
-        except Exception as error:
-            read = trainer_read(error)
-            arguments = {k: v for k, v in self.task.cfg.module.items() if k != "_target_"}
-            raised = user_error(self.module, "configure_optimizers", error,
-                                self._trainer_advice(read, off) if read is not None else
-                                f"(task.module's arguments: {arguments})" if arguments else "")
-            if raised is error:
-                raise
-            raise raised from error
-        finally:
-            self.module._fabric = fabric
-        forms = ("return an optimizer, a list of them, ([optimizers], [schedulers]) or a dict with 'optimizer' "
-                 "(and 'lr_scheduler'), as lightning.Trainer takes")
-        if isinstance(returned, torch.optim.Optimizer):  # what Lightning's parser makes of one (its Protocol check is slow)
-            optimizers, schedulers, monitor = [returned], [], None
-        else:
-            try:
-                optimizers, schedulers, monitor = _configure_optimizers(returned)
-            except (MisconfigurationException, KeyError, TypeError, ValueError):
-                raise ConfigError(f"{name} returned {_described(returned)}: {forms}") from None
-        if len(optimizers) != 1:
-            raise ConfigError(f"{name} returned {len(optimizers)} optimizers: a client trip steps one (automatic "
-                              f"optimization); return one" + (f" ({forms})" if not optimizers else ""))
-        if _needs_closure(optimizers[0]):
-            raise ConfigError(f"{name} returned {type(optimizers[0]).__name__}, whose step needs a closure that "
-                              f"re-evaluates the loss: a client trip steps once per minibatch; use an optimizer that "
-                              f"steps without one (SGD, Adam, ...)")
-        if off:  # left out: the optimizer as configured (_unscheduled)
-            schedulers = [s.get("scheduler") if isinstance(s, dict) else s for s in schedulers]
-            self.left_out = list(dict.fromkeys(type(s).__name__ for s in schedulers))
-            _unscheduled(optimizers[0], schedulers)
-            return optimizers[0], []
-        try:
-            configs = _configure_schedulers_automatic_opt(schedulers, monitor)
-        except MisconfigurationException as error:
-            raise ConfigError(f"{name}: {str(error).splitlines()[0]}") from None
-        monitored = next((config for config in configs if config.monitor is not None), None)
-        if monitored is not None:
-            raise ConfigError(self._monitored(monitored))
-        return optimizers[0], configs
-
-    def _longest_trip(self) -> tuple[int, int]:
-        """The longest trip's steps and local epochs, over the clients."""
-        sizes = np.asarray(self._sizes, dtype=np.int64)
-        steps = self.local.num_steps(sizes)
-        return int(steps.max()), int((-(-steps // self.local.batches_per_epoch(sizes))).max())
-
-    def _trainer_advice(self, read: str, off: bool) -> str:
-        """What to do where configure_optimizers reads ``read`` of self.trainer (:func:`user_error` says why not)."""
-        steps, epochs = self._longest_trip()
-        fewest = int(self.local.num_steps(np.asarray(self._sizes, dtype=np.int64)).min())
-        sized = not off and read.rsplit(".", 1)[-1] in SIZED_FIT
-        return (f"here a trip has {fewest} to {steps} steps in at most {epochs} epoch(s); give what it sizes as an "
-                f"argument of the module's (for OneCycleLR, total_steps of at least {steps})"
-                + (", or run the module without its lr scheduler with task.lr_scheduler=off" if sized else ""))
-
-    def _monitored(self, config: Any) -> str:
-        """The refusal of a scheduler that monitors a metric (ReduceLROnPlateau): why it cannot act in a trip,
-        and the working option."""
-        metric, kind = config.monitor, type(config.scheduler).__name__
-        validation = {re.sub(r"_(step|epoch)$", "", key) for key in self.task.last_validation}
-        if re.sub(r"_(step|epoch)$", "", metric) in validation or metric.startswith(("val", "valid", "test")):
-            why = ("a validation metric, which no client trip computes (fl_bench validates the global model on the "
-                   "server, between trips)")
-        else:
-            epochs, patience = self._longest_trip()[1], getattr(config.scheduler, "patience", None)
-            never = patience is not None and epochs <= patience
-            why = (f"to act when it stops improving over epochs, but each trip starts a fresh scheduler and trains "
-                   f"{epochs} local epoch(s) (algorithm.local_epochs={self.local.epochs})"
-                   + (f", no more than its patience of {patience}, so it could never act" if never else "")
-                   + ", and fl_bench steps no lr scheduler on a metric")
-        return (f"{type(self.module).__qualname__}'s lr scheduler {kind} monitors {metric!r}, {why}: run the module "
-                f"without it with task.lr_scheduler=off (trips step its optimizer at its configured lr; for an lr that "
-                f"decays across trips, algorithm.lr_decay)")
-
-    def _check_schedulers(self, horizon: int = 10_000) -> None:
-        """Build the module's optimizer once, before any trip (what cannot step stops here), and step its
-        schedulers through the longest trip as a trip steps them: one that never moves the lr before the
-        trip's last step, but would within ``horizon`` steps of its interval (a fit's), is refused, as it
-        would do nothing here (each trip starts a fresh optimizer and scheduler). One that never moves it
-        (StepLR with gamma 1) is left alone: it does nothing anywhere."""
-        optimizer, configs = self._configured()
-        self.schedulers = [(type(c.scheduler).__name__, c.interval, c.frequency) for c in configs]
-        if not configs:
-            return
-        sizes = np.asarray(self._sizes, dtype=np.int64)
-        steps = self.local.num_steps(sizes)
-        epochs = -(-steps // self.local.batches_per_epoch(sizes))
-        longest, most_epochs = int(steps.max()), int(epochs.max())
-        ticks = {"step": longest - 1, "epoch": most_epochs - 1}  # scheduler steps before a trip's last step
-
-        def moved() -> bool:
-            return any(group["lr"] != group.get("initial_lr", group["lr"]) for group in optimizer.param_groups)
-
-        acted = moved()  # (a warm-up's factor applies from the first step)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*before `optimizer.step\\(\\)`")
-            for interval, count in ticks.items():
-                for tick in range(1, count + 1):
-                    with user_code(self.module, "configure_optimizers' lr scheduler"):
-                        self._step_schedulers(configs, interval, tick)
-                    acted = acted or moved()
-            later = False
-            for interval, count in ticks.items():  # beyond a trip: what a longer fit would have seen
-                for tick in range(count + 1, max(count, horizon) + 1):
-                    try:
-                        self._step_schedulers(configs, interval, tick)
-                    except Exception:  # (OneCycleLR past its total_steps: that fit would have stopped)
-                        break
-                    if moved():
-                        later = True
-                        break
-        if not acted and later:
-            kinds = ", ".join(f"{kind} (interval {interval}, frequency {frequency})" for kind, interval, frequency
-                              in self.schedulers)
-            raise ConfigError(f"{type(self.module).__qualname__}'s lr scheduler {kinds} never changes the lr within a "
-                              f"trip, and each trip starts a fresh optimizer and scheduler: the longest trip has "
-                              f"{longest} steps in {most_epochs} epoch(s) (algorithm.local_epochs="
-                              f"{self.local.epochs}); let it act within a trip (interval step, more local epochs), run "
-                              f"the module without it with task.lr_scheduler=off (its optimizer at its configured lr), "
-                              f"or decay the lr across trips with algorithm.lr_decay")
 
     def _local_sgd(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
                    rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None = None,
@@ -570,7 +376,7 @@ class LightningClientTrainer(ClientTrainer):
     def _trip(self, client: int, seed: int, start: torch.Tensor, state: dict[str, torch.Tensor],
               rows: torch.Tensor, counts: list[int], version: int, first_gradient: torch.Tensor | None) -> None:
         """One trip as lightning.Trainer's fit of the module over the trip's minibatches (a trip is a fit of its
-        own): its hooks where and in the order the Trainer calls them (lightning_task.HOOKS), the module's
+        own): its hooks where and in the order the Trainer calls them (lightning_hooks.HOOKS), the module's
         counters within the trip (LightningTask.set_counters), and its Python attributes restored after it."""
         local, params, task, module = self.local, self.params, self.task, self.module
         x, y = self.data.client(client)
@@ -624,10 +430,10 @@ class LightningClientTrainer(ClientTrainer):
                         self.update.step(params, grads, anchors, local.step_lr(count, version), state_views)
             task.set_counters(epoch, step + 1)
             # the Trainer's order: step schedulers, at an epoch's last step its epoch schedulers, on_train_batch_end
-            self._step_schedulers(schedulers, "step", step + 1, stepper)
+            step_schedulers(schedulers, "step", step + 1, stepper)
             ends_epoch = batch_idx == per_epoch - 1 or step == last
             if ends_epoch:
-                self._step_schedulers(schedulers, "epoch", epoch + 1, stepper)
+                step_schedulers(schedulers, "epoch", epoch + 1, stepper)
             if "on_train_batch_end" in defined:
                 self._hook("on_train_batch_end", _batch_output(loss, output), batch, batch_idx)
             if ends_epoch:
@@ -767,14 +573,3 @@ class LightningClientTrainer(ClientTrainer):
                               f"algorithm.client_lr on the module's gradients, not with the module's optimizer; use an "
                               f"algorithm whose clients step the module's optimizer (fedavg, fedbuff, fedprox, ...), or "
                               f"leave {hook} out")
-
-    @staticmethod
-    def _step_schedulers(configs: Sequence[Any], interval: str, count: int, step: Any = None) -> None:
-        """Step the schedulers of ``interval`` whose ``frequency`` divides ``count`` (Lightning's rule), or
-        give them to ``step`` (the module's lr_scheduler_step)."""
-        for config in configs:
-            if config.interval == interval and count % config.frequency == 0:
-                if step is None:
-                    config.scheduler.step()
-                else:
-                    step(config.scheduler, None)

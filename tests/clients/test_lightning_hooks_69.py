@@ -1,5 +1,5 @@
 """task=lightning as lightning.Trainer runs a module (issue 69, items 1 and 2): every hook a module may override
-is decided (lightning_task.HOOKS, from Lightning's own classes); those a trip or an evaluation calls run where
+is decided (lightning_hooks.HOOKS, from Lightning's own classes); those a trip or an evaluation calls run where
 and in the order the Trainer calls them, with current_epoch and global_step counting within the trip; a
 module's Python attributes changed in a trip are restored after it. Each module of
 my_fl_extensions.hook_modules_69 is compared with a real lightning.Trainer run of the same module."""
@@ -87,7 +87,7 @@ def test_every_hook_of_lightnings_classes_is_decided_and_the_docs_show_the_table
     from lightning import LightningModule
     from lightning.pytorch.core.hooks import CheckpointHooks, DataHooks, ModelHooks
 
-    from fl_bench.clients.lightning_task import EVALUATION, EVALUATION_HOOKS, HOOKS, TRANSFER_HOOKS, TRIP, hook_table
+    from fl_bench.clients.lightning_hooks import EVALUATION, EVALUATION_HOOKS, HOOKS, TRANSFER_HOOKS, TRIP, hook_table
     from fl_bench.clients.lightning_trainer import OPTIMIZER_HOOKS, TRIP_HOOKS
 
     found = set()
@@ -103,7 +103,7 @@ def test_every_hook_of_lightnings_classes_is_decided_and_the_docs_show_the_table
 def test_a_hook_no_run_calls_is_refused_in_one_line_naming_it(hook):
     from lightning import LightningModule
 
-    from fl_bench.clients.lightning_task import prepare_module
+    from fl_bench.clients.lightning_hooks import prepare_module
 
     module = type("Module", (LightningModule,), {hook: lambda self, *args: None})()
     with pytest.raises(ConfigError, match=rf"^Module overrides {hook}, which fl_bench does not call: ") as error:
@@ -118,7 +118,7 @@ def test_build_hooks_run_once_and_callbacks_are_refused():
     import lightning as L
     from lightning.pytorch.callbacks import EarlyStopping
 
-    from fl_bench.clients.lightning_task import prepare_module, refuse_callbacks
+    from fl_bench.clients.lightning_hooks import prepare_module, refuse_callbacks
 
     class Lazy(L.LightningModule):
         def setup(self, stage):
@@ -280,7 +280,7 @@ def test_attribute_snapshots_see_every_change_and_restore_what_the_trip_changed(
     parameters a tensor attribute views."""
     from lightning import LightningModule
 
-    from fl_bench.clients.lightning_task import attribute_snapshot, changed_attributes, restore_attributes
+    from fl_bench.clients.lightning_hooks import attribute_snapshot, changed_attributes, restore_attributes
 
     class Module(LightningModule):
         def __init__(self):
