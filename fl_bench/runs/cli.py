@@ -101,7 +101,7 @@ def _main(dict_cfg: DictConfig) -> float | None:
         exit_with_error(error)
     if launched_rank() != 0:  # a multi-process run's other processes: rank 0 prints the result
         return None
-    Console(stderr=False).print(result_line(summary), highlight=False)
+    Console(stderr=False).print(result_line(summary), highlight=False, soft_wrap=True)  # (a pipe: no wrap at 80 columns)
     target = summary["trips_to_target"]
     return float(target) if target is not None else None
 
