@@ -27,3 +27,31 @@ def site_link(target: str, page: str) -> str:
 
 def on_page_markdown(markdown: str, page, **_) -> str:
     return LINK.sub(lambda found: "](" + site_link(found.group(1), page.file.src_uri), markdown)
+
+
+# A verdict table's cell this long (a "cause" of up to 1,000 characters) is capped to a few lines that scroll
+# (docs/stylesheets/extra.css: .fl-long-cell), so one cell does not make its row hundreds of pixels tall.
+# One shorter than this (an arm, an effect and its interval) stays on one line instead of wrapping in three.
+LONG_CELL, SHORT_CELL = 160, 40
+TABLE = re.compile(r"<table>.*?</table>", re.S)
+CELL = re.compile(r"(<td[^>]*>)(.*?)(</td>)", re.S)
+
+
+def _cap_long_cells(table: str) -> str:
+    if not re.search(r"<th[^>]*>\s*verdict\s*</th>", table):
+        return table
+
+    def cap(found: re.Match) -> str:
+        opening, body, closing = found.groups()
+        length = len(re.sub(r"<[^>]+>", "", body))
+        if length <= SHORT_CELL:  # a name, a number, an interval: on one line
+            return opening.replace("<td", '<td class="fl-short-cell"', 1) + body + closing
+        if length <= LONG_CELL:
+            return found.group(0)
+        return f'{opening}<div class="fl-long-cell" tabindex="0">{body}</div>{closing}'
+
+    return CELL.sub(cap, table)
+
+
+def on_page_content(html: str, **_) -> str:
+    return TABLE.sub(lambda found: _cap_long_cells(found.group(0)), html)
