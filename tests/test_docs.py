@@ -201,3 +201,35 @@ def test_the_site_builds_strictly(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "algorithm.buffer_size" in (tmp_path / "reference" / "config" / "index.html").read_text()
     assert "What holds, paper by paper" in (tmp_path / "index.html").read_text()  # the README's headlines
+
+
+def _site(root: Path, scoreboard_label: str, api_page: str) -> Path:
+    """A built site in miniature: the home page's navigation, the scoreboard with a verdict table linking to
+    a table's page (a verdict table too), and an API page."""
+    nav = (f'<nav class="md-nav md-nav--primary"><a href="." class="md-nav__link">Home</a>'
+           f'<a href="results/" class="md-nav__link"><span>{scoreboard_label}</span></a>'
+           f'<a href="reference/api/" class="md-nav__link">API</a></nav>')
+    table = "<table><thead><tr><th>arm</th><th>verdict</th></tr></thead><tbody><tr><td>a</td><td>reproduces</td></tr></tbody></table>"
+    files = {"index.html": f"<html><body>{nav}<p>Home</p></body></html>",
+             "results/index.html": f"<html><body>{nav}{table}<a href='../results/t1/#evidence'>t1</a></body></html>",
+             "results/t1/index.html": f"<html><body>{nav}{table}</body></html>",
+             "reference/api/index.html": f"<html><body>{nav}{api_page}</body></html>"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_the_site_check_passes_a_clean_site_and_reports_raw_roles_a_missing_scoreboard_and_unreachable_tables(tmp_path):
+    sys.path.insert(0, str(REPO / "docs"))
+    import check_site
+
+    clean = _site(tmp_path / "clean", "Scoreboard", "<p>Call <a href='#x'><code>finish</code></a> first.</p>")
+    assert check_site.problems(clean) == [] and check_site.main([str(clean)]) == 0
+    broken = _site(tmp_path / "broken", "Papers", "<p>Call :meth:<code>finish</code> first.</p>")
+    (broken / "results" / "t2" / "index.html").parent.mkdir()
+    (broken / "results" / "t2" / "index.html").write_text("<table><tr><th>Verdict</th></tr></table>")
+    found = check_site.problems(broken)
+    assert len(found) == 3 and check_site.main([str(broken)]) == 1
+    assert found[0].startswith("reference/api/index.html: 1 raw Sphinx roles (:meth:<code>")
+    assert "no entry Scoreboard" in found[1] and found[2].startswith("results/t2/index.html: a page with verdict tables")
