@@ -26,6 +26,7 @@ from rich.console import Console
 from fl_bench.clients.distributed import launched_rank
 from fl_bench.errors import ConfigError, FLBenchError
 from fl_bench.runs.config import register_configs, to_config
+from fl_bench.runs.help import asks_for_help, help_text, register_help_resolver
 from fl_bench.runs.interrupt import stop_signals_handled
 from fl_bench.runs.run_dir import RunDirectory
 from fl_bench.schema import unknown_key
@@ -35,6 +36,7 @@ from fl_bench.schema import unknown_key
 # other commands register again inside their error handling, which says so in one line.
 with contextlib.suppress(ConfigError):
     register_configs()
+register_help_resolver()  # --help's generated lists (conf/hydra/help/fl_bench.yaml)
 
 
 def one_line(error: BaseException) -> str:
@@ -177,6 +179,14 @@ def main() -> None:
 def _run_command_line() -> None:
     try:
         register_configs()  # FL_BENCH_PLUGINS' modules: one that cannot be imported is one line
+        if asks_for_help(sys.argv[1:]):  # --help [overrides]: conf/hydra/help/fl_bench.yaml from one compose
+            text = help_text(CONFIG_DIR, "config", [a for a in sys.argv[1:] if not asks_for_help([a])])
+            if text is not None:
+                with contextlib.suppress(BrokenPipeError):  # (--help | head)
+                    print(text, flush=True)
+                    return
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's advice for a closed pipe
+                return
         _main()
     except (FLBenchError, HydraException, OmegaConfBaseException) as error:
         if os.environ.get("FL_BENCH_TRACEBACK"):

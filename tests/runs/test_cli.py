@@ -124,3 +124,18 @@ def test_a_protocols_workload_varies_from_the_command_line_and_what_cannot_work_
     assert summary["status"] == "completed" and summary["client_trips"] == 200
     with pytest.raises(FLBenchError, match="partition=pachinko needs coarse labels"):
         run_config("experiment=fedlaavg_table2_smoke", "partition=pachinko", "max_trips=100", name="pachinko")
+
+
+def test_help_is_fl_bench_s_own_and_lists_the_groups_a_user_chooses(tmp_path, cli_in_process):
+    """``--help`` (conf/hydra/help/fl_bench.yaml): what fl_bench runs, the groups a user chooses from with their
+    options (generated: fl_bench.runs.help), the other commands and the docs; not Hydra's internal schema/*."""
+    code, out = cli_in_process("--help", cwd=tmp_path)
+    assert code == 0, out
+    assert out.startswith("fl_bench: ") and "powered by Hydra" not in out and "schema/" not in out
+    listed = out.split("== Config groups")[1].split("\n\n")[0].replace("\n      ", " ")  # (wrapped lines joined)
+    groups = dict(line.strip().split(": ", 1) for line in listed.splitlines()[1:])
+    assert {"algorithm [fedbuff]", "dataset [synthetic]", "experiment", "algorithm/server_optimizer [sgd]"} <= set(groups)
+    assert "fedbuff" in groups["algorithm [fedbuff]"].split(", ")
+    assert "python -m fl_bench.analysis.reproduce   Reproduce a paper's tables from one sweep file" in out
+    assert "docs/getting-started.md" in out
+    assert not list(tmp_path.iterdir())  # no run directory
