@@ -262,6 +262,8 @@ class LightningClientTrainer(ClientTrainer):
             batched = BatchedTrips(self)
             self.why_one_at_a_time = batched.probe(start, int(np.argmax(self._sizes)))
             self.batched = batched if self.why_one_at_a_time is None else None
+        # (contracts.Trainer.vmap: the loop hands a batching trainer every trip started so far, the largest batch)
+        self.vmap = self.batched is not None
 
     def configured_optimizer(self) -> torch.optim.Optimizer:
         """A fresh optimizer from the module's configure_optimizers (refused in one line where a trip cannot
@@ -291,8 +293,10 @@ class LightningClientTrainer(ClientTrainer):
         """As :meth:`ClientTrainer.train`, one trip after the other; each trip's buffers start from its
         download (``_trip``)."""
         self._downloads = dict(zip(seeds, starts))
+        if out is None:
+            out = torch.empty(len(clients), self.upload_size, device=self.device)
         try:
-            return super().train(starts, clients, seeds, out, steps)
+            return self._train_sequential(starts, clients, seeds, out, steps)
         finally:
             self._downloads = {}
             self._restore_host()

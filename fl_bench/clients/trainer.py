@@ -214,6 +214,13 @@ class ClientTrainer(Trainer):
                 part = slice(s, s + self.chunk)
                 train(starts[part], clients[part], seeds[part], out[part], None if steps is None else steps[part])
             return out
+        return self._train_sequential(starts, clients, seeds, out, steps)
+
+    def _train_sequential(
+        self, starts: Sequence[Broadcast], clients: list[int], seeds: list[int], out: Sequence[torch.Tensor],
+        steps: Sequence[int] | None = None,
+    ) -> Sequence[torch.Tensor]:
+        """:meth:`train` one trip after the other (``out`` given)."""
         plan = minibatch_plan(self.data.sizes[clients], seeds, self.local, steps)
         rows, counts = plan.rows.to(self.device), plan.mask.sum(-1).numpy()
         update = self.update
