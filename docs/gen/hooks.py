@@ -53,5 +53,23 @@ def _cap_long_cells(table: str) -> str:
     return CELL.sub(cap, table)
 
 
+# A code span in a table cell: each of its words kept whole (docs/stylesheets/extra.css: .fl-word), so a command
+# wraps between its words, a dotted key (`algorithm.server_optimizer`) or a path only after a dot or a slash, and
+# no word (`server_optimizer`, `--jobs`) breaks inside itself.
+CODE = re.compile(r"<code>([^<]*)</code>")
+
+
+def _whole_words(code: re.Match) -> str:
+    def word(found: re.Match) -> str:  # a dotted name or a path may wrap after a dot or a slash, between its parts
+        return "<wbr>".join(f'<span class="fl-word">{part}</span>' for part in re.split(r"(?<=[./])", found.group(0)) if part)
+
+    return "<code>" + re.sub(r"\S+", word, code.group(1)) + "</code>"
+
+
+def _table(table: str) -> str:
+    table = CELL.sub(lambda cell: cell.group(1) + CODE.sub(_whole_words, cell.group(2)) + cell.group(3), table)
+    return _cap_long_cells(table)
+
+
 def on_page_content(html: str, **_) -> str:
-    return TABLE.sub(lambda found: _cap_long_cells(found.group(0)), html)
+    return TABLE.sub(lambda found: _table(found.group(0)), html)
