@@ -394,8 +394,13 @@ def check_runs(commands: list[Command], monkeypatch, every_value: bool = False) 
 
     from fl_bench.runs.cli import CONFIG_DIR, _check_optional_groups, one_line
     from fl_bench.runs.config import register_configs, to_config
+    from fl_bench.runs.help import HELP_FLAGS, asks_for_help, help_text
 
     problems = []
+    for command in [c for c in commands if set(c.args) & set(HELP_FLAGS)]:  # --help [overrides]: the help they compose
+        if not (asks_for_help(list(command.args)) and help_text(CONFIG_DIR, "config", [a for a in command.args if a[0] != "-"])):
+            problems.append(f"{command}: no help of fl_bench's from --help and overrides alone")
+    commands = [c for c in commands if not set(c.args) & set(HELP_FLAGS)]
     before = HydraConfig.instance().cfg
     try:
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
@@ -403,8 +408,8 @@ def check_runs(commands: list[Command], monkeypatch, every_value: bool = False) 
                 if command.text in NOT_CHECKED:
                     continue
                 flags = [a for a in command.args if a.startswith("-")]
-                assert set(flags) <= {"-m", "--multirun"}, f"{command}: {flags} (this test knows -m and --multirun)"
                 overrides = [a for a in command.args if not a.startswith("-")]
+                assert set(flags) <= {"-m", "--multirun"}, f"{command}: {flags} (this test knows -m and --multirun)"
                 with monkeypatch.context() as patch:
                     _environment(command, patch)
                     try:

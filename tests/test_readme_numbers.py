@@ -251,3 +251,43 @@ def test_the_cluster_table_counts_what_each_reproduction_launches_from_its_sweep
                           f"{len(tuner['confirm']['seeds'])} seeds" if tuned else "none"), sweep
         assert command.startswith(f"`python -m fl_bench.analysis.reproduce sweeps/{sweep}.yaml --launcher slurm "
                                   f"{f'--jobs {len(tuned)} ' if tuned else ''}--override hydra.launcher.partition="), sweep
+
+
+# ------------------------------------------------------------ the README's one example per paper
+
+def _paper_examples() -> list[tuple[str, list[str]]]:
+    """Each item of the README's "One example per paper": its text, and its ``python -m fl_bench`` command's
+    arguments."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## One example per paper"):]
+    section = section[:section.index("\n## ")]
+    items = [" ".join(item.split()) for item in re.split(r"\n- ", section)[1:]]
+    return [(item, re.search(r"`python -m fl_bench ([^`]*)`", item).group(1).split()) for item in items]
+
+
+def test_each_paper_example_runs_its_sweep_s_workload_with_the_setting_its_tables_run():
+    """An example that names a tuned setting (``results/tuned/<sweep>/<study>.yaml``) runs its sweep file's
+    workload, the study's overrides and the study's best setting (rounded, to the digits written); one that
+    names its sweep file (``sweeps/<sweep>.yaml``) runs its workload, and that protocol tunes nothing."""
+    examples = _paper_examples()
+    assert len(examples) == 5
+    for item, args in examples:
+        tuned = re.findall(r"results/tuned/(\w+)/(\w+)\.yaml", item)
+        named = re.findall(r"sweeps/(\w+)\.yaml", item)
+        assert len(tuned) + len(named) == 1, f"{item}: names no tuned setting or sweep file (or several)"
+        sweep_name = tuned[0][0] if tuned else named[0]
+        sweep = _sweep(sweep_name)
+        assert set(sweep["workload"]) <= set(args), f"{item}: not {sweep_name}'s workload {sweep['workload']}"
+        if not tuned:
+            assert sweep["protocol"]["tuner"] is None, f"{item}: {sweep_name} tunes its studies: name the tuned setting"
+            continue
+        study = tuned[0][1]
+        assert set(sweep["studies"][study]["overrides"]) <= set(args), f"{item}: not study {study}'s overrides"
+        best = yaml.safe_load((RESULTS / "tuned" / sweep_name / f"{study}.yaml").read_text())["best_params"]
+        given = dict(arg.split("=", 1) for arg in args)
+        for key, value in best.items():
+            assert key in given, f"{item}: {key} of {study}'s tuned setting not given"
+            written = given[key]
+            decimals = len(written.partition(".")[2])
+            assert float(written) == round(float(value), decimals) and abs(float(written) - value) <= 1e-3 * abs(value), \
+                f"{item}: {key}={written}, the tuned setting's {value}"
