@@ -183,7 +183,7 @@ def _run_command_line() -> None:
             text = help_text(CONFIG_DIR, "config", [a for a in sys.argv[1:] if not asks_for_help([a])])
             if text is not None:
                 with contextlib.suppress(BrokenPipeError):  # (--help | head)
-                    print(text, flush=True)
+                    print(text.rstrip(), flush=True)
                     return
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's advice for a closed pipe
                 return
