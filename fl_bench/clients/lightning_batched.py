@@ -324,23 +324,27 @@ class BatchedTrips:
         """Step the trips' rows with the lr the one-at-a-time path would set, the optimizer's times each active
         trip's ``scale``. One scale for all: the groups' lr times it, as that path. Scales that differ: an
         elementwise optimizer's move is linear in its lr (its state is not: it never reads the lr), so each
-        row's move at the optimizer's lr is scaled by its own factor (equal to float rounding)."""
+        row's move at the optimizer's lr is scaled by its own factor (equal to float rounding); plain SGD's
+        move, -lr g, is taken with each row's lr at once."""
         first = float(scale[0])
         uniform = bool((scale == first).all())
-        for group, lr in zip(optimizer.param_groups, base_lrs):
-            group["lr"] = lr * first if uniform else lr
-        before = None if uniform else [p.detach()[:active].clone() for p in params]
-        optimizer.step()  # (Fabric's precision step is this one under 32-true and bf16-mixed; 16-mixed trains alone)
+        factor = None if uniform else torch.as_tensor(scale, dtype=params[0].dtype, device=params[0].device)
+        with torch.no_grad():
+            if factor is not None and _plain_sgd(optimizer):
+                for group, lr in zip(optimizer.param_groups, base_lrs):
+                    for p in group["params"]:
+                        p[:active].addcmul_(p.grad[:active], factor.view(-1, *[1] * (p.dim() - 1)), value=-lr)
+            else:
+                for group, lr in zip(optimizer.param_groups, base_lrs):
+                    group["lr"] = lr * first if uniform else lr
+                before = None if uniform else [p.detach()[:active].clone() for p in params]
+                optimizer.step()  # (Fabric's precision step is this one under 32-true and bf16-mixed; 16-mixed: alone)
+                for group, lr in zip(optimizer.param_groups, base_lrs):
+                    group["lr"] = lr
+                for p, old in zip(params, before or []):
+                    p[:active].sub_(old).mul_(factor.view(-1, *[1] * (p.dim() - 1))).add_(old)
         for p in params:  # (zero_grad's own loop cost more)
             p.grad = None
-        for group, lr in zip(optimizer.param_groups, base_lrs):
-            group["lr"] = lr
-        if before is not None:
-            with torch.no_grad():
-                factor = torch.as_tensor(scale, dtype=before[0].dtype, device=before[0].device)
-                for p, old in zip(params, before):
-                    moved = p[:active]
-                    moved.sub_(old).mul_(factor.view(-1, *[1] * (p.dim() - 1))).add_(old)
 
     def _step(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, batch_idx: int,
               ) -> tuple[torch.Tensor, tuple, list]:
@@ -394,6 +398,12 @@ class BatchedTrips:
                 else:
                     metrics.end_epoch()
 
+
+
+def _plain_sgd(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the optimizer is SGD without momentum, weight decay or maximize: its step is -lr g."""
+    return type(optimizer) is torch.optim.SGD and all(
+        not group["momentum"] and not group["weight_decay"] and not group["maximize"] for group in optimizer.param_groups)
 
 
 def _each(batch: Any, change: Any) -> Any:
