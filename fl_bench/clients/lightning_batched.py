@@ -237,7 +237,7 @@ class BatchedTrips:
             restore_attributes(trainer.module, kept, changed)
             raise NotBatchable(f"its training_step changes the module's attribute {sorted(changed)[0]} (one value for "
                                f"many trips)")
-        if keep_logs:
+        if keep_logs and any(event[0] == "log" for events in logs for event in events):  # (else end_epoch has nothing)
             self._replay(logs, seeds)
 
     def _train_together(self, part: np.ndarray, starts: Sequence[Broadcast], clients: list[int], plan: Any,
@@ -302,7 +302,7 @@ class BatchedTrips:
                                                  for p, a in zip(params, anchors))
                 total = loss.sum() if total is None else total + loss.sum()
             if optimizer is not None:
-                trainer.fabric.backward(total)
+                total.backward()  # (Fabric's backward is this one where trips batch: no loss scaling, one device)
                 self._optimizer_step(optimizer, base_lrs, params, scales[:active, t], active)
             else:
                 grads = list(torch.autograd.grad(total, params))
