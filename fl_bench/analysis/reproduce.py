@@ -413,10 +413,14 @@ class Reproduction(Tuning):
         """Before any directory is made or any run starts: every arm of the file, as this mode would run it,
         composes and passes its checks (a misspelt override in the last arm must not wait for the others'
         runs), the output directories can be written, and the seed ledger is whole."""
+        directories = ((out, "--out"), (self.runs_dir, "the runs directory (--runs-dir)"),
+                       *([] if self.smoke else [(self.tuned_dir, "tuned_dir")]))
+        for directory, what in directories:  # a file in the way: said before composing every arm (seconds)
+            if any(path.exists() and not path.is_dir() for path in (directory, *directory.parents)):
+                _check_writable(directory, what)
         self.check_arms(list({arm.key: arm for table in self.spec["tables"].values()
                               for arm in self.arms(table, every=True)}.values()))
-        for directory, what in ((out, "--out"), (self.runs_dir, "the runs directory (--runs-dir)"),
-                                *([] if self.smoke else [(self.tuned_dir, "tuned_dir")])):
+        for directory, what in directories:
             _check_writable(directory, what)  # before hours of runs
         if not self.smoke:  # a damaged or edited ledger stops the reproduction before its tuning, not after
             SeedLedger.read(self.runs_dir)
