@@ -178,8 +178,9 @@ def test_the_documented_warm_up_in_optimizer_step_gives_the_trainers_lrs():
 
 @pytest.mark.parametrize("knobs", [
     ("algorithm.lr_norm=true", "task.drop_last=false", "algorithm.batch_size=16"),  # a short last batch: lr * n / B
-    ("algorithm=fedprox", "algorithm.prox_mu=0.5"),  # the proximal term added to the module's loss
-    ("algorithm.lr_decay=0.5", "algorithm.local_epochs=2"),  # lr * decay^t, two local epochs
+    # (the quick subset keeps one: the others are the full suite's)
+    pytest.param(("algorithm=fedprox", "algorithm.prox_mu=0.5"), marks=pytest.mark.slow),  # the proximal term in the loss
+    pytest.param(("algorithm.lr_decay=0.5", "algorithm.local_epochs=2"), marks=pytest.mark.slow),  # lr * decay^t, 2 epochs
 ])
 def test_an_optimizer_step_override_keeps_fedprox_lr_norm_and_the_lr_schedule(knobs):
     """optimizer_step with LightningModule's own body (PlainOptimizerStep): the closure path gives the trips of
