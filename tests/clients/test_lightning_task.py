@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from fl_bench.contracts import Broadcast
-from fl_bench.numerics import kernels
-from fl_bench.runs.experiment import Run, build_experiment, result_config, run_experiment
+from fl_bench.runs.experiment import build_experiment, run_experiment
 from tests.conftest import compose_run_config
+from tests.helpers.runs import killed_and_resumed
 
 PLUGIN = Path(__file__).resolve().parents[1] / "example_plugin"
 MODULES = "my_fl_extensions.lightning_modules"
@@ -150,28 +150,7 @@ def test_a_resumed_lightning_run_ends_identical_to_an_uninterrupted_one(tmp_path
     whole = tmp_path / "whole"
     run_experiment(compose_run_config(*overrides), whole)
     cut = tmp_path / "cut"
-    cfg = compose_run_config(*overrides)
-
-    class Stop(Exception):
-        pass
-
-    def stop_after_checkpoint(run):
-        raise Stop
-
-    run = Run(cfg, cut, result_config(cfg))
-    cut.mkdir()
-    run.build()
-    original = run.checkpoint
-
-    def checkpoint_then_die():
-        original()
-        if run.exp.server.version >= 6:
-            stop_after_checkpoint(run)
-
-    run.checkpoint = checkpoint_then_die
-    with pytest.raises(Stop), kernels(cfg.numerics, cfg.threads):  # as run_experiment computes
-        run.execute(None)
-    run_experiment(compose_run_config(*overrides), cut)  # resumes from the checkpoint
+    killed_and_resumed(overrides, cut, after_version=6)  # resumes from the checkpoint
     for name in ("metrics.csv", "task_metrics.csv", "trips.csv"):
         pd.testing.assert_frame_equal(pd.read_csv(cut / name), pd.read_csv(whole / name))
     assert torch.equal(*(torch.cat([t.flatten() for t in torch.load(d / "model.pt").values()]) for d in (cut, whole)))
