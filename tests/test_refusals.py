@@ -444,7 +444,13 @@ REFUSALS = [
                                                         "lightning.Trainer skips the rest of the epoch"),
         ("ClippedClassifier", ["task.gradient_clip_val=0.5"], "ClippedClassifier.clip_gradients(gradient_clip_val=1e-09) "
                                                               "contradicts task.gradient_clip_val=0.5: use only one of "
-                                                              "them"))],
+                                                              "them"),
+        # knobs this run would not read: one line, not ignored
+        ("LinearClassifier", ["task.gradient_clip_algorithm=value"], "task.gradient_clip_algorithm=value clips nothing "
+                                                                     "without task.gradient_clip_val"),
+        ("LinearClassifier", ["algorithm=fedgbo", "task.lr_scheduler=off"], "task.lr_scheduler=off is not allowed here: "
+                                                                            "under this algorithm trips step with its own "
+                                                                            "rule"))],
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.BatchNormClassifier", "task.drop_last=false"], {},
      "client 21's minibatches include one of a single example (33 examples in batches of 32, drop_last=False), and "
      "the task's loss fails on it (BatchNormClassifier.training_step raised ValueError: Expected more than 1 value "

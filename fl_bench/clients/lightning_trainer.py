@@ -155,8 +155,22 @@ class LightningClientTrainer(ClientTrainer):
         self.batched: Any = None  # fl_bench.clients.lightning_batched.BatchedTrips, where trips train together
         self.why_one_at_a_time: str | None = None  # (choose_batching)
         self.refuse_hooks()
+        self._refuse_unread_knobs()
         if own_optimizer:
             self.module_optimizer.check_schedulers()
+
+    def _refuse_unread_knobs(self) -> None:
+        """A task knob nothing in this run reads stops it in one line (it would be ignored)."""
+        cfg, name = self.task.cfg, type(self.module).__qualname__
+        if cfg.lr_scheduler == "off" and not self.own_optimizer:
+            raise ConfigError("task.lr_scheduler=off is not allowed here: under this algorithm trips step with its own "
+                              "rule at algorithm.client_lr, and the module's configure_optimizers (its schedulers "
+                              "included) is not used; leave task.lr_scheduler=on")
+        if (cfg.gradient_clip_algorithm is not None and not cfg.gradient_clip_val
+                and not defines(self.module, "configure_gradient_clipping")):
+            raise ConfigError(f"task.gradient_clip_algorithm={cfg.gradient_clip_algorithm} clips nothing without "
+                              f"task.gradient_clip_val (and {name} has no configure_gradient_clipping of its own to "
+                              f"read it): set task.gradient_clip_val, or leave the algorithm unset")
 
     def autocast(self):
         """Fabric's precision context for the module's steps."""
