@@ -143,12 +143,14 @@ def test_no_module_is_longer_than_700_lines():
     assert not long, "modules over 700 lines (split them by role): " + ", ".join(long)
 
 
-# The analysis as a one-way pipeline, lowest floor first: the measures, what is read of the runs and the
-# search spaces; the guards a verdict must pass; the verdict rules; the sweep file and its protocol (checked against those rules), the power rule and the
-# tuning; the pages; the pages that borrow from the report's; the driver.
-ANALYSIS_FLOORS = [("measures", "run_frames", "seed_ledger", "launch", "wandb_report", "example1", "search_spaces"),
+# The analysis as a one-way pipeline, lowest floor first: what the driver says while it runs and a page's
+# generated blocks; the measures, what is read of the runs and the search spaces; the guards a verdict must pass;
+# the verdict rules; the sweep file and its protocol (checked against those rules), the power rule, the tuning and
+# the verdicts' forest plots; the pages; the pages that borrow from the report's; the driver.
+ANALYSIS_FLOORS = [("progress", "blocks"),
+                   ("measures", "run_frames", "seed_ledger", "launch", "wandb_report", "example1", "search_spaces"),
                    ("guards",), ("verdict",),
-                   ("sweep_file", "protocol", "power", "tuning"), ("report",), ("fairness", "scoreboard"), ("reproduce",)]
+                   ("sweep_file", "protocol", "power", "tuning", "forest"), ("report",), ("fairness", "scoreboard"), ("reproduce",)]
 
 
 def test_the_analysis_is_a_one_way_pipeline():

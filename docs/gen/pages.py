@@ -7,6 +7,7 @@ docs/gen/site.py: mkdocs.yml).
 - ``reference/api/<package>.md``: one page per package, each module's docstrings through mkdocstrings.
 - In the hand-written pages, each ``<!-- generated: NAME -->`` line is replaced by the section NAME:
   ``paper P`` (the reproduction commands from the sweep files of paper P and what holds, from the scoreboard),
+  ``forest P`` (the scoreboard's forest plot of paper P, which its page shows first),
   ``layout`` (the source tree, from the docstrings), ``config reference`` (config_reference.py) and the output
   reference's tables (output_reference.py).
   A marker of no known section, or a section no page asks for, stops the build.
@@ -25,6 +26,8 @@ import yaml
 from cells import cell
 from config_reference import REPO, config_reference
 from output_reference import sections as output_sections
+
+from fl_bench.analysis.scoreboard import paper_forest
 
 SWEEPS, RESULTS, PACKAGE = REPO / "sweeps", REPO / "results", REPO / "fl_bench"
 MARKER = re.compile(r"^<!-- generated: (.+?) -->$", re.M)
@@ -82,6 +85,18 @@ def paper_section(paper: str, page: str) -> str:
               "`python -m fl_bench.analysis.scoreboard` from the tables' evidence (the verdict rule and the columns: "
               "its opening paragraph).", "", _scoreboard(paper, to_results)]
     return "\n".join(lines)
+
+
+def forest_section(paper: str, page: str) -> str:
+    """The scoreboard's forest plot of ``paper`` (each verdict's effect against the paper's band, by headline)."""
+    plot = paper_forest(paper)
+    if not (RESULTS / plot).is_file():
+        raise RuntimeError(f"{page}: no forest plot results/{plot} of {paper!r} (python -m fl_bench.analysis.scoreboard "
+                           "draws it)")
+    to_results = posixpath.relpath("results", posixpath.dirname(page))
+    return (f"![{paper}: each verdict's effect with its 95% interval against the paper's band]({to_results}/{plot})\n\n"
+            f"Each verdict of the scoreboard: the arm's effect with its 95% interval, the paper's band shaded, the "
+            f"band of no difference in grey, by the headline it answers ([the rows]({to_results}/README.md)).")
 
 
 def _scoreboard(paper: str, to_results: str) -> str:
@@ -182,6 +197,8 @@ def generated(name: str, page: str) -> str:
     """The section that replaces ``<!-- generated: NAME -->`` in ``page`` (a path under docs/)."""
     if name.startswith("paper "):
         return paper_section(name.removeprefix("paper "), page)
+    if name.startswith("forest "):
+        return forest_section(name.removeprefix("forest "), page)
     if name == "layout":
         return layout_section()
     if name == "config reference":
@@ -195,7 +212,8 @@ def generated(name: str, page: str) -> str:
 def sections_needed() -> set[str]:
     """The sections some page must show: every paper's on the scoreboard, the layout, both references'."""
     papers = {f"paper {spec['paper']}" for spec in _reproductions().values()}
-    return {"layout", "config reference", *output_sections(), *papers}
+    forests = {f"forest {spec['paper']}" for spec in _reproductions().values() if (RESULTS / paper_forest(spec["paper"])).is_file()}
+    return {"layout", "config reference", *output_sections(), *papers, *forests}
 
 
 def fill_markers(editor: mkdocs_gen_files.FilesEditor) -> None:

@@ -23,7 +23,6 @@ import os
 import platform
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -32,7 +31,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fl_bench.analysis.verdict import evidence_markdown, paper_side, side  # noqa: E402
+from fl_bench.analysis import blocks  # noqa: E402
+from fl_bench.analysis.forest import normalised, plot_forest  # noqa: E402
+from fl_bench.analysis.verdict import EVIDENCE_SOURCE, evidence, evidence_markdown, evidence_section  # noqa: E402
 from fl_bench.analysis.measures import MEASURES, REPORT_MEASURES  # noqa: E402
 from fl_bench.analysis.run_frames import Frames, load_runs, load_wandb_runs, rounds_view  # noqa: E402
 
@@ -178,9 +179,8 @@ def costs_markdown(table: pd.DataFrame) -> str:
     for column, label in (("upload_gb_to_reference", "upload GB"), ("tflops_to_reference", "TFLOPs"),
                           ("rounds_to_reference", "rounds")):
         shown[f"{label} to reference max"] = table[column].map(lambda v: "–" if pd.isna(v) else f"{v:.4g}")
-    for column in ("paper", "difference", "paper difference", "direction", "margin / seed std"):
-        if column in table:
-            shown[column] = table[column]
+    if "difference" in table:
+        shown["difference"] = table["difference"]
     return shown.to_markdown(index=False, disable_numparse=True)  # keep "+0.40" and "4.5e-05" as written
 
 
@@ -205,18 +205,14 @@ def privacy_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def privacy_markdown(table: pd.DataFrame, best: str | None) -> str:
-    """Per epsilon: each method's final accuracy, which is best, and whether that is ``best`` (the paper's;
-    None: no such columns, the evidence section judges)."""
+def privacy_markdown(table: pd.DataFrame) -> str:
+    """Per epsilon: each method's final accuracy and which is best (data; the evidence section judges)."""
     private = table[np.isfinite(table["epsilon"])]
     wide = private.assign(level=private["level"].round(0), cell=[f"{a:.2f} ± {s:.2f}" for a, s in
                                                                     zip(private["final_accuracy"], private["final_std"])])
     out = wide.pivot(index="level", columns="method", values="cell")
     winners = wide.loc[wide.groupby("level")["final_accuracy"].idxmax()].set_index("level")["method"]
     out["best"] = winners
-    if best is not None:
-        out["paper: best"] = best
-        out["direction"] = ["matches" if w == best else "differs" for w in winners]
     out.index.name = "epsilon"
     nonprivate = table[~np.isfinite(table["epsilon"])]
     lines = "; ".join(f"{m}: {a:.2f} ± {s:.2f}" for m, a, s in zip(nonprivate["method"], nonprivate["final_accuracy"],
@@ -240,31 +236,19 @@ def plot_privacy(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def compare_accuracy_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
-    """Per arm with a paper number (``paper: {accuracy: 60.98}``, in %): its difference in points to
-    the arm it is compared with (``vs``, default the reference), the paper's difference, whether the
-    sign matches ('=' within half a point) and the difference over the larger seed std (a margin
-    above 1 is larger than the seed spread)."""
+def differences_of_means(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
+    """Per arm compared with another (``vs``, default the reference): the difference of the mean accuracies
+    in points, as data beside the means; the judgement is the evidence's (fl_bench.analysis.verdict), on
+    medians and their intervals, with the paper's numbers."""
     by_method = table.set_index("method")
-    paper_of = {m: (a.get("paper") or {}).get("accuracy") for m, a in arms.items()}
     out = table.drop(columns=["vs_reference"], errors="ignore")
-    diffs, papers, paper_diffs, directions, margins = [], [], [], [], []
+    diffs = []
     for method in table["method"]:
         vs = arms.get(method, {}).get("vs", reference)
-        paper = paper_of.get(method)
-        papers.append("" if paper is None else f"{paper:.2f}")
-        if method == vs or vs not in by_method.index:
-            diffs.append(""), paper_diffs.append(""), directions.append(""), margins.append("")
-            continue
-        ours = by_method.loc[method, "best_accuracy"] - by_method.loc[vs, "best_accuracy"]
-        spread = max(by_method.loc[method, "best_std"], by_method.loc[vs, "best_std"])
-        diffs.append(f"{ours:+.2f} vs {vs}")
-        margins.append(f"{abs(ours) / spread:.1f}" if spread > 0 else "–")
-        theirs = paper - paper_of[vs] if paper is not None and paper_of.get(vs) is not None else None
-        paper_diffs.append("" if theirs is None else f"{theirs:+.2f}")
-        directions.append("" if theirs is None else "matches" if side(ours, ours, "difference") == side(theirs, theirs, "difference") else "differs")
-    out["difference"], out["paper"], out["paper difference"] = diffs, papers, paper_diffs
-    out["direction"], out["margin / seed std"] = directions, margins
+        shown = method != vs and vs in by_method.index
+        diffs.append(f"{by_method.loc[method, 'best_accuracy'] - by_method.loc[vs, 'best_accuracy']:+.2f} vs {vs}"
+                     if shown else "")
+    out["difference"] = diffs
     return out
 
 
@@ -284,53 +268,27 @@ def accuracy_markdown(table: pd.DataFrame) -> str:
         columns={"final_val_accuracy": "final_accuracy"}).to_markdown(index=False)
 
 
-def _paper_value(value: Any) -> float:
-    """A paper entry: a number, or '>x' for a lower bound (the paper's '>600' over the reference)."""
-    return float(str(value).lstrip(">"))
-
-
-def compare_with_paper(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
-    """Adds, per method: its ratio to the method it is compared with (``arms[m]['vs']``, default the
-    reference) in client trips and in simulated time, the paper's ratios (``arms[m]['paper']``, one
-    per dataset) and whether the direction matches: the same side of 1 as every paper value, '='
-    meaning within 5%; where the paper's values fall on both sides, whether ours lies in their range."""
+def ratios_of_means(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
+    """Per arm compared with another (``vs``, default the reference; shown where the arm names a ``vs`` or a
+    ``paper``): its ratio of mean client trips and of mean simulated time to that arm's, as data beside the
+    means ('>' where this arm missed the target: its budget over the other's mean); the judgement is the
+    evidence's (fl_bench.analysis.verdict), on medians and their intervals, with the paper's numbers."""
     by_method = table.set_index("method")
     out = table.drop(columns=["vs_reference"], errors="ignore")  # "ratio" says it, per arm
-    for metric, column in (("trips", "trips_to_target"), ("time", "client_times_to_target")):
-        ratios, papers, directions = [], [], []
+    for suffix, column in (("", "trips_to_target"), (" (time)", "client_times_to_target")):
+        ratios = []
         for method in table["method"]:
             arm = arms.get(method, {})
             vs = arm.get("vs", reference)
             ours = by_method.loc[method, column]
             base = by_method.loc[vs, column] if vs in by_method.index else float("nan")  # vs not run
             lower_bound = pd.isna(ours) and not pd.isna(base)  # this method missed the target
-            if lower_bound and metric == "trips":
+            if lower_bound and not suffix:
                 ours = by_method.loc[method, "budget"]
-            shown = "vs" in arm or "paper" in arm  # a ratio the table means to show
-            ratio = ours / base if shown and method != vs else float("nan")
-            paper = list((arm.get("paper") or {}).get(metric, []))
-            ratios.append(("" if pd.isna(ratio) else (">" if lower_bound else "") + f"{ratio:.2f}×"))
-            papers.append(" / ".join(f"{v}×" for v in paper))
-            directions.append(_direction(ratio, lower_bound, paper))
-        if metric == "time" and not any(papers):
-            continue
-        suffix = "" if metric == "trips" else " (time)"
-        out[f"ratio{suffix}"], out[f"paper{suffix}"], out[f"direction{suffix}"] = ratios, papers, directions
+            ratio = ours / base if ("vs" in arm or "paper" in arm) and method != vs else float("nan")
+            ratios.append("" if pd.isna(ratio) else (">" if lower_bound else "") + f"{ratio:.2f}×")
+        out[f"ratio{suffix}"] = ratios
     return out
-
-
-def _direction(ratio: float, lower_bound: bool, paper: list) -> str:
-    if not paper:
-        return ""
-    if pd.isna(ratio):
-        return "no result"
-    sides = {paper_side(v) for v in paper}
-    paper = [_paper_value(v) for v in paper]
-    ours = ">" if lower_bound and ratio > 1.05 else side(ratio, ratio, "ratio")
-    if len(sides) == 1:
-        return "matches" if sides == {ours} else "differs"
-    inside = min(paper) <= ratio <= max(paper) or (lower_bound and ratio <= max(paper))
-    return "within the paper's range" if inside else "outside the paper's range"
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -348,6 +306,45 @@ def markdown(table: pd.DataFrame) -> str:
     shown["client_times_to_target"] = [f"{v:,.1f}" if pd.notna(v) else "–" for v in table["client_times_to_target"]]
     shown["final_val_accuracy"] = shown["final_val_accuracy"].map("{:.3f}".format)
     return shown.drop(columns=["algorithm", "budget", "trips_std", "target_accuracy", "diverged"]).to_markdown(index=False)
+
+
+SUMMARY = "\x00summary\x00"  # where write_report's text takes the table, rendered from the file it writes
+
+
+def summary_block(name: str, table: pd.DataFrame, measure: str) -> str:
+    """The page's table (means and spreads, as data) as its ``<name>.csv`` keeps it (``table``, read back), as
+    the table block: the reproduction writes it, the scoreboard renders it again into pages made before."""
+    page = MEASURES[measure].page
+    text_columns = [c for c in ("ratio", "ratio (time)", "difference") if c in table]
+    table = table.assign(**{c: table[c].astype(object).fillna("") for c in text_columns})
+    shown = {"privacy": privacy_markdown, "costs": costs_markdown, "accuracy": accuracy_markdown,
+             "to_target": markdown}[page](table)
+    return blocks.marked("table", shown, f"{name}.csv ({measure})")
+
+
+def _read_found(path: Path) -> pd.DataFrame:
+    """An evidence file as :func:`fl_bench.analysis.verdict.evidence` returns it (its text cells '', not NaN)."""
+    found = pd.read_csv(path).drop(columns=["paper"]).rename(columns={"arm": "method", "paper_effect": "paper"})
+    text = [c for c in ("method", "vs", "paper", "claim", "verdict", "guard") if c in found]
+    return found.assign(**{c: found[c].astype(object).fillna("").astype(str) for c in text})
+
+
+def refresh_page(out: Path, name: str, page: str, draw: bool = True) -> str:
+    """``page`` (``out``/<name>.md) with its blocks rendered again from the table's files beside it: the table
+    from ``<name>.csv``, the evidence section from ``<name>_evidence.csv``, with its forest plot drawn again
+    (unless not ``draw``: a check of the page's text alone)."""
+    source = blocks.source(page, "table")
+    if source is not None:
+        measure = source.rsplit("(", 1)[1].rstrip(")")
+        page = blocks.replaced(page, "table", summary_block(name, pd.read_csv(out / f"{name}.csv"), measure))
+    if blocks.has(page, "evidence") and (out / f"{name}_evidence.csv").is_file():
+        found = _read_found(out / f"{name}_evidence.csv")
+        measure = str(found["measure"].iloc[0]) if len(found) else "trips"
+        drawn = plot_forest(found, out / f"{name}_forest.png", name) if draw else bool(len(normalised(found)))
+        plot = f"{name}_forest.png" if drawn else ""
+        page = blocks.replaced(page, "evidence", blocks.marked("evidence", evidence_section(found, measure, plot),
+                                                               EVIDENCE_SOURCE))
+    return page
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
@@ -452,8 +449,8 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     command prints them). ``measure``: client ``trips`` to the target (FedBuff),
     ``rounds`` to the target (round-based papers: FedLaAvg Table 3) or ``best_accuracy`` within the
     budget (FedLaAvg Table 2), or ``final_accuracy``, the same table with the evidence on the model each run
-    ends with. With ``arms`` (label -> {vs, paper}) the table gains the paper's
-    numbers beside ours and whether the direction matches; ``extra_seconds`` (tuning) is added to the
+    ends with. With ``arms`` (label -> {vs, paper}) the table gains each arm's ratio
+    (or difference) of means to the arm it is compared with, as data (the evidence section judges); ``extra_seconds`` (tuning) is added to the
     stated wall time; ``notes`` (what was measured about a difference) follow the table; ``found``: the
     evidence (fl_bench.analysis.verdict.evidence) when the caller has computed it."""
     if measure not in REPORT_MEASURES:
@@ -463,40 +460,37 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     seeds = sorted(runs["seed"].unique())
     if read.page == "privacy":
         table = privacy_table(runs)
-        best = None if arms is not None else reference or "fedbuff + ftrl"  # arms: the evidence judges
-        direction = "" if best is None else f"; direction: whether the best method at each epsilon is the paper's ({best})"
         body = (f"FedBuff Fig. 4's measure: final validation accuracy (%) after the budget ({int(runs['client_trips'].max()):,} "
                 f"client trips), mean ± std over seeds {', '.join(map(str, seeds))}, at each privacy level (epsilon spent, "
                 f"from dp-accounting, at delta {runs['dp_delta'].dropna().iloc[0] if 'dp_delta' in runs else 'n/a'})"
-                f"{direction}"
-                f".\n\n{privacy_markdown(table, best)}")
+                f".\n\n{SUMMARY}")
     elif read.page == "costs":
         table = costs_table(runs, metrics, reference)
         if arms is not None:
-            table = compare_accuracy_with_paper(table, arms, reference)
+            table = differences_of_means(table, arms, reference)
         body = (f"FedGBO Table IV's layout: max validation accuracy (%) within the budget ({int(table['budget'].max()):,} "
                 f"client trips, {int(table['rounds'].max()):,} rounds), mean over seeds {', '.join(map(str, seeds))} with its "
                 f"95% confidence interval; the upload (GB) and local-training FLOPs (10^12, FLOPs counted by torch's "
                 f"FlopCounterMode, a multiply-add = 2) spent when each run first reached its max, and to first reach "
                 f"{reference}'s mean max accuracy (mean over seeds, – unless every seed reached it)"
-                f"{'; difference: points relative to the arm it is compared with' if arms is not None else ''}."
-                f"\n\n{costs_markdown(table)}")
+                f"{'; difference: of the mean to that of the arm it is compared with, in points' if arms is not None else ''}."
+                f"\n\n{SUMMARY}")
     elif read.page == "accuracy":  # one table; the evidence reads the best or the final model
         table = best_accuracy_table(runs, reference, metrics)
         if arms is not None:
-            table = compare_accuracy_with_paper(table, arms, reference)
+            table = differences_of_means(table, arms, reference)
         budget = int(table["budget"].max())
         body = (f"Best validation accuracy (%) within the budget ({budget:,} client trips, {int(table['rounds'].max()):,} "
                 f"rounds), mean ± std over seeds {', '.join(map(str, seeds))}; tail_accuracy: mean over each run's last "
                 f"10% of evaluations{_group_note(runs)}"
                 f"{'; the evidence below reads the final model accuracy (final_accuracy), not the best' if read.reads_final else ''}"
-                f"{'; difference: points relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
-                f".\n\n{accuracy_markdown(table)}")
+                f"{'; difference: of the mean to that of the arm it is compared with, in points, ' + reference + ' unless the arm names another' if reference else ''}"
+                f".\n\n{SUMMARY}")
     else:
         unit = "rounds" if read.in_rounds else "client trips"
         table = trips_to_target_table(rounds_view(runs) if read.in_rounds else runs, reference)
         if arms is not None:
-            table = compare_with_paper(table, arms, reference)
+            table = ratios_of_means(table, arms, reference)
         target, budget = table["target_accuracy"].iloc[0], int(table["budget"].max())
         resolution = table["resolution"].max()
         if pd.isna(resolution):
@@ -506,15 +500,20 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
             grid = f"at most {resolution:,.0f} {unit}, at most {relative:.1%} of the number it qualifies"
         body = (f"{unit.capitalize()} to {target:.0%} validation accuracy (column trips_to_target), mean ± std over seeds "
                 f"{', '.join(map(str, seeds))} (\">{budget:,}\": some seed did not reach it within the budget of {budget:,} {unit})"
-                f"{'; ratio: ' + unit + ' (and time) relative to the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
+                f"{'; ratio: the ratio of mean ' + unit + ' (and time) to those of the arm it is compared with, ' + reference + ' unless the arm names another' if reference else ''}"
                 f"; client_times_to_target: simulated time in mean client trip times. Resolution of {unit} to target: {grid} "
-                f"(0 where every model was evaluated).\n\n{markdown(table)}")
-    body += "\n\n" + evidence_markdown(rounds_view(runs) if read.in_rounds else runs, reference, arms or {}, measure,
-                                       found)
+                f"(0 where every model was evaluated).\n\n{SUMMARY}")
     written = [] if written is None else written
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{name}.csv", index=False)
     written.append(out / f"{name}.csv")
+    # the page shows the table as its file keeps it (the scoreboard renders it again from that file)
+    body = body.replace(SUMMARY, summary_block(name, pd.read_csv(out / f"{name}.csv"), measure))
+    judged = rounds_view(runs) if read.in_rounds else runs
+    found = evidence(judged, reference, arms or {}, measure) if found is None else found
+    plot = f"{name}_forest.png" if plot_forest(found, out / f"{name}_forest.png", name) else ""
+    written += [out / plot] if plot else []
+    body += "\n\n" + evidence_markdown(judged, reference, arms or {}, measure, found, plot)
     # Fig. 3's trips against concurrency when the table spans several concurrencies
     plots = ["curves", "staleness", "examples", *read.plots]
     if "concurrency" in table and table["concurrency"].nunique() > 1:
@@ -578,7 +577,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"fl_bench.analysis.report: error: {error}\n")
     page = MEASURES[args.measure].page
     if page == "privacy":
-        print(privacy_markdown(table, args.reference or "fedbuff + ftrl"))
+        print(privacy_markdown(table))
     else:
         print({"accuracy": accuracy_markdown, "costs": costs_markdown, "to_target": markdown}[page](table))
     print(f"written to {args.out}: {', '.join(path.name for path in written)}")

@@ -36,6 +36,7 @@ the project's own ``results/`` (:data:`README_BEGIN`).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +44,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from fl_bench.analysis.verdict import answer, shown_interval, shown_paper, tally, upper_bound
+from fl_bench.analysis.verdict import answer, numbered_notes, shown_interval, shown_paper, tally, upper_bound
+from fl_bench.analysis.forest import normalised, plot_paper_forests
 from fl_bench.analysis.measures import MEASURES
 from fl_bench.analysis.protocol import Protocol
+from fl_bench.analysis.report import refresh_page
 from fl_bench.analysis.sweep_file import FIDELITY, load_sweep_file
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text
@@ -430,6 +433,9 @@ def markdown(board: Board) -> str:
     for paper in dict.fromkeys(p for p, _, _ in tables):
         mine = rows[rows["paper"] == paper]
         lines += [f"## {paper}", ""]
+        if len(normalised(mine)):  # the picture first: each row's effect against the paper's band
+            lines += [f"![{paper}: each verdict's effect with its 95% interval against the paper's band, by headline]"
+                      f"({paper_forest(paper)})", ""]
         answered = headline_lines(board, paper)
         if answered:
             lines += ["Headlines (the paper's words; each answered from the verdicts of the rows that test it, closest "
@@ -445,12 +451,17 @@ def markdown(board: Board) -> str:
                       f"{', '.join(f'[{t}]({t}.md)' for t in quiet)}.", ""]
         if len(mine):
             lines += [f"{counts(mine)}.", ""]
+            labels = [f"{t}: {a}" for t, a in zip(mine["table"], mine["arm"])]
+            guards, notes = numbered_notes(list(mine["guard"]), labels)
+            causes, more = numbered_notes(list(mine["cause"]), labels, start=len(notes) + 1)
             shown = pd.DataFrame({
                 "table": [f"[{t}]({t}.md)" for t in mine["table"]], "arm": mine["arm"], "vs": mine["vs"],
                 "effect [95% CI]": mine.apply(_effect, axis=1), "paper": mine.apply(shown_paper, axis=1, paper="paper_effect"),
-                "verdict": mine["verdict"], "seeds": mine["seeds"], "fidelity": mine["fidelity"], "guard": mine["guard"],
-                "cause": mine["cause"]})
+                "verdict": mine["verdict"], "seeds": mine["seeds"], "fidelity": mine["fidelity"], "guard": guards,
+                "cause": causes})
             lines += [shown.to_markdown(index=False), ""]
+            if notes or more:  # long guards and causes under the table, so that its rows stay one line high
+                lines += ["\n".join([*notes, *more]), ""]
         stale = [t for p, t, _ in tables if p == paper and t in board.stale]
         if stale:
             lines += [f"Evidence older than its sweep file's claims (its verdicts read other claims than the file registers "
@@ -460,6 +471,12 @@ def markdown(board: Board) -> str:
             lines += [f"No evidence file (the table has not been reproduced into this directory): "
                       f"{', '.join(_page(t, board) for t in gone)}.", ""]
     return "\n".join(lines)
+
+
+def paper_forest(paper: str) -> str:
+    """The file name of a paper's forest plot on the scoreboard ('FedBuff (Nguyen et al. 2022)' ->
+    'fedbuff_nguyen_et_al_2022_forest.png'); the docs' paper pages show it first."""
+    return re.sub(r"[^a-z0-9]+", "_", paper.lower()).strip("_") + "_forest.png"
 
 
 def _page(table: str, board: Board) -> str:
@@ -480,13 +497,17 @@ def write(out: Path, sweep_files: list[Path] | None = None, readme: Path | None 
         readme = README
     summary = _with_block(readme, readme_block(board)) if readme is not None else None
     table, page = board.rows.to_csv(index=False), markdown(board)  # all whole before any is written
-    pages = {}  # the pages whose fidelity block is missing or another (made before it was registered)
-    for name, fidelity in board.fidelity.items():
-        if name in board.pages:
-            text = (out / f"{name}.md").read_text()
-            if (new := _with_fidelity(text, page_fidelity(fidelity))) != text:
-                pages[out / f"{name}.md"] = new
+    pages = {}  # the pages whose generated blocks (fidelity, table, evidence) read otherwise from their files now
+    for name in sorted(board.pages):
+        text = (out / f"{name}.md").read_text()
+        new = _with_fidelity(text, page_fidelity(board.fidelity[name])) if name in board.fidelity else text
+        if (new := refresh_page(out, name, new)) != text:
+            pages[out / f"{name}.md"] = new
     try:
+        for paper in dict.fromkeys(p for p, _, _ in board.tables):  # (each written whole or not at all)
+            mine = board.rows[board.rows["paper"] == paper]
+            groups = {h["quote"]: h["rows"] for h in board.headlines if h["paper"] == paper}
+            plot_paper_forests(mine, groups, out / paper_forest(paper), paper)
         replace_text(out / "evidence.csv", table)
         replace_text(out / "README.md", page)
         for path, text in pages.items():

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fl_bench.analysis.blocks import marked
 from fl_bench.analysis.guards import COLLAPSE_POINTS, collapsed, saturated
 from fl_bench.analysis.measures import MEASURES
 
@@ -442,27 +443,58 @@ def fill_notes(notes: str, found: pd.DataFrame, headlines: list[dict] = (), tabl
     return re.sub(r"\x00([^\x00]*)\x00", not_run, filled)
 
 
-def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
-                      found: pd.DataFrame | None = None) -> str:
-    """The evidence table with the guards' findings, as a section of a report (``found``: :func:`evidence`
-    when already computed)."""
-    table = evidence_table(runs, reference, arms, measure, found)
+EVIDENCE_SOURCE = "the table's evidence (<table>_evidence.csv)"
+LONG_CELL = 60  # a guard longer than this goes to a numbered note under the table: rows stay one line high
+
+
+def numbered_notes(cells: list[str], labels: list[str], start: int = 1) -> tuple[list[str], list[str]]:
+    """``cells`` with each longer than :data:`LONG_CELL` replaced by 'note N' (from ``start``), and the notes
+    ('N. **label**: text') to print under the table."""
+    shown, notes = [], []
+    for cell, label in zip(cells, labels):
+        if len(cell) > LONG_CELL:
+            notes.append(f"{start + len(notes)}. **{label}**: {cell}")
+            cell = f"note {start + len(notes) - 1}"
+        shown.append(cell)
+    return shown, notes
+
+
+def evidence_section(found: pd.DataFrame, measure: str, plot: str = "") -> str:
+    """A page's Evidence section from the table's evidence (:func:`evidence`) alone: what its columns mean,
+    the forest plot (``plot``: its file name, where one was drawn), the table with long guards in numbered
+    notes under it, and the guards its rows carry (tuning failed, unstable). The reproduction and the
+    scoreboard (from ``<table>_evidence.csv``) render it alike."""
+    table = evidence_table(pd.DataFrame(), None, {}, measure, found)
+    table["guard"], notes = numbered_notes(list(table["guard"]), list(table["method"]))
     effect = ("ratio of medians (lower is better)" if MEASURES[measure].to_target
               else "difference of medians in points (higher is better)")
     lines = [f"## Evidence\n\nMedian {MEASURES[measure].unit} over the seeds with its 95% bootstrap interval; effect: {effect} against "
              "the arm in `vs`, with its interval; verdict by where that interval lies against the paper's side "
-             "(fl_bench/analysis/verdict.py states the rules).\n", table.to_markdown(index=False), ""]
-    why = saturated(runs, measure)
-    if why:
-        lines.append(f"Guard, saturated: {why}: this workload cannot show the effect, whatever the verdicts say.\n")
-    failed = table.loc[table["guard"].str.contains("tuning failed"), "method"].tolist()
+             "(fl_bench/analysis/verdict.py states the rules).\n"]
+    if plot:
+        lines.append(f"![Each compared arm's effect with its 95% interval against the paper's band]({plot})\n")
+    lines += [table.to_markdown(index=False), ""]
+    if notes:
+        lines += ["\n".join(notes), ""]
+    failed = table.loc[found["guard"].str.contains("tuning failed").to_numpy(), "method"].tolist()
     if failed:
         lines.append(f"Guard, tuning failed: {', '.join(failed)}: worse than its own special case: "
                      "a tuning failure, not a finding.\n")
-    unstable = table.loc[table["guard"].str.contains("unstable"), "method"].tolist()
+    unstable = table.loc[found["guard"].str.contains("unstable").to_numpy(), "method"].tolist()
     if unstable:
         lines.append(f"Guard, unstable: {', '.join(unstable)}: the tuned setting collapsed on some report seeds "
                      "(diverged, missed the target its other seeds reached, or fell more than "
                      f"{COLLAPSE_POINTS:g} points below its median): a setting at the edge of stability that the "
                      "tuning seeds did not show; read its interval as the setting's, not the method's.\n")
     return "\n".join(lines)
+
+
+def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
+                      found: pd.DataFrame | None = None, plot: str = "") -> str:
+    """The evidence section of a report (``found``: :func:`evidence` when already computed; ``plot``: the forest
+    plot's file), between the evidence markers, and after it the saturated guard, which reads the runs."""
+    found = evidence(runs, reference, arms, measure) if found is None else found
+    block = marked("evidence", evidence_section(found, measure, plot), EVIDENCE_SOURCE)
+    why = saturated(runs, measure)
+    return block + (f"\n\nGuard, saturated: {why}: this workload cannot show the effect, whatever the verdicts say.\n"
+                    if why else "")

@@ -320,3 +320,61 @@ def test_a_record_without_the_fidelity_of_a_table_with_verdicts_is_refused(tmp_p
     with pytest.raises(ConfigError, match="old_paper.yaml gives no fidelity for old_table, which has verdicts or answers "
                                           "a headline"):
         scoreboard.gather(tmp_path)
+
+
+# ----------------------------------------------------------------- pages that match the code (issue 70)
+RESULTS = SWEEPS.parent / "results"
+
+
+def test_every_committed_page_shows_what_today_s_code_renders_from_its_files():
+    """Each page's generated blocks (its table from <table>.csv, its Evidence from <table>_evidence.csv) are what
+    the code renders from the committed files now: a page written by an older page format fails here (run
+    python -m fl_bench.analysis.scoreboard to render them again). Every evidence file has today's columns."""
+    from fl_bench.analysis.report import refresh_page
+
+    columns = ["arm", "seeds", "median", "median_low", "median_high", "missed", "vs", "effect", "effect_low",
+               "effect_high", "effect_bound", "paper_effect", "claim", "band_low", "band_high", "verdict", "guard",
+               "measure", "paper", "table", "cause"]
+    evidence_files = sorted(RESULTS.glob("*_evidence.csv"))
+    assert len(evidence_files) >= 27
+    for path in evidence_files:
+        assert list(pd.read_csv(path, nrows=0).columns) == columns, path.name
+    pages = [p for p in sorted(RESULTS.glob("*.md")) if "<!-- evidence: " in p.read_text() or "<!-- table: " in p.read_text()]
+    assert {p.stem for p in pages} >= {p.name.removesuffix("_evidence.csv") for p in evidence_files}
+    for page in pages:
+        text = page.read_text()
+        assert refresh_page(RESULTS, page.stem, text, draw=False) == text, f"{page.name}: rendered by an older page format"
+        assert "| direction" not in text and "margin / seed std" not in text  # one judgement: the evidence's
+        if "_forest.png)" in text:
+            assert (RESULTS / f"{page.stem}_forest.png").stat().st_size > 0
+
+
+def test_the_scoreboard_renders_an_edited_or_older_block_again_from_the_table_s_files(tmp_path):
+    import shutil
+
+    from fl_bench.analysis import blocks
+
+    name = "fedlaavg_table2_smoke"
+    for suffix in (".md", ".csv", "_evidence.csv"):
+        shutil.copy(RESULTS / f"{name}{suffix}", tmp_path / f"{name}{suffix}")
+    page = (tmp_path / f"{name}.md").read_text()
+    old = blocks.replaced(blocks.replaced(page, "table", blocks.marked("table", "| an old table |", "x.csv (best_accuracy)")),
+                          "evidence", blocks.marked("evidence", "## Evidence\n\nan old verdict", "x"))
+    from fl_bench.analysis.report import refresh_page
+
+    assert refresh_page(tmp_path, name, old) == page  # both blocks from the files, the text around them kept
+    assert (tmp_path / f"{name}_forest.png").stat().st_size > 0  # its forest plot drawn again beside it
+    with pytest.raises(ValueError, match="the page has no table block"):
+        blocks.replaced("# a page", "table", "x")
+
+
+def test_long_guards_and_causes_go_to_numbered_notes_so_that_rows_stay_one_line_high():
+    from fl_bench.analysis.verdict import LONG_CELL, numbered_notes
+
+    long = "x" * (LONG_CELL + 1)
+    shown, notes = numbered_notes(["short", long, "", long + "y"], ["a", "b", "c", "d"], start=3)
+    assert shown == ["short", "note 3", "", "note 4"]
+    assert notes == [f"3. **b**: {long}", f"4. **d**: {long}y"]
+    board = (RESULTS / "README.md").read_text()
+    rows = [line for line in board.splitlines() if line.startswith("| [")]
+    assert rows and max(len(cell.strip()) for row in rows for cell in row.split("|")[8:]) <= LONG_CELL + 2
