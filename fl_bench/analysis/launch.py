@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import math
 import re
 import shutil
@@ -19,10 +20,11 @@ from typing import TextIO
 
 import yaml
 
+from fl_bench.analysis.progress import Progress
 from fl_bench.runs.atomic import replace_text
 from fl_bench.runs.claim import SUFFIX as CLAIM
 from fl_bench.runs.claim import holder as claim_holder
-from fl_bench.runs.run_dir import RunDirectory, finished_runs, unfinished, writing
+from fl_bench.runs.run_dir import FINISHED, SUMMARY, RunDirectory, finished_runs, unfinished, writing
 
 # What a reproduction's write error adds to the path it names.
 REPRODUCTION_NOT_WRITTEN = "results written before are kept (free space, or choose a writable --runs-dir / --out)"
@@ -61,7 +63,30 @@ class Runs:
 class StageLauncher:
     """A reproduction's launches: its subclass (fl_bench.analysis.reproduce.Reproduction) sets where runs go
     (``runs_dir``), their ``workload``, the launcher and its settings (``launcher``, ``launcher_keys``,
-    ``launcher_overrides``), ``in_process``, and the sweep file read (``spec_path``, ``sweep_sha256``)."""
+    ``launcher_overrides``), ``in_process``, and the sweep file read (``spec_path``, ``sweep_sha256``); the
+    stages it plans read its ``spec``, ``protocol``, ``smoke`` and report ``seeds``. Each stage says its
+    progress through ``progress`` (fl_bench.analysis.progress; a test sets its own)."""
+
+    @functools.cached_property
+    def progress(self) -> Progress:
+        return Progress()
+
+    def planned_runs(self, arms: dict) -> dict[str, int | str]:
+        """The runs each stage will launch for ``arms`` (by key; each an ``Arm``), by stage name as its lines name
+        it: a number where it is known before any run (a search's is its budget, fewer if its kept setting or
+        a small space ends it), else when it is known."""
+        studies = sorted({self.spec["studies"][arm.study].get("setting_of", arm.study) for arm in arms.values()})
+        tuner, power = self.protocol.tuner, self.protocol.power
+        planned: dict[str, int | str] = {}
+        for study in studies if tuner is not None and not self.smoke else []:
+            if "space" in self.spec["studies"][study]:
+                planned[f"tune_{study}"] = tuner["trials"] * max(1, len(tuner["seeds"]))
+                if tuner.get("confirm") is not None:
+                    planned[f"confirm_{study}"] = "after its search"
+        if power and not self.smoke:
+            planned["pilot"] = len(arms) * len(power["pilot_seeds"])
+        planned["report"] = "after the pilot" if power and not self.smoke else len(arms) * len(self.seeds)
+        return planned
 
     def launch_stage(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
         """Every run of ``stage_runs`` finished (a diverged seed is a result), as one multirun of the
@@ -71,21 +96,26 @@ class StageLauncher:
         where it stopped (an interrupted run from its checkpoint), and one a live task of another launch holds
         is left to it. RuntimeError naming a seed that did not finish, else one naming the runs still held."""
         self._check_sweep_file()
-        jobs = []
+        jobs, launched, reused = [], [], 0
         for runs in stage_runs:
             self._keep_if_same_command(runs)
             done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
-            jobs += [runs.job(i) for i, seed in enumerate(runs.seeds) if seed not in done and seed not in held]
+            todo = [i for i, seed in enumerate(runs.seeds) if seed not in done and seed not in held]
+            jobs += [runs.job(i) for i in todo]
+            launched += [(runs.directory, f"{i}_*_seed{runs.seeds[i]}") for i in todo]  # (its run directory, runs.job)
+            reused += sum(seed in done for seed in runs.seeds)
         stage_dir = self.runs_dir / "launch" / stage
-        if jobs:
-            with writing(stage_dir, REPRODUCTION_NOT_WRITTEN):
-                stage_dir.mkdir(parents=True, exist_ok=True)
-                replace_text(stage_dir / "jobs.yaml", yaml.safe_dump(jobs, width=math.inf))
-            # the workload on the command line, before each job's own overrides (the order of the runs' own
-            # commands), where `python -m fl_bench` reads it first (numerics=portable's environment)
-            self._run(multirun([*self._launcher_overrides(at_once), "hydra/sweeper=fl_bench_jobs",
-                                f"hydra.sweeper.jobs={stage_dir / 'jobs.yaml'}", f"hydra.sweep.dir={stage_dir}",
-                                *self.workload]), stage_dir, check=False)
+        with self.progress.stage(stage, sum(len(runs.seeds) for runs in stage_runs), reused, len(jobs), at_once,
+                                 functools.partial(_ended, launched, FINISHED)):
+            if jobs:
+                with writing(stage_dir, REPRODUCTION_NOT_WRITTEN):
+                    stage_dir.mkdir(parents=True, exist_ok=True)
+                    replace_text(stage_dir / "jobs.yaml", yaml.safe_dump(jobs, width=math.inf))
+                # the workload on the command line, before each job's own overrides (the order of the runs' own
+                # commands), where `python -m fl_bench` reads it first (numerics=portable's environment)
+                self._run(multirun([*self._launcher_overrides(at_once), "hydra/sweeper=fl_bench_jobs",
+                                    f"hydra.sweeper.jobs={stage_dir / 'jobs.yaml'}", f"hydra.sweep.dir={stage_dir}",
+                                    *self.workload]), stage_dir, check=False)
         running = {}
         for runs in stage_runs:
             done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
@@ -203,6 +233,26 @@ def _checked_launcher(launcher: str, launcher_overrides: tuple[str, ...]) -> fro
                 raise ValueError(f"--override {override} is not allowed for --launcher {launcher}: "
                                  f"{one_line(error)}") from error
     return keys
+
+
+def _ended(runs: list[tuple[Path, str]], statuses: tuple[str, ...]) -> int:
+    """How many of ``runs`` (each its multirun's directory and its run directory's pattern there) have ended
+    with one of ``statuses`` in their summary (read, not checked whole: a stage's progress, not its result)."""
+    return sum(any(_status(summary) in statuses for summary in directory.glob(f"{pattern}/{SUMMARY}"))
+               for directory, pattern in runs)
+
+
+def ended_runs(directory: Path, statuses: tuple[str, ...]) -> int:
+    """How many runs of the multirun in ``directory`` (a search's) have ended with one of ``statuses``."""
+    return sum(_status(summary) in statuses for summary in directory.glob(f"*/{SUMMARY}"))
+
+
+def _status(summary: Path) -> str | None:
+    try:
+        found = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return None
+    return found.get("status") if isinstance(found, dict) else None
 
 
 def _finished_seeds(directory: Path) -> set[int]:

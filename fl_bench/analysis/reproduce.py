@@ -400,8 +400,9 @@ class Reproduction(Tuning):
         """Make the tables ``names`` into ``out``, stage after stage; with ``publish`` (ENTITY/PROJECT) each also
         as a W&B Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
         tables = self.tables(names)
-        self.check(out)
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
+        self.progress.begin(self.spec_path, out, self.runs_dir, len(tables), len(arms), self.planned_runs(arms))
+        self.check(out)
         self.tune(arms)
         needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
         directories, ledger = self.report_runs(tables, arms, needs)

@@ -18,10 +18,10 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from fl_bench.analysis.search_spaces import contains, search_space, search_space_text
-from fl_bench.analysis.launch import REPRODUCTION_NOT_WRITTEN, Runs, StageLauncher, multirun
+from fl_bench.analysis.launch import REPRODUCTION_NOT_WRITTEN, Runs, StageLauncher, ended_runs, multirun
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text
-from fl_bench.runs.run_dir import finished_runs, writing
+from fl_bench.runs.run_dir import FINISHED, finished_runs, writing
 from fl_bench.runs.tuning import confirmed
 
 
@@ -93,7 +93,7 @@ class Tuning(StageLauncher):
         sweep_dir = self.runs_dir / f"tune_{study}"
         shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
         started = time.perf_counter()
-        self._run(multirun([
+        command = multirun([
             *self._launcher_overrides(1),  # (a trial's seeds one after another on this machine, as --jobs studies run)
             *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
             f"hydra.sweeper.n_trials={search['trials']}", f"hydra.sweeper.n_startup_trials={search['startup_trials']}",
@@ -105,7 +105,11 @@ class Tuning(StageLauncher):
             *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
             f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
             f"hydra.sweep.dir={sweep_dir}",
-        ]), sweep_dir)
+        ])
+        planned = search["trials"] * max(1, len(search["seeds"]))  # (each trial's runs: fewer if a small space ends it)
+        with self.progress.stage(f"tune_{study}", planned, 0, planned, 1,
+                                 functools.partial(ended_runs, sweep_dir, (*FINISHED, "pruned", "failed"))):
+            self._run(command, sweep_dir)
         result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
         result.update(study=study, **made, previous=previous, wall_seconds=time.perf_counter() - started)
         _save_tuned(path, result)
