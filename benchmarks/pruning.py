@@ -77,7 +77,7 @@ def measure(key: str, out: Path) -> dict:
         runs = repro.arm_runs(Arm(study, study, ()), repro.seeds[:5])  # the report seeds 1-5, as registered
         repro.launch_stage("report", [runs], at_once=1)
         directory = runs.directory
-        objective = repro.protocol.tuner["objective"]
+        objective = repro.protocol.tuner.objective
         scores[mode] = np.array([json.loads(p.read_text())[objective] for p in sorted(directory.glob("*/summary.json"))])
         row[f"{mode} median on report seeds"] = float(statistics.median(scores[mode]))
     low, high = bootstrap_interval(np.median, scores["full"])

@@ -71,23 +71,6 @@ class StageLauncher:
     def progress(self) -> Progress:
         return Progress()
 
-    def planned_runs(self, arms: dict) -> dict[str, int | str]:
-        """The runs each stage will launch for ``arms`` (by key; each an ``Arm``), by stage name as its lines name
-        it: a number where it is known before any run (a search's is its budget, fewer if its kept setting or
-        a small space ends it), else when it is known."""
-        studies = sorted({self.spec["studies"][arm.study].get("setting_of", arm.study) for arm in arms.values()})
-        tuner, power = self.protocol.tuner, self.protocol.power
-        planned: dict[str, int | str] = {}
-        for study in studies if tuner is not None and not self.smoke else []:
-            if "space" in self.spec["studies"][study]:
-                planned[f"tune_{study}"] = tuner["trials"] * max(1, len(tuner["seeds"]))
-                if tuner.get("confirm") is not None:
-                    planned[f"confirm_{study}"] = "after its search"
-        if power and not self.smoke:
-            planned["pilot"] = len(arms) * len(power["pilot_seeds"])
-        planned["report"] = "after the pilot" if power and not self.smoke else len(arms) * len(self.seeds)
-        return planned
-
     def launch_stage(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
         """Every run of ``stage_runs`` finished (a diverged seed is a result), as one multirun of the
         fl_bench_jobs sweeper through the launcher (hydra_plugins/fl_bench_jobs), logged in

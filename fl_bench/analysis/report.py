@@ -236,7 +236,7 @@ def plot_privacy(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def differences_of_means(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
+def differences_of_means(table: pd.DataFrame, arms: dict, reference: str) -> pd.DataFrame:
     """Per arm compared with another (``vs``, default the reference): the difference of the mean accuracies
     in points, as data beside the means; the judgement is the evidence's (fl_bench.analysis.verdict), on
     medians and their intervals, with the paper's numbers."""
@@ -244,7 +244,8 @@ def differences_of_means(table: pd.DataFrame, arms: dict[str, dict], reference: 
     out = table.drop(columns=["vs_reference"], errors="ignore")
     diffs = []
     for method in table["method"]:
-        vs = arms.get(method, {}).get("vs", reference)
+        arm = arms.get(method)
+        vs = arm.vs if arm is not None and arm.vs is not None else reference
         shown = method != vs and vs in by_method.index
         diffs.append(f"{by_method.loc[method, 'best_accuracy'] - by_method.loc[vs, 'best_accuracy']:+.2f} vs {vs}"
                      if shown else "")
@@ -268,7 +269,7 @@ def accuracy_markdown(table: pd.DataFrame) -> str:
         columns={"final_val_accuracy": "final_accuracy"}).to_markdown(index=False)
 
 
-def ratios_of_means(table: pd.DataFrame, arms: dict[str, dict], reference: str) -> pd.DataFrame:
+def ratios_of_means(table: pd.DataFrame, arms: dict, reference: str) -> pd.DataFrame:
     """Per arm compared with another (``vs``, default the reference; shown where the arm names a ``vs`` or a
     ``paper``): its ratio of mean client trips and of mean simulated time to that arm's, as data beside the
     means ('>' where this arm missed the target: its budget over the other's mean); the judgement is the
@@ -278,14 +279,15 @@ def ratios_of_means(table: pd.DataFrame, arms: dict[str, dict], reference: str) 
     for suffix, column in (("", "trips_to_target"), (" (time)", "client_times_to_target")):
         ratios = []
         for method in table["method"]:
-            arm = arms.get(method, {})
-            vs = arm.get("vs", reference)
+            arm = arms.get(method)
+            vs = arm.vs if arm is not None and arm.vs is not None else reference
             ours = by_method.loc[method, column]
             base = by_method.loc[vs, column] if vs in by_method.index else float("nan")  # vs not run
             lower_bound = pd.isna(ours) and not pd.isna(base)  # this method missed the target
             if lower_bound and not suffix:
                 ours = by_method.loc[method, "budget"]
-            ratio = ours / base if ("vs" in arm or "paper" in arm) and method != vs else float("nan")
+            shown = arm is not None and (arm.vs is not None or arm.paper is not None)  # a ratio the table means to show
+            ratio = ours / base if shown and method != vs else float("nan")
             ratios.append("" if pd.isna(ratio) else (">" if lower_bound else "") + f"{ratio:.2f}×")
         out[f"ratio{suffix}"] = ratios
     return out
@@ -441,7 +443,7 @@ def plot_concurrency(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict[str, dict] | None = None,
+def write_report(frames: Frames, name: str, out: Path, reference: str | None, arms: dict | None = None,
                  title: str | None = None, extra_seconds: float = 0.0, notes: str = "",
                  measure: str = "trips", found: pd.DataFrame | None = None,
                  written: list[Path] | None = None) -> pd.DataFrame:
@@ -449,7 +451,7 @@ def write_report(frames: Frames, name: str, out: Path, reference: str | None, ar
     command prints them). ``measure``: client ``trips`` to the target (FedBuff),
     ``rounds`` to the target (round-based papers: FedLaAvg Table 3) or ``best_accuracy`` within the
     budget (FedLaAvg Table 2), or ``final_accuracy``, the same table with the evidence on the model each run
-    ends with. With ``arms`` (label -> {vs, paper}) the table gains each arm's ratio
+    ends with. With ``arms`` (label -> the sweep file's ArmSpec) the table gains each arm's ratio
     (or difference) of means to the arm it is compared with, as data (the evidence section judges); ``extra_seconds`` (tuning) is added to the
     stated wall time; ``notes`` (what was measured about a difference) follow the table; ``found``: the
     evidence (fl_bench.analysis.verdict.evidence) when the caller has computed it."""

@@ -73,17 +73,16 @@ import pandas as pd
 from fl_bench.analysis import scoreboard
 from fl_bench.analysis.fairness import write_fairness
 from fl_bench.analysis.guards import tuned_edges
-from fl_bench.analysis.search_spaces import SPACES
 from fl_bench.analysis.verdict import evidence, evidence_markdown, fill_notes, paper_effect, samples
 from fl_bench.analysis.launch import LAUNCHER_OVERRIDE, REPRODUCTION_NOT_WRITTEN, Runs, launcher_keys
 from fl_bench.analysis.measures import MEASURES, Measure
 from fl_bench.analysis.power import Need, seeds_needed, table_seeds
-from fl_bench.analysis.protocol import Protocol, plugin_spaces
+from fl_bench.analysis.protocol import Protocol, spaces_of
 from fl_bench.analysis.report import write_report
 from fl_bench.analysis.run_frames import Frames, load_runs, rounds_view
 from fl_bench.analysis.scoreboard import write_table_evidence
 from fl_bench.analysis.seed_ledger import SeedLedger
-from fl_bench.analysis.sweep_file import load_sweep_file
+from fl_bench.analysis.sweep_file import SweepFile, Table, load_sweep_file
 from fl_bench.analysis.tuning import Tuning
 from fl_bench.errors import FLBenchError
 from fl_bench.runs.config import register_configs
@@ -116,13 +115,15 @@ class Reproduction(Tuning):
     def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = (),
                  every_arm: bool = False, in_process: bool = False, launcher: str = "local_cores"):
         register_configs()  # plugin components the arms name (FL_BENCH_PLUGINS); one that cannot be imported is one line
-        self.spec, self.spec_path = load_sweep_file(spec_path), Path(spec_path)
-        self.sweep_sha256 = hashlib.sha256(self.spec_path.read_bytes()).hexdigest()
-        self.paper = self.spec.get("paper", self.spec_path.stem)  # its name on the scoreboard
         # the launcher's settings go to the commands that launch runs, not into the runs' own (or their commands)
         self.launcher_overrides = [o for o in overrides if LAUNCHER_OVERRIDE.match(o)]
         overrides = [o for o in overrides if not LAUNCHER_OVERRIDE.match(o)]
-        self.protocol = Protocol.of(self.spec, (SPACES, *plugin_spaces(overrides)))
+        self.spaces = spaces_of(overrides)  # (a plugin's own search spaces among them)
+        self.spec_path = Path(spec_path)
+        self.spec: SweepFile = load_sweep_file(self.spec_path, self.spaces)
+        self.sweep_sha256 = hashlib.sha256(self.spec_path.read_bytes()).hexdigest()
+        self.paper = self.spec.paper or self.spec_path.stem  # its name on the scoreboard
+        self.protocol = self.spec.protocol
         if every_arm and not smoke:
             raise ValueError("--every-arm is a smoke check: use it with --smoke (a full reproduction runs every arm)")
         if in_process and jobs > 1:
@@ -132,9 +133,9 @@ class Reproduction(Tuning):
                              f"without hydra.launcher overrides (not {' '.join([launcher, *self.launcher_overrides])})")
         self.launcher, self.launcher_keys = launcher, launcher_keys(launcher, self.launcher_overrides, overrides)
         self.smoke, self.every_arm, self.jobs, self.in_process = smoke, every_arm, jobs, in_process
-        self.runs_dir = runs_dir or Path(self.spec["runs_dir"] + ("_smoke" if smoke else ""))
-        self.tuned_dir = Path(self.spec["tuned_dir"])
-        self.workload = [*self.spec["workload"], *(self.spec["smoke"] if smoke else []), *overrides]
+        self.runs_dir = runs_dir or Path(self.spec.runs_dir + ("_smoke" if smoke else ""))
+        self.tuned_dir = Path(self.spec.tuned_dir)
+        self.workload = [*self.spec.workload, *(self.spec.smoke if smoke else []), *overrides]
         self.seeds = list(self.protocol.report_seeds[:1] if smoke else self.protocol.report_seeds)
         self._study_locks = defaultdict(threading.Lock)  # a nested study waits for its special case
         if not smoke:  # they guard the tuning, which a smoke point never does
@@ -144,14 +145,14 @@ class Reproduction(Tuning):
         """Every nested study's special case composes into a config that runs (FedProx with mu = 0):
         otherwise its first trial fails and the study starts from nowhere."""
         self._check_composes([
-            ([*self.workload, *study["overrides"], *(f"{k}={v}" for k, v in study["special_case"].get("set", {}).items())],
+            ([*self.workload, *study.overrides, *(f"{k}={v}" for k, v in study.special_case.set.items())],
              f"study {name}: its special case does not run")
-            for name, study in self.spec["studies"].items() if study.get("special_case") is not None])
+            for name, study in self.spec.studies.items() if study.special_case is not None])
 
     def check_arms(self, arms: list[Arm]) -> None:
         """Every arm's command composes into a config that passes its checks (a misspelt override or a
         value out of range), before any study is tuned or any arm run (the tuned setting, not known yet, aside)."""
-        self._check_composes([([*self.workload, *self.spec["studies"][arm.study]["overrides"], *arm.overrides],
+        self._check_composes([([*self.workload, *self.spec.studies[arm.study].overrides, *arm.overrides],
                                f"arm {arm.label!r} ({arm.study}) does not run") for arm in arms])
 
     @staticmethod
@@ -169,21 +170,21 @@ class Reproduction(Tuning):
                 except Exception as error:  # Hydra's and the schema's errors, made one line
                     raise ValueError(f"{what}: {one_line(error)}") from error
 
-    def tables(self, names: list[str]) -> dict[str, dict]:
+    def tables(self, names: list[str]) -> dict[str, Table]:
         """The tables named ``names`` (all when empty), by name; ValueError for an unknown one."""
-        tables = self.spec["tables"]
+        tables = self.spec.tables
         unknown = [n for n in names if n not in tables]
         if unknown:
             raise ValueError(f"unknown table {', '.join(unknown)}: choose from {', '.join(tables)}")
         return {n: tables[n] for n in names or tables}
 
-    def arms(self, table: dict, every: bool = False) -> list[Arm]:
+    def arms(self, table: Table, every: bool = False) -> list[Arm]:
         """The table's arms (with ``smoke`` only its reference arm unless ``every``, and each arm's smoke
         overrides); the studies they name were checked when the file was read (fl_bench.analysis.sweep_file)."""
-        arms = [Arm(label, a["study"], tuple([*a.get("overrides", []), *(a.get("smoke", []) if self.smoke else [])]))
-                for label, a in table["arms"].items()]
+        arms = [Arm(label, a.study, tuple([*a.overrides, *(a.smoke if self.smoke else [])]))
+                for label, a in table.arms.items()]
         if self.smoke and not self.every_arm and not every:  # one point per table: its reference arm, which the others are compared with
-            return [a for a in arms if a.label == table["reference"]]
+            return [a for a in arms if a.label == table.reference]
         return arms
 
     def arm_runs(self, arm: Arm, seeds: list[int] | None = None, base: Path | None = None) -> Runs:
@@ -191,16 +192,33 @@ class Reproduction(Tuning):
         directory), with its study's tuned setting (a retuned study or an edited arm is another command)."""
         seeds = self.seeds if seeds is None else list(seeds)
         best = self.tuned(arm.study).params
-        setting = (*self.spec["studies"][arm.study]["overrides"], *(f"{k}={v}" for k, v in best.items()), *arm.overrides)
+        setting = (*self.spec.studies[arm.study].overrides, *(f"{k}={v}" for k, v in best.items()), *arm.overrides)
         return Runs((base or self.runs_dir) / arm.key, tuple(self.workload), setting, tuple(seeds), f"arm {arm.label!r}")
+
+    def planned_runs(self, arms: dict[str, Arm]) -> dict[str, int | str]:
+        """The runs each stage will launch for ``arms`` (by key; each an ``Arm``), by stage name as its lines name
+        it: a number where it is known before any run (a search's is its budget, fewer if its kept setting or
+        a small space ends it), else when it is known."""
+        studies = sorted({self.spec.studies[arm.study].setting_of or arm.study for arm in arms.values()})
+        tuner, power = self.protocol.tuner, self.protocol.power
+        planned: dict[str, int | str] = {}
+        for study in studies if tuner is not None and not self.smoke else []:
+            if self.spec.studies[study].space is not None:
+                planned[f"tune_{study}"] = tuner.trials * max(1, len(tuner.seeds))
+                if tuner.confirm is not None:
+                    planned[f"confirm_{study}"] = "after its search"
+        if power and not self.smoke:
+            planned["pilot"] = len(arms) * len(power.pilot_seeds)
+        planned["report"] = "after the pilot" if power and not self.smoke else len(arms) * len(self.seeds)
+        return planned
 
     # ------------------------------------------------------------------ tables
     def guards(self, arms: list[Arm]) -> str:
         """The guards' findings about these arms' tuning, for the table's notes (fl_bench.analysis.guards)."""
-        studies = sorted({self.spec["studies"][a.study].get("setting_of", a.study) for a in arms})
+        studies = sorted({self.spec.studies[a.study].setting_of or a.study for a in arms})
         tuned = {study: self.tuned(study) for study in studies}
         edges = [edge for study, found in tuned.items() for edge in tuned_edges(
-            {"study": study, "space": found.space, "best_params": found.params}, self.protocol.spaces)]
+            {"study": study, "space": found.space, "best_params": found.params}, self.spaces)]
         if not edges:
             return ""
         return ("Guard, edge: a tuned value at the edge of its search space, so the optimum may lie beyond it "
@@ -234,19 +252,19 @@ class Reproduction(Tuning):
         return runs.sort_values("method", key=lambda m: m.map(order), kind="stable"), metrics, trips
 
     @staticmethod
-    def _evidence_view(table: dict, runs: pd.DataFrame) -> tuple[pd.DataFrame, Measure]:
+    def _evidence_view(table: Table, runs: pd.DataFrame) -> tuple[pd.DataFrame, Measure]:
         """The runs a table's verdicts read (rounds for a rounds table) and the measure they read
         (FedStaleWeight's fairness table is judged on best accuracy)."""
-        measure = MEASURES[table.get("measure", "trips")].verdict
+        measure = MEASURES[table.measure].verdict
         return (rounds_view(runs) if measure.in_rounds else runs), measure
 
-    def power(self, tables: dict[str, dict], arms: dict[str, Arm]) -> dict[str, dict[str, Need]]:
+    def power(self, tables: dict[str, Table], arms: dict[str, Arm]) -> dict[str, dict[str, Need]]:
         """Per table, per verdict arm: the report seeds it needs (fl_bench.analysis.power), from every arm
         run once on the protocol's pilot seeds, before any report run; {} without a power rule."""
         power = self.protocol.power
         if not power or self.smoke:
             return {}
-        pilot_runs = {key: self.arm_runs(arm, power["pilot_seeds"], self.runs_dir / "pilot") for key, arm in arms.items()}
+        pilot_runs = {key: self.arm_runs(arm, power.pilot_seeds, self.runs_dir / "pilot") for key, arm in arms.items()}
         self.launch_stage("pilot", list(pilot_runs.values()), self.jobs)
         directories = {key: runs.directory for key, runs in pilot_runs.items()}
         needs = {}
@@ -256,14 +274,14 @@ class Reproduction(Tuning):
             view, measure = self._evidence_view(table, runs)
             needs[name] = {}
             for arm in chosen:
-                spec = table["arms"][arm.label]
-                vs = spec.get("vs", table["reference"])
-                paper = paper_effect(spec, table["arms"].get(vs, {}), measure.name)
+                spec = table.arms[arm.label]
+                vs = spec.vs or table.reference
+                paper = paper_effect(spec, table.arms.get(vs), measure.name)
                 if not paper or vs == arm.label:
                     continue
                 needs[name][arm.label] = seeds_needed(samples(view, arm.label, measure.name)[0],
                                                       samples(view, vs, measure.name)[0], paper, measure.kind,
-                                                      spec.get("claim", "side"), spec.get("tolerance"))
+                                                      spec.claim, spec.tolerance)
         return needs
 
     def record_seeds(self, tables: dict[str, list[int]], seeds: dict[str, list[int]], arms: dict[str, Arm]
@@ -293,15 +311,15 @@ class Reproduction(Tuning):
                                                             + (f", against its closeness margin "
                                                                f"{_scaled(need.effect + need.distance, need)}"
                                                                if need.claim == "closeness" else "")
-                                                            + (f": more than the cap, {power['cap']}"
-                                                               if need.seeds > power["cap"] else "") + ")")
+                                                            + (f": more than the cap, {power.cap}"
+                                                               if need.seeds > power.cap else "") + ")")
                           for label, need in needs.items())
         return (f"Seeds by power (fl_bench/analysis/power.py, registered before the report runs): on pilot seeds "
-                f"{', '.join(map(str, power['pilot_seeds']))}, the report seeds each verdict needs for its 95% interval "
+                f"{', '.join(map(str, power.pilot_seeds))}, the report seeds each verdict needs for its 95% interval "
                 f"to clear the band if the paper's effect is real, and to decide at the effect the pilot measured: "
                 f"{shown or 'no verdict'}; this table ran "
                 f"{int(runs.groupby('method')['seed'].nunique().min())} report seeds (at least "
-                f"{Protocol.MIN_REPORT_SEEDS}, at most the cap {power['cap']}).")
+                f"{Protocol.MIN_REPORT_SEEDS}, at most the cap {power.cap}).")
 
     def held_out(self, arms: list[Arm], directories: dict[str, Path]) -> str:
         """Arms that run a tuned setting exactly (no overrides) whose median objective on the report
@@ -312,20 +330,20 @@ class Reproduction(Tuning):
             return ""
         findings = []
         for arm in arms:
-            if arm.overrides or "setting_of" in self.spec["studies"][arm.study]:
+            if arm.overrides or self.spec.studies[arm.study].setting_of is not None:
                 continue
-            values = [summary[tuner["objective"]] for summary in finished_runs(directories[arm.key]).values()]
+            values = [summary[tuner.objective] for summary in finished_runs(directories[arm.key]).values()]
             if not values:
                 continue
             found = self.tuned(arm.study)
             # a confirmed setting's mean over all its seeds (its value is the worst seed's)
-            per_seed = found.per_seed or {seed: found.value for seed in tuner["seeds"]}
+            per_seed = found.per_seed or {seed: found.value for seed in tuner.seeds}
             tuned, median = float(statistics.mean(per_seed.values())), float(statistics.median(values))
-            worse = (median > self.HELD_OUT_WORSE["minimize"] * tuned if tuner["direction"] == "minimize"
+            worse = (median > self.HELD_OUT_WORSE["minimize"] * tuned if tuner.direction == "minimize"
                      else median < tuned - self.HELD_OUT_WORSE["maximize"])
             if worse:
                 shown = (lambda v: f"{v:,.0f}") if abs(tuned) >= 100 else (lambda v: f"{v:.4g}")  # trips or accuracy
-                findings.append(f"{arm.label} ({tuner['objective']} {shown(tuned)} on tuning seeds "
+                findings.append(f"{arm.label} ({tuner.objective} {shown(tuned)} on tuning seeds "
                                 f"{', '.join(map(str, sorted(per_seed)))}, median {shown(median)} on the report seeds)")
         if not findings:
             return ""
@@ -334,41 +352,40 @@ class Reproduction(Tuning):
                 "the edge of stability): " + "; ".join(findings) + ".")
 
     def _nested(self) -> bool:
-        return any("special_case" in study for study in self.spec["studies"].values())
+        return any(study.special_case is not None for study in self.spec.studies.values())
 
     def readings(self) -> str:
         """The sweep file's ``readings``: where the implementation reads the paper one way and another
         reading is possible, with the knob that switches and any measured ablation, under every table."""
-        readings = self.spec["readings"]
+        readings = self.spec.readings
         if not readings:
             return ""
         return ("Readings (where this implementation reads the paper one way and another reading is possible):\n\n"
                 + "\n".join(f"- {reading}" for reading in readings))
 
-    def degenerate(self, table: dict) -> dict[str, str]:
+    def degenerate(self, table: Table) -> dict[str, str]:
         """The table's arms whose tuned setting is their study's special case (FedProx tuned to mu = 0,
         MimeXlite to beta = 0): label -> the settings that make it so ('algorithm.beta = 0.0')."""
         found = {}
-        for label, arm in table["arms"].items():
-            setting = (self.spec["studies"].get(arm.get("study"), {}).get("special_case") or {}).get("set")
-            if not arm.get("special_case") or not setting:
+        for label, arm in table.arms.items():
+            special = self.spec.studies[arm.study].special_case
+            if not arm.special_case or special is None or not special.set:
                 continue
-            best = self.tuned(arm["study"]).params
+            setting = special.set
+            best = self.tuned(arm.study).params
             if all(key in best and float(best[key]) == float(value) for key, value in setting.items()):
                 found[label] = ", ".join(f"{key} = {best[key]}" for key in setting)
         return found
 
-    def table_evidence(self, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None
+    def table_evidence(self, table: Table, directories: dict[str, Path], needs: dict[str, Need] | None
                        ) -> tuple[Frames, pd.DataFrame]:
         """The table's runs (runs, metrics, trips) from its arms' finished runs, and its evidence (one row per arm)."""
         frames = self._table_runs(self.arms(table), directories)
         view, verdict_measure = self._evidence_view(table, frames[0])
-        degenerate = self.degenerate(table)
-        arms = {label: {**arm, "degenerate": degenerate[label]} if label in degenerate else arm
-                for label, arm in table["arms"].items()}
-        return frames, evidence(view, table["reference"], arms, verdict_measure.name, needs, (self.protocol.power or {}).get("cap"))
+        cap = self.protocol.power.cap if self.protocol.power else None
+        return frames, evidence(view, table.reference, table.arms, verdict_measure.name, needs, cap, self.degenerate(table))
 
-    def write_table(self, name: str, table: dict, directories: dict[str, Path], needs: dict[str, Need] | None,
+    def write_table(self, name: str, table: Table, directories: dict[str, Path], needs: dict[str, Need] | None,
                     ledger: SeedLedger | None, out: Path, computed: tuple[Frames, pd.DataFrame],
                     other_verdicts: dict[str, str]) -> pd.DataFrame:
         """The table's page, evidence and plots into ``out``, from :meth:`table_evidence` (``computed``) and the
@@ -376,23 +393,24 @@ class Reproduction(Tuning):
         chosen = self.arms(table)
         (runs, metrics, trips), found = computed
         tuning = sum(self.tuned(s).wall_seconds for s in {a.study for a in chosen})
-        measure = MEASURES[table.get("measure", "trips")]
+        measure = MEASURES[table.measure]
         # its fidelity under its title, above its verdicts (the block the scoreboard keeps)
-        title = "\n\n".join([table["title"], *([scoreboard.page_fidelity(table["fidelity"])] if "fidelity" in table else [])])
-        write_table_evidence(found, name, self.paper, table["arms"], out / f"{name}_evidence.csv")
-        notes = "\n\n".join(filter(None, (fill_notes(table.get("notes", ""), found, self.spec["headlines"], name, other_verdicts),
+        fidelity = [scoreboard.page_fidelity(table.fidelity.level, table.fidelity.note)] if table.fidelity else []
+        title = "\n\n".join([table.title, *fidelity])
+        write_table_evidence(found, name, self.paper, table.arms, out / f"{name}_evidence.csv")
+        notes = "\n\n".join(filter(None, (fill_notes(table.notes, found, self.spec.headlines, name, other_verdicts),
                                             self.power_note(needs, runs),
                                             ledger.note(name, self.spec_path, tuple(self.protocol.amended)) if ledger else "",
                                             self.guards(chosen),
                                             self.held_out(chosen, directories), self.readings(),
                                             self.protocol.describe(self._nested()))))
         if measure.page == "fairness":  # FedStaleWeight: weight shares per group, with the evidence on accuracy
-            shown = evidence_markdown(runs, table["reference"], table["arms"], measure.verdict.name, found)
+            shown = evidence_markdown(runs, table.reference, table.arms, measure.verdict.name, found)
             run_dirs = {a.label: sorted(finished_runs(directories[a.key])) for a in chosen}
-            write_fairness(run_dirs, name, out, table.get("at", [500, 1000, 2000, 4000]),
+            write_fairness(run_dirs, name, out, table.at or [500, 1000, 2000, 4000],
                            "\n\n".join(filter(None, (shown, notes))), title)
         else:
-            write_report((runs, metrics, trips), name, out, table["reference"], table["arms"], title, tuning,
+            write_report((runs, metrics, trips), name, out, table.reference, table.arms, title, tuning,
                          notes, measure.name, found)
         return runs
 
@@ -419,7 +437,7 @@ class Reproduction(Tuning):
         for directory, what in directories:  # a file in the way: said before composing every arm (seconds)
             if any(path.exists() and not path.is_dir() for path in (directory, *directory.parents)):
                 _check_writable(directory, what)
-        self.check_arms(list({arm.key: arm for table in self.spec["tables"].values()
+        self.check_arms(list({arm.key: arm for table in self.spec.tables.values()
                               for arm in self.arms(table, every=True)}.values()))
         for directory, what in directories:
             _check_writable(directory, what)  # before hours of runs
@@ -428,7 +446,7 @@ class Reproduction(Tuning):
 
     def tune(self, arms: dict[str, Arm]) -> None:
         """Every study the arms run, tuned (or its kept setting read)."""
-        studies = sorted({self.spec["studies"][arm.study].get("setting_of", arm.study) for arm in arms.values()})
+        studies = sorted({self.spec.studies[arm.study].setting_of or arm.study for arm in arms.values()})
         # The studies side by side, --jobs at a time: each is one sequential TPE search (a trial's seeds, then
         # the next trial, as registered), whose runs its own command hands to the launcher; only their
         # drivers wait here. (A launcher runs jobs, not a search that decides its next trial from the last.)
@@ -439,14 +457,14 @@ class Reproduction(Tuning):
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
                 list(pool.map(self.tuned, studies))
 
-    def report_runs(self, tables: dict[str, dict], arms: dict[str, Arm], needs: dict[str, dict[str, Need]]
+    def report_runs(self, tables: dict[str, Table], arms: dict[str, Arm], needs: dict[str, dict[str, Need]]
                     ) -> tuple[dict[str, Path], SeedLedger | None]:
         """Every arm run on its report seeds (recorded in the ledger first): each arm's directory, and the ledger."""
         seeds = {key: self.seeds for key in arms}
         if needs:  # an arm in several tables runs the most seeds any of them needs
             counts: dict[str, int] = defaultdict(int)
             for name, table in tables.items():
-                n = table_seeds(list(needs[name].values()), Protocol.MIN_REPORT_SEEDS, self.protocol.power["cap"])
+                n = table_seeds(list(needs[name].values()), Protocol.MIN_REPORT_SEEDS, self.protocol.power.cap)
                 for arm in self.arms(table):
                     counts[arm.key] = max(counts[arm.key], n)
             seeds = {key: self.seeds[:counts[key]] for key in arms}
@@ -456,7 +474,7 @@ class Reproduction(Tuning):
         self.launch_stage("report", list(report_runs.values()), self.jobs)
         return {key: runs.directory for key, runs in report_runs.items()}, ledger
 
-    def write_pages(self, tables: dict[str, dict], out: Path, directories: dict[str, Path],
+    def write_pages(self, tables: dict[str, Table], out: Path, directories: dict[str, Path],
                     needs: dict[str, dict[str, Need]], ledger: SeedLedger | None,
                     computed: dict[str, tuple[Frames, pd.DataFrame]], publish: str | None, dry_run: bool) -> None:
         """Each table's page from its evidence (``computed``), optionally as a W&B Report too, then the scoreboard."""
@@ -471,7 +489,7 @@ class Reproduction(Tuning):
 
                 print(f"{name}: W&B Report {publish_report(publish, name, out / f'{name}.md', runs, ['algorithm.name'], dry_run)}")
         scoreboard.write_paper_record(out, self.spec_path, self.spec)
-        rows = scoreboard.write(out, [*scoreboard.reproductions(), self.spec_path])
+        rows = scoreboard.write(out, [*scoreboard.reproductions(), self.spec_path], spaces=self.spaces)
         print(f"scoreboard: {out / 'README.md'}: {scoreboard.counts(rows)}")
 
 def _check_writable(directory: Path, what: str) -> None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -49,7 +49,7 @@ from fl_bench.analysis.forest import normalised, plot_paper_forests
 from fl_bench.analysis.measures import MEASURES
 from fl_bench.analysis.protocol import Protocol
 from fl_bench.analysis.report import refresh_page
-from fl_bench.analysis.sweep_file import FIDELITY, load_sweep_file
+from fl_bench.analysis.sweep_file import FIDELITY, ArmSpec, SweepFile, load_sweep_file
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text
 
@@ -80,34 +80,35 @@ LATER_COLUMNS = {"claim": "side", "band_low": float("nan"), "band_high": float("
 # did, this arm's did not), as the page prints it; "" for a measured effect
 
 
-def write_table_evidence(found: pd.DataFrame, table: str, paper: str, arms: dict[str, dict], path: Path) -> None:
+def write_table_evidence(found: pd.DataFrame, table: str, paper: str, arms: dict[str, ArmSpec], path: Path) -> None:
     """A table's :func:`fl_bench.analysis.verdict.evidence` with its table, paper and each arm's cause,
     written to ``path`` (``<table>_evidence.csv``)."""
     frame = found.rename(columns={"method": "arm", "paper": "paper_effect"}).assign(paper=paper, table=table)
-    frame["cause"] = [_cause(arms.get(arm, {})) for arm in frame["arm"]]
+    frame["cause"] = [_cause(arms[arm]) if arm in arms else "" for arm in frame["arm"]]
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_text(path, frame.to_csv(index=False))
 
 
-def write_paper_record(out: Path, spec_path: Path, spec: dict) -> None:
+def write_paper_record(out: Path, spec_path: Path, spec: SweepFile) -> None:
     """``out``/<stem>_paper.yaml, written by the reproduction with its tables' evidence: what the scoreboard
     shows of the sweep file ``spec_path`` (read as ``spec``) besides the evidence rows: the paper's name, its
     tables in order, each table's fidelity (where it has one) and its headlines."""
-    record = {"sweep_file": Path(spec_path).name, "paper": spec.get("paper") or Path(spec_path).stem,
-              "tables": list(spec["tables"]),
-              "fidelity": {name: table["fidelity"] for name, table in spec["tables"].items() if "fidelity" in table},
-              "headlines": spec["headlines"]}
+    record = {"sweep_file": Path(spec_path).name, "paper": spec.paper or Path(spec_path).stem,
+              "tables": list(spec.tables),
+              "fidelity": {name: asdict(table.fidelity) for name, table in spec.tables.items() if table.fidelity},
+              "headlines": [asdict(headline) for headline in spec.headlines]}
     out.mkdir(parents=True, exist_ok=True)
     replace_text(out / f"{Path(spec_path).stem}{RECORD}",
                  "# Written by python -m fl_bench.analysis.reproduce with its tables' evidence; read by the scoreboard.\n"
                  + yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=120))
 
 
-def page_fidelity(fidelity: dict) -> str:
-    """A table's fidelity as its page prints it, after its title and above its verdicts, between markers:
-    the reproduction writes it into the pages it makes, the scoreboard into those made before (:func:`write`)."""
-    note = f": {fidelity['note']}" if fidelity.get("note") else ""
-    return (f"{PAGE_BEGIN}\n\nFidelity to the paper: **{fidelity['level']}** ({FIDELITY[fidelity['level']]}){note}. "
+def page_fidelity(level: str, note: str = "") -> str:
+    """A table's fidelity (its ``level`` and ``note``) as its page prints it, after its title and above its
+    verdicts, between markers: the reproduction writes it into the pages it makes, the scoreboard into those
+    made before (:func:`write`)."""
+    note = f": {note}" if note else ""
+    return (f"{PAGE_BEGIN}\n\nFidelity to the paper: **{level}** ({FIDELITY[level]}){note}. "
             f"The verdicts below are this workload's.\n\n{PAGE_END}")
 
 
@@ -141,12 +142,11 @@ def _read_record(path: Path) -> dict:
     return record
 
 
-def _cause(arm: dict) -> str:
+def _cause(arm: ArmSpec) -> str:
     """An arm's cause as its evidence file keeps it: 'CHANGES (arm ARM)', or 'tried: ...; ...'."""
-    if arm.get("cause"):
-        return f"{arm['cause']['changes']} (arm {arm['cause']['arm']})"
-    tried = arm.get("tried") or []
-    return "tried: " + "; ".join(f"{t['changes']} (arm {t['arm']})" for t in tried) if tried else ""
+    if arm.cause is not None:
+        return f"{arm.cause.changes} (arm {arm.cause.arm})"
+    return "tried: " + "; ".join(f"{t.changes} (arm {t.arm})" for t in arm.tried) if arm.tried else ""
 
 
 def reproductions(directory: Path = SWEEPS) -> list[Path]:
@@ -188,25 +188,26 @@ class Board:
     pages: set[str] = field(default_factory=set)  # the tables whose page is under --out (a registered one may have none)
 
 
-def gather(out: Path, sweep_files: list[Path] = ()) -> Board:
+def gather(out: Path, sweep_files: list[Path] = (), spaces: tuple[Path, ...] | None = None) -> Board:
     """Every verdict row of every table of the paper records under ``out``, and what else the page shows
     (:class:`Board`); ``sweep_files`` for the check of stale and missing evidence (module docstring), and for
     the fidelity of a table no record lists (its page, made before records, shows it). A quote of one paper
     that several records register (a paper's data and its stand-ins, in two sweep files) is one headline,
     answered from all their rows."""
     records = {path.name[:-len(RECORD)]: _read_record(path) for path in sorted(out.glob(f"*{RECORD}"))}
-    registered = {path.stem: load_sweep_file(path) for path in dict.fromkeys(path.resolve() for path in sweep_files)}
+    registered = {path.stem: load_sweep_file(path, spaces) for path in dict.fromkeys(path.resolve() for path in sweep_files)}
     frames, tables, quotes, stale, fidelity = [], [], {}, [], {}
     for stem in sorted({*records, *registered}):
-        record, spec = records.get(stem, {}), registered.get(stem, {})
-        paper = record.get("paper") or spec.get("paper") or stem
+        record, spec = records.get(stem, {}), registered.get(stem)
+        specified = spec.tables if spec is not None else {}  # the tables its sweep file registers now
+        paper = record.get("paper") or (spec.paper if spec is not None else None) or stem
         for headline in record.get("headlines", []):
             quotes.setdefault((paper, headline["quote"]), []).append(headline)
         made = record.get("tables", [])
-        fidelity.update({t: table["fidelity"] for t, table in spec.get("tables", {}).items() if "fidelity" in table and t not in made})
+        fidelity.update({t: asdict(table.fidelity) for t, table in specified.items() if table.fidelity and t not in made})
         fidelity.update(record.get("fidelity", {}))
         named = {row.partition(": ")[0] for headline in record.get("headlines", []) for row in headline["rows"]}
-        for table in [*made, *(t for t in spec.get("tables", {}) if t not in made)]:
+        for table in [*made, *(t for t in specified if t not in made)]:
             path = out / f"{table}_evidence.csv"
             found = table in made and path.is_file()
             frame = _read_evidence(path) if found else None
@@ -218,9 +219,9 @@ def gather(out: Path, sweep_files: list[Path] = ()) -> Board:
             tables.append((paper, table, found))
             if not found:
                 continue
-            if table in spec.get("tables", {}):
-                arms = spec["tables"][table]["arms"]
-                registered_claims = [arms.get(arm, {}).get("claim", "side") for arm in frame["arm"]]
+            if table in specified:
+                arms = specified[table].arms
+                registered_claims = [arms[arm].claim if arm in arms else "side" for arm in frame["arm"]]
                 if any(claim != now for claim, now, verdict in zip(frame["claim"], registered_claims, frame["verdict"]) if verdict):
                     stale.append(table)  # its verdicts read claims the sweep file no longer registers
             frames.append(frame.assign(fidelity=fidelity.get(table, {}).get("level", ""),  # (none: a table of no paper)
@@ -484,12 +485,14 @@ def _page(table: str, board: Board) -> str:
     return f"[{table}]({table}.md)" if table in board.pages else f"{table} (no page yet)"
 
 
-def write(out: Path, sweep_files: list[Path] | None = None, readme: Path | None = None) -> pd.DataFrame:
+def write(out: Path, sweep_files: list[Path] | None = None, readme: Path | None = None,
+          spaces: tuple[Path, ...] | None = None) -> pd.DataFrame:
     """``out``/evidence.csv and ``out``/README.md from the paper records and evidence files under ``out``,
     checked against ``sweep_files`` (default: :func:`reproductions`), each table's fidelity into its page under
     ``out`` (:func:`page_fidelity`), and the headlines' block of ``readme`` (default: the project's README when
-    ``out`` is the project's results directory; its markers must be there)."""
-    board = gather(out, reproductions() if sweep_files is None else sweep_files)
+    ``out`` is the project's results directory; its markers must be there); ``spaces``: where the sweep files'
+    search spaces are (default: conf/hparams_search and the installed plugins')."""
+    board = gather(out, reproductions() if sweep_files is None else sweep_files, spaces)
     if not any(found for _, _, found in board.tables):  # a misspelt --out would otherwise give an empty board
         raise ConfigError(f"{out} holds no evidence file (<table>_evidence.csv) of any table of a paper record "
                           f"(<stem>{RECORD}): give as --out the directory the tables were reproduced into")
@@ -500,7 +503,8 @@ def write(out: Path, sweep_files: list[Path] | None = None, readme: Path | None 
     pages = {}  # the pages whose generated blocks (fidelity, table, evidence) read otherwise from their files now
     for name in sorted(board.pages):
         text = (out / f"{name}.md").read_text()
-        new = _with_fidelity(text, page_fidelity(board.fidelity[name])) if name in board.fidelity else text
+        fidelity = board.fidelity.get(name)
+        new = _with_fidelity(text, page_fidelity(fidelity["level"], fidelity.get("note", ""))) if fidelity else text
         if (new := refresh_page(out, name, new)) != text:
             pages[out / f"{name}.md"] = new
     try:

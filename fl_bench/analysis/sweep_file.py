@@ -1,26 +1,22 @@
 """A reproduction's sweep file (``sweeps/*_smoke.yaml``): its schema, and reading it whole before any run.
 
-The schema is a tree of dataclasses that OmegaConf merges the file into, so a misspelt key, a value of
-the wrong type or a missing field stops with one line naming the key (with the closest valid key), the
-value and what is allowed. Names that refer to each other (an arm's study, a table's reference arm, an
-arm's ``vs`` and ``special_case``, a study's ``setting_of``) are checked too, and what the schema's types
-cannot say: seeds >= 0, real dates in order and none in the future, the tuner's objective and direction,
-table names that are file names, and an arm's ``paper`` values in the shape its table's measure reads. The
-protocol's rules between fields (budgets, disjoint seeds, search spaces) are
-:class:`fl_bench.analysis.protocol.Protocol`'s.
+:func:`load_sweep_file` gives the file as one typed object, :class:`SweepFile` (a tree of dataclasses that
+OmegaConf merges the file into), which every stage of the reproduction reads by attribute: a field the file
+leaves out holds its schema default (``protocol.power.cap: 30``, an arm's ``vs: None``), and values are
+converted to their schema types (``report_seeds: [1, "2"]`` gives ``[1, 2]``). Nothing after loading reads
+the file by key; the mappings left in it are data (an arm's ``paper`` numbers by what they measure, a special
+case's ``set`` of config values).
 
-The schema is the one place for the protocol's defaults: a field of the protocol (or of the file's own
-lists) that the file leaves out is handed on with its schema default where that default is a value
-(``protocol.power.cap: 30``, ``protocol.tuner.confirm.aggregate: worst``, ``protocol.amended: []``), and
-stays out where it is null (``tuner.pruner``: the driver tells "not set" from a value). Tables, arms and
-studies are handed on as the file gives them (an arm without ``vs`` has no ``vs``). The values are
-converted to their schema types (``report_seeds: [1, "2"]`` gives ``[1, 2]``).
-"""
+Every check happens here, once, and every refusal is one ConfigError naming the file, the key (with the
+closest valid key), the value and what is allowed: a misspelt key, a value of the wrong type or a missing
+field; names that refer to each other (an arm's study, a table's reference arm, an arm's ``vs`` and
+``special_case``, a study's ``setting_of``); table names that are file names, and an arm's ``paper`` values
+in the shape its table's measure reads; and the protocol's rules (seeds, dates, budgets, disjoint seeds,
+search spaces), :class:`fl_bench.analysis.protocol.Protocol`'s."""
 
 from __future__ import annotations
 
 import copy
-import datetime
 import difflib
 import functools
 import math
@@ -37,10 +33,8 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 from fl_bench.analysis.verdict import CLAIMS, PLACEHOLDER_KINDS, TYPED_INTERVAL, default_tolerance, paper_effect
 from fl_bench.analysis.measures import MEASURES
 from fl_bench.errors import ConfigError
-from fl_bench.runs.config import OBJECTIVES
-from fl_bench.runs.pruning import PrunerConfig
+from fl_bench.analysis.protocol import Protocol, spaces_of
 
-DIRECTIONS = ("minimize", "maximize")
 # A table's fidelity levels, closest to the paper first (the scoreboard's order), each with what it means
 FIDELITY = {"paper": "the paper's data set, model and scale",
             "paper data": "the paper's data set, with a stated difference: scale, model or budget",
@@ -59,49 +53,6 @@ PAPER_KEYS = {
                                  "dataset: numbers, or '>x' / '<x' for a bound ('>0': larger, without a number)"},
 }
 COMPARED_ONLY = ("trips", "time", "difference")  # read only against the compared arm (accuracy: also as others' base)
-
-
-@dataclass
-class Confirm:
-    """``protocol.tuner.confirm``: the search's best settings rerun on seeds it never saw."""
-
-    finalists: int = MISSING  # the search's best settings that run on the confirmation seeds
-    seeds: list[int] = MISSING  # apart from the tuning, report and pilot seeds
-    aggregate: str = "worst"  # a finalist's score over all its seeds (tuning and confirmation)
-
-
-@dataclass
-class Tuner:
-    """``protocol.tuner``: one budget for every study of the file."""
-
-    trials: int = MISSING
-    startup_trials: int = MISSING
-    seeds: list[int] = MISSING
-    objective: str = MISSING
-    direction: str = MISSING
-    pruner: Optional[PrunerConfig] = None  # null: every trial runs its whole budget
-    aggregate: Optional[str] = None  # a trial's score over its tuning seeds: mean (null) | worst | median
-    confirm: Optional[Confirm] = None  # null: the search's best is kept
-
-
-@dataclass
-class Power:
-    """``protocol.power``: report seeds set per table from a pilot's spread (fl_bench.analysis.power)."""
-
-    pilot_seeds: list[int] = MISSING  # every arm runs on these first, before any report run
-    cap: int = 30  # the most report seeds a table may take (the first ``cap`` of report_seeds)
-
-
-@dataclass
-class ProtocolSpec:
-    """``protocol``: what every arm follows, written before the runs."""
-
-    registered: str = MISSING
-    report_seeds: list[int] = MISSING  # with power: the pool, in order, of which a table takes the first n
-    verdict: str = MISSING
-    tuner: Optional[Tuner] = MISSING  # null: the paper's fixed setting, not tuned
-    power: Optional[Power] = None  # null: every table reports on all report_seeds
-    amended: list[str] = field(default_factory=list)  # "DATE: what changed after registration, and why"
 
 
 @dataclass
@@ -191,7 +142,7 @@ class SweepFile:
     """A reproduction's sweep file (module docstring)."""
 
     workload: list[str] = MISSING
-    protocol: ProtocolSpec = MISSING
+    protocol: Protocol = MISSING
     paper: Optional[str] = None  # the paper's name on the scoreboard (default: the file's name)
     runs_dir: str = MISSING
     tuned_dir: str = MISSING
@@ -202,25 +153,25 @@ class SweepFile:
     headlines: list[Headline] = field(default_factory=list)  # the paper's claims the scoreboard answers
 
 
-# The parts of the schema whose value defaults are handed on (module docstring)
-HANDED_ON = (SweepFile, ProtocolSpec, Tuner, Confirm, Power)
 WANDB_SWEEP_KEYS = {"program", "method", "parameters"}
 
 
-def load_sweep_file(path: Path) -> dict[str, Any]:
-    """The sweep file at ``path`` as plain containers, checked whole (module docstring); ConfigError in
-    one line naming the file, the key and what is allowed. A file read before and unchanged since (the
-    same modification time and size) is not checked again: checking takes a quarter of a second, and the
-    scoreboard reads every paper's file after each table."""
+def load_sweep_file(path: Path, spaces: tuple[Path, ...] | None = None) -> SweepFile:
+    """The sweep file at ``path``, typed (:class:`SweepFile`) and checked whole (module docstring), its
+    protocol's rules included (:meth:`fl_bench.analysis.protocol.Protocol.check`, with search spaces from
+    ``spaces``, default conf/hparams_search and the installed plugins'); ConfigError in one line naming the
+    file, the key and what is allowed. A file read before and unchanged since (the same modification time
+    and size) is not checked again: checking takes a quarter of a second, and the scoreboard reads every
+    paper's file after each table."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path} does not exist: give a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     stat = path.stat()
-    return copy.deepcopy(_checked(path, stat.st_mtime_ns, stat.st_size))
+    return copy.deepcopy(_checked(path, stat.st_mtime_ns, stat.st_size, tuple(spaces or spaces_of())))
 
 
 @functools.lru_cache(maxsize=64)
-def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
+def _checked(path: Path, mtime_ns: int, size: int, spaces: tuple[Path, ...]) -> SweepFile:
     """:func:`load_sweep_file` of one version of the file (an error is raised, not cached)."""
     try:
         raw = yaml.load(path.read_text(), _Loader)
@@ -241,26 +192,27 @@ def _checked(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
                           "python -m fl_bench.analysis.reproduce takes a reproduction's sweep file")
     _check_amendments_quoted(raw, path)
     try:
-        typed = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepFile), raw), throw_on_missing=True)
+        merged = OmegaConf.merge(OmegaConf.structured(SweepFile), raw)
+        typed = OmegaConf.to_container(merged, throw_on_missing=True)
     except OmegaConfBaseException as error:
         raise ConfigError(f"{path}: {_explain(error, raw)}") from None
     _check_items(typed, SweepFile, "", path)
-    spec = _as_given(typed, raw, SweepFile)
-    _check_protocol(spec["protocol"], path)
+    spec = OmegaConf.to_object(merged)
     _check_names(spec, path)
     _check_overrides(spec, path)
+    spec.protocol.check(spec.studies, spaces, path)
     return spec
 
 
-def _check_overrides(spec: dict[str, Any], path: Path) -> None:
+def _check_overrides(spec: SweepFile, path: Path) -> None:
     """Every command-line override the file gives parses as one (Hydra's parser), before any run."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
-    given = [("workload", spec["workload"]), ("smoke", spec["smoke"]),
-             *((f"studies.{name}.overrides", study["overrides"]) for name, study in spec["studies"].items()),
-             *((f"tables.{table}.arms.{label}.{key}", arm.get(key, []))
-               for table, t in spec["tables"].items() for label, arm in t["arms"].items() for key in ("overrides", "smoke"))]
+    given = [("workload", spec.workload), ("smoke", spec.smoke),
+             *((f"studies.{name}.overrides", study.overrides) for name, study in spec.studies.items()),
+             *((f"tables.{table}.arms.{label}.{key}", overrides) for table, t in spec.tables.items()
+               for label, arm in t.arms.items() for key, overrides in (("overrides", arm.overrides), ("smoke", arm.smoke)))]
     parser = OverridesParser.create()
     for key, overrides in given:
         for i, override in enumerate(overrides):
@@ -305,24 +257,6 @@ def _check_amendments_quoted(raw: dict, path: Path) -> None:
             text = "; ".join(f"{key}: {value}" for key, value in entry.items())
             _refuse(path, f"protocol.amended[{i}]", entry, f"quote the entry as a string, - '{text}' (unquoted, "
                     "'DATE: text' is a YAML mapping)")
-
-
-def _as_given(typed: Any, raw: Any, tp: Any) -> Any:
-    """``typed`` (of the schema's type ``tp``) with the keys ``raw`` gives, and, in the parts of HANDED_ON,
-    the fields it leaves out whose schema default is a value; a field whose default is null stays out."""
-    tp = _unwrap(tp)
-    if isinstance(raw, dict) and isinstance(typed, dict):
-        if is_dataclass(tp):
-            hints = typing.get_type_hints(tp)
-            given = {key: _as_given(typed[key], value, hints.get(key, Any)) for key, value in raw.items()}
-            if tp not in HANDED_ON:
-                return given
-            return {**given, **{f.name: typed[f.name] for f in fields(tp) if f.name not in raw and typed[f.name] is not None}}
-        item = typing.get_args(tp)[1] if typing.get_origin(tp) is dict else Any
-        return {key: _as_given(typed[key], value, item) for key, value in raw.items()}
-    if isinstance(raw, list) and isinstance(typed, list) and typing.get_origin(tp) is list:
-        return [_as_given(t, r, typing.get_args(tp)[0]) for t, r in zip(typed, raw)]
-    return typed
 
 
 def _explain(error: OmegaConfBaseException, raw: dict) -> str:
@@ -373,7 +307,7 @@ def _misshapen(value: Any, tp: Any, key: str) -> tuple[str, Any, str] | None:
 
 
 def _what(cls: type) -> str:
-    return {"SweepFile": "a sweep file", "ProtocolSpec": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
+    return {"SweepFile": "a sweep file", "Protocol": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
             "PrunerConfig": "protocol.tuner.pruner", "Confirm": "protocol.tuner.confirm", "Power": "protocol.power",
             "SpecialCase": "a special_case", "Cause": "an arm's cause", "ArmSpec": "an arm", "Table": "a table",
             "Fidelity": "a table's fidelity", "Headline": "a headline"}.get(cls.__name__, cls.__name__)
@@ -469,62 +403,10 @@ def _choose(path: Path, key: str, value: Any, options: tuple[str, ...]) -> None:
         _refuse(path, key, value, f"choose one of {', '.join(options)}{hint}")
 
 
-def _check_protocol(protocol: dict[str, Any], path: Path) -> None:
-    """What the schema's types cannot say of ``protocol``: seeds >= 0 (a run refuses a negative one), its
-    dates, the tuner's objective (a number every run's summary holds), direction and finalists."""
-    tuner = protocol["tuner"] or {}
-    confirm = tuner.get("confirm") or {}
-    for key, seeds in (("protocol.report_seeds", protocol["report_seeds"]),
-                       ("protocol.power.pilot_seeds", (protocol.get("power") or {}).get("pilot_seeds", [])),
-                       ("protocol.tuner.seeds", tuner.get("seeds", [])),
-                       ("protocol.tuner.confirm.seeds", confirm.get("seeds", []))):
-        for i, seed in enumerate(seeds):
-            if seed < 0:
-                _refuse(path, f"{key}[{i}]", seed, "seeds are integers >= 0")
-    _check_dates(protocol, path)
-    if tuner:
-        _choose(path, "protocol.tuner.objective", tuner["objective"], OBJECTIVES)
-        _choose(path, "protocol.tuner.direction", tuner["direction"], DIRECTIONS)
-    if confirm and confirm["finalists"] > tuner["trials"]:
-        _refuse(path, "protocol.tuner.confirm.finalists", confirm["finalists"],
-                f"at most protocol.tuner.trials ({tuner['trials']}): the finalists are the search's best settings")
-
-
-def _date(text: str) -> datetime.date | None:
-    """The day ``text`` names (YYYY-MM-DD); None for one that names none (2026-13-45, yesterday)."""
-    try:
-        return datetime.date.fromisoformat(text) if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text) else None
-    except ValueError:
-        return None
-
-
-def _check_dates(protocol: dict[str, Any], path: Path) -> None:
-    """``registered`` is a real day, not in the future (the protocol is written before its runs); each
-    amendment is 'YYYY-MM-DD: what changed and why', dated on or after registered (a day's protocol may be amended
-    later that day, once runs have shown something), in date order, not in the future."""
-    today = datetime.date.today()
-    registered = _date(protocol["registered"])
-    if registered is None or registered > today:
-        _refuse(path, "protocol.registered", protocol["registered"], f"it must be a date YYYY-MM-DD, not after today "
-                f"({today}): the day the protocol was written, before its runs")
-    previous = registered
-    for i, entry in enumerate(protocol["amended"]):
-        dated = re.match(r"(\S+): \S", entry)
-        date = _date(dated.group(1)) if dated else None
-        wrong = ("write 'YYYY-MM-DD: what changed and why', with a real date" if date is None
-                 else f"dated after today ({today}): an amendment records a change already made" if date > today
-                 else f"dated before registered ({registered}): an amendment changes the registered protocol"
-                 if date < registered else f"dated before the entry above it ({previous}): entries go in date order"
-                 if date < previous else "")
-        if wrong:
-            _refuse(path, f"protocol.amended[{i}]", entry if len(entry) <= 40 else entry[:40] + "...", wrong)
-        previous = date
-
-
-def _check_names(spec: dict[str, Any], path: Path) -> None:
+def _check_names(spec: SweepFile, path: Path) -> None:
     """Names that refer to each other name something the file has (another arm, for an arm's cause and
     what it tried); table names are file names; arms' paper values are what their table reads."""
-    studies = spec["studies"]
+    studies = spec.studies
 
     def known(name: str, what: str, options: Any) -> None:
         if name not in options:
@@ -533,86 +415,84 @@ def _check_names(spec: dict[str, Any], path: Path) -> None:
             raise ConfigError(f"{path}: {what}={name!r} is not defined: {hint}(choose one of {', '.join(options)})")
 
     for name, study in studies.items():
-        if study.get("setting_of") is not None:
-            known(study["setting_of"], f"studies.{name}.setting_of", studies)
-    for table_name, table in spec["tables"].items():
+        if study.setting_of is not None:
+            known(study.setting_of, f"studies.{name}.setting_of", studies)
+    for table_name, table in spec.tables.items():
         if not TABLE_NAME.fullmatch(table_name):  # (a path would write its page outside --out)
             _refuse(path, "table name", table_name, "a table's name is its page's file name under --out: letters, "
                     "digits, _, - and ., not starting with .")
         where = f"tables.{table_name}"
-        arms = table["arms"]
+        arms = table.arms
         if not arms:
             raise ConfigError(f"{path}: {where}.arms is empty: a table needs at least its reference arm")
-        known(table["reference"], f"{where}.reference", arms)
-        _choose(path, f"{where}.measure", table.get("measure", "trips"), tuple(MEASURES))
+        known(table.reference, f"{where}.reference", arms)
+        _choose(path, f"{where}.measure", table.measure, tuple(MEASURES))
         for label, arm in arms.items():
-            known(arm["study"], f"{where}.arms.{label}.study", studies)
-            for key in ("vs", "special_case"):
-                if arm.get(key) is not None:
-                    known(arm[key], f"{where}.arms.{label}.{key}", arms)
-            others = [("cause.arm", arm["cause"]["arm"])] if arm.get("cause") is not None else []
-            others += [(f"tried[{i}].arm", tried["arm"]) for i, tried in enumerate(arm.get("tried") or [])]
+            known(arm.study, f"{where}.arms.{label}.study", studies)
+            for key, other in (("vs", arm.vs), ("special_case", arm.special_case)):
+                if other is not None:
+                    known(other, f"{where}.arms.{label}.{key}", arms)
+            others = [("cause.arm", arm.cause.arm)] if arm.cause is not None else []
+            others += [(f"tried[{i}].arm", tried.arm) for i, tried in enumerate(arm.tried)]
             for key, other in others:
                 known(other, f"{where}.arms.{label}.{key}", arms)
                 if other == label:
                     _refuse(path, f"{where}.arms.{label}.{key}", other, "it names the arm itself: name the other arm "
                             "of the table that changes one thing")
-            _check_paper(arm, label, table.get("measure", "trips"), f"{where}.arms.{label}", path)
-            vs = arms.get(arm.get("vs") or table["reference"], {})
-            _check_claim(arm, vs, table.get("measure", "trips"), f"{where}.arms.{label}", path)
+            _check_paper(arm, label, table.measure, f"{where}.arms.{label}", path)
+            _check_claim(arm, arms.get(arm.vs or table.reference), table.measure, f"{where}.arms.{label}", path)
         _check_fidelity(table, where, path)
-        _check_notes(table.get("notes", ""), arms, f"{path}: {where}.notes", known, len(spec["headlines"]))
+        _check_notes(table.notes, arms, f"{path}: {where}.notes", known, len(spec.headlines))
     _check_headlines(spec, path, known)
 
 
-def _check_fidelity(table: dict[str, Any], where: str, path: Path) -> None:
+def _check_fidelity(table: Table, where: str, path: Path) -> None:
     """A table that tests a paper number says how close its workload is to the paper's: a level of FIDELITY,
     with a note below level paper (what differs, or what the workload stands for)."""
-    fidelity, arms, measure = table.get("fidelity"), table["arms"], table.get("measure", "trips")
+    fidelity, arms, measure = table.fidelity, table.arms, table.measure
     levels = ", ".join(f"{level!r} ({meaning})" for level, meaning in FIDELITY.items())
     if fidelity is None:
-        if any(paper_effect(arm, arms.get(arm.get("vs") or table["reference"], {}), measure) for arm in arms.values()):
+        if any(paper_effect(arm, arms.get(arm.vs or table.reference), measure) for arm in arms.values()):
             raise ConfigError(f"{path}: {where}.fidelity is missing: a table that tests paper numbers says how close its "
                               f"workload is to the paper's, fidelity: {{level: LEVEL, note: TEXT}} with LEVEL one of {levels}")
         return
-    _choose(path, f"{where}.fidelity.level", fidelity["level"], tuple(FIDELITY))
-    if fidelity["level"] != "paper" and not fidelity.get("note", "").strip():
-        _refuse(path, f"{where}.fidelity.note", fidelity.get("note", ""), f"level {fidelity['level']!r} needs its note: "
+    _choose(path, f"{where}.fidelity.level", fidelity.level, tuple(FIDELITY))
+    if fidelity.level != "paper" and not fidelity.note.strip():
+        _refuse(path, f"{where}.fidelity.note", fidelity.note, f"level {fidelity.level!r} needs its note: "
                 "what differs from the paper's workload, or what the workload stands for")
 
 
-def _check_headlines(spec: dict[str, Any], path: Path, known: Any) -> None:
+def _check_headlines(spec: SweepFile, path: Path, known: Any) -> None:
     """Each headline's rows name an arm of one of this file's tables ('TABLE: ARM') that tests a paper
     number, and none twice; a headline without a row would be answered by nothing."""
-    for i, headline in enumerate(spec["headlines"]):
+    for i, headline in enumerate(spec.headlines):
         where = f"headlines[{i}].rows"
-        if not headline["rows"] or not headline["quote"].strip():
-            _refuse(path, where if not headline["rows"] else f"headlines[{i}].quote",
-                    headline["rows"] if not headline["rows"] else headline["quote"],
+        if not headline.rows or not headline.quote.strip():
+            _refuse(path, where if not headline.rows else f"headlines[{i}].quote",
+                    headline.rows if not headline.rows else headline.quote,
                     "a headline quotes the paper and names the rows that test it ('TABLE: ARM')")
-        rows = [(f"{where}[{j}]", row) for j, row in enumerate(headline["rows"])]
-        rows += [(f"headlines[{i}].readings.{name}[{j}]", row) for name, listed in (headline.get("readings") or {}).items()
+        rows = [(f"{where}[{j}]", row) for j, row in enumerate(headline.rows)]
+        rows += [(f"headlines[{i}].readings.{name}[{j}]", row) for name, listed in headline.readings.items()
                  for j, row in enumerate(listed)]
         for key, row in rows:
             table, colon, label = row.partition(": ")
             if not colon:
                 _refuse(path, key, row, "write 'TABLE: ARM' (a table of this file, one of its arms)")
-            known(table, f"{key} table", spec["tables"])
-            found = spec["tables"][table]
-            known(label, f"{key} arm", found["arms"])
-            arm = found["arms"][label]
-            vs = found["arms"].get(arm.get("vs") or found["reference"], {})
-            if not paper_effect(arm, vs, found.get("measure", "trips")):
+            known(table, f"{key} table", spec.tables)
+            found = spec.tables[table]
+            known(label, f"{key} arm", found.arms)
+            arm = found.arms[label]
+            if not paper_effect(arm, found.arms.get(arm.vs or found.reference), found.measure):
                 _refuse(path, key, row, "that arm tests no paper number (no paper: in it), so it has no "
                         "verdict to answer the headline with: name an arm that has one")
-        if len(set(headline["rows"])) < len(headline["rows"]):
-            _refuse(path, where, headline["rows"], "each row once: a row named twice would count twice")
+        if len(set(headline.rows)) < len(headline.rows):
+            _refuse(path, where, headline.rows, "each row once: a row named twice would count twice")
 
 
-def _check_paper(arm: dict[str, Any], label: str, measure: str, where: str, path: Path) -> None:
+def _check_paper(arm: ArmSpec, label: str, measure: str, where: str, path: Path) -> None:
     """The arm's ``paper`` gives only keys its table's measure reads (PAPER_KEYS), each in its shape."""
     keys = PAPER_KEYS[MEASURES[measure].kind]
-    paper = arm.get("paper") or {}
+    paper = arm.paper or {}
     for key, value in paper.items():
         if key not in keys:
             close = difflib.get_close_matches(str(key), list(keys), n=1, cutoff=0.5)
@@ -627,23 +507,23 @@ def _check_paper(arm: dict[str, Any], label: str, measure: str, where: str, path
     # vs naming the arm itself compares it with none: a base for others (hfl_smoke's per-dataset HFL arms),
     # whose paper values read only in a comparison would be ignored
     compared = [key for key in COMPARED_ONLY if key in paper]
-    if arm.get("vs") == label and compared:
+    if arm.vs == label and compared:
         _refuse(path, f"{where}.vs", label, f"it names the arm itself, which compares it with none and leaves its "
                 f"paper.{compared[0]} unread: name another arm of the table")
 
 
-def _check_claim(arm: dict[str, Any], vs: dict[str, Any], measure: str, where: str, path: Path) -> None:
+def _check_claim(arm: ArmSpec, vs: ArmSpec | None, measure: str, where: str, path: Path) -> None:
     """The arm's ``claim`` is a kind of CLAIMS, a size or closeness claim has the paper's numbers (against
     ``vs``, the compared arm) to size, and a ``tolerance`` only tightens the default rule's
     (fl_bench.analysis.verdict), with its reason."""
-    claim = arm.get("claim", "side")
+    claim = arm.claim
     _choose(path, f"{where}.claim", claim, CLAIMS)
     kind = MEASURES[measure].kind
     values = paper_effect(arm, vs, measure)
     if claim != "side" and (not values or all(str(v)[:1] in "<>" for v in values)):
         _refuse(path, f"{where}.claim", claim, "a size or closeness claim needs the paper's numbers in its paper "
                 "(not only bounds such as '>0'): use claim: side")
-    tolerance = arm.get("tolerance")
+    tolerance = arm.tolerance
     if tolerance is None:
         return
     if claim == "side":
@@ -652,8 +532,8 @@ def _check_claim(arm: dict[str, Any], vs: dict[str, Any], measure: str, where: s
     if not (1 if kind == "ratio" else 0) < tolerance <= widest:
         _refuse(path, f"{where}.tolerance", tolerance, f"a table may only tighten the default rule: "
                 f"{'a factor in (1, ' if kind == 'ratio' else 'points in (0, '}{widest:g}]")
-    if not arm.get("tolerance_why"):
-        _refuse(path, f"{where}.tolerance_why", arm.get("tolerance_why"), "a tighter tolerance needs its reason")
+    if not arm.tolerance_why:
+        _refuse(path, f"{where}.tolerance_why", arm.tolerance_why, "a tighter tolerance needs its reason")
 
 
 def _paper_value_ok(key: str, value: Any) -> bool:

@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from fl_bench.analysis.search_spaces import contains, search_space, search_space_text
 from fl_bench.analysis.launch import REPRODUCTION_NOT_WRITTEN, Runs, StageLauncher, ended_runs, multirun
+from fl_bench.analysis.protocol import Confirm
+from fl_bench.analysis.sweep_file import Study
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text
 from fl_bench.runs.run_dir import FINISHED, finished_runs, writing
@@ -47,25 +49,25 @@ class Tuned:
 
 
 class Tuning(StageLauncher):
-    """A reproduction's studies, tuned (its subclass sets ``spec``, ``protocol``, ``smoke``, ``tuned_dir`` and
+    """A reproduction's studies, tuned (its subclass sets ``spec``, ``protocol``, ``spaces``, ``smoke``, ``tuned_dir`` and
     ``_study_locks``, a lock per study: a nested study waits for its special case)."""
 
     def tuned(self, study: str) -> Tuned:
         """The study's best setting; tuned now unless already on file under the same protocol (smoke
         runs never tune: they take such a file when present, else the algorithm's defaults)."""
-        spec = self.spec["studies"][study]
-        if "setting_of" in spec:  # not tuned: runs another study's best setting (a diagnostic arm)
-            return dataclasses.replace(self.tuned(spec["setting_of"]), wall_seconds=0.0)
-        if "space" not in spec:  # not tuned: the paper's fixed setting (HFL: eta_0 = 0.1 for every method)
+        spec = self.spec.studies[study]
+        if spec.setting_of is not None:  # not tuned: runs another study's best setting (a diagnostic arm)
+            return dataclasses.replace(self.tuned(spec.setting_of), wall_seconds=0.0)
+        if spec.space is None:  # not tuned: the paper's fixed setting (HFL: eta_0 = 0.1 for every method)
             return Tuned({})
         with self._study_locks[study]:
             return Tuned.of(self._tune(study, spec))
 
-    def _tune(self, study: str, spec: dict) -> dict:
+    def _tune(self, study: str, spec: Study) -> dict:
         """The search's result; under a protocol that confirms, with the confirmed finalist as its best
         (``best_params``, ``best_value``, ``best_per_seed``)."""
         found = self._search(study, spec)
-        confirm = self.protocol.tuner.get("confirm")
+        confirm = self.protocol.tuner.confirm
         if confirm is None or not found.get("best_params"):
             return found
         best = self._confirm(study, spec, found, confirm)
@@ -73,20 +75,20 @@ class Tuning(StageLauncher):
             return {"best_params": {}, "wall_seconds": 0.0}
         return {**found, "best_params": best["params"], "best_value": best["value"], "best_per_seed": best["per_seed"]}
 
-    def _search(self, study: str, spec: dict) -> dict:
+    def _search(self, study: str, spec: Study) -> dict:
         """The TPE search on the tuning seeds (``protocol.tuner`` less its ``confirm``), kept in
         ``<tuned_dir>/<study>.yaml`` with every completed setting ranked."""
         path = self.tuned_dir / f"{study}.yaml"
-        search = {key: value for key, value in self.protocol.tuner.items() if key != "confirm"}
+        tuner, search = self.protocol.tuner, self.protocol.tuner.kept()
         if self.smoke:
             kept = _kept(path)
             return kept if kept.get("tuner") == search else {"best_params": {}, "wall_seconds": 0.0}
         enqueue = self._special_case_start(spec)
-        made = {"space": spec["space"], "params": search_space_text(spec["space"], self.protocol.spaces), "overrides": spec["overrides"],
+        made = {"space": spec.space, "params": search_space_text(spec.space, self.spaces), "overrides": spec.overrides,
                 "tuner": search, "enqueued": enqueue}
         kept = _kept(path)
         # (a file from before the ranking was kept cannot name finalists: searched again)
-        if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or "confirm" not in self.protocol.tuner):
+        if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or tuner.confirm is None):
             return kept
         previous = self._previous(kept, spec)
         self._check_sweep_file()
@@ -95,18 +97,18 @@ class Tuning(StageLauncher):
         started = time.perf_counter()
         command = multirun([
             *self._launcher_overrides(1),  # (a trial's seeds one after another on this machine, as --jobs studies run)
-            *self.workload, *spec["overrides"], f"hparams_search={spec['space']}",
-            f"hydra.sweeper.n_trials={search['trials']}", f"hydra.sweeper.n_startup_trials={search['startup_trials']}",
-            f"hydra.sweeper.objective={search['objective']}", f"hydra.sweeper.direction={search['direction']}",
-            f"hydra.sweeper.seeds=[{','.join(map(str, search['seeds']))}]",
-            *([f"hydra.sweeper.aggregate={search['aggregate']}"] if search.get("aggregate") else []),
-            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in search['pruner'].items() if v is not None)}}}"]
-              if search.get("pruner") else []),
+            *self.workload, *spec.overrides, f"hparams_search={spec.space}",
+            f"hydra.sweeper.n_trials={tuner.trials}", f"hydra.sweeper.n_startup_trials={tuner.startup_trials}",
+            f"hydra.sweeper.objective={tuner.objective}", f"hydra.sweeper.direction={tuner.direction}",
+            f"hydra.sweeper.seeds=[{','.join(map(str, tuner.seeds))}]",
+            *([f"hydra.sweeper.aggregate={tuner.aggregate}"] if tuner.aggregate else []),
+            *([f"hydra.sweeper.pruner={{{','.join(f'{k}:{v}' for k, v in search['pruner'].items())}}}"]
+              if tuner.pruner else []),
             *([f"hydra.sweeper.enqueue=[{{{','.join(f'{k}:{v}' for k, v in enqueue.items())}}}]"] if enqueue else []),
             f"hydra.sweeper.study_name={study}", f"hydra.sweeper.storage=sqlite:///{sweep_dir}/optuna.db",
             f"hydra.sweep.dir={sweep_dir}",
         ])
-        planned = search["trials"] * max(1, len(search["seeds"]))  # (each trial's runs: fewer if a small space ends it)
+        planned = tuner.trials * max(1, len(tuner.seeds))  # (each trial's runs: fewer if a small space ends it)
         with self.progress.stage(f"tune_{study}", planned, 0, planned, 1,
                                  functools.partial(ended_runs, sweep_dir, (*FINISHED, "pruned", "failed"))):
             self._run(command, sweep_dir)
@@ -115,17 +117,17 @@ class Tuning(StageLauncher):
         _save_tuned(path, result)
         return result
 
-    def _previous(self, kept: dict, spec: dict) -> list[dict]:
+    def _previous(self, kept: dict, spec: Study) -> list[dict]:
         """The settings earlier tunings of the study kept (its file's ``previous`` and its best), those
         that the study's space can still take: a search again, in a wider space or under another rule,
         can miss a setting an earlier one found, and the confirmation then still weighs it."""
-        space = search_space(spec["space"], self.protocol.spaces)
+        space = search_space(spec.space, self.spaces)
         kept_best = (kept.get("confirmed") or {}).get("best", {}).get("params") or kept.get("best_params") or {}
         settings = [*kept.get("previous", []), kept_best]
         return [p for i, p in enumerate(settings) if p and p not in settings[:i] and set(p) == set(space)
                 and all(contains(space[key], value) for key, value in p.items())]
 
-    def _confirm(self, study: str, spec: dict, found: dict, confirm: dict) -> dict | None:
+    def _confirm(self, study: str, spec: Study, found: dict, confirm: Confirm) -> dict | None:
         """The confirmation stage: the search's best ``confirm.finalists`` settings (and a nested
         study's start, its special case's chosen setting, wherever it ranked, and the settings earlier
         tunings kept, on the tuning seeds too) run on the confirmation seeds; the one with the best
@@ -133,11 +135,11 @@ class Tuning(StageLauncher):
         seeds do not show a setting at the edge of stability that collapses on one seed in four; the
         finalists' extra seeds can, for far fewer runs than a search on more seeds. Kept in the study's
         file (None at a smoke point without one)."""
-        tuner, rule = self.protocol.tuner, confirm
+        tuner, rule = self.protocol.tuner, asdict(confirm)  # (the rule as the tuned file keeps it)
         ranked = found.get("ranked") or []  # (none in a file from before rankings were kept: a smoke point's defaults)
-        finalists = ranked[:confirm["finalists"]]
+        finalists = ranked[:confirm.finalists]
         start = found.get("enqueued")  # the nested study's first trial (its special case's kept setting)
-        finalists += [c for c in ranked[confirm["finalists"]:] if start and c["params"] == start][:1]
+        finalists += [c for c in ranked[confirm.finalists:] if start and c["params"] == start][:1]
         finalists += [next((c for c in ranked if c["params"] == p), {"params": p, "per_seed": {}})
                       for p in found.get("previous") or [] if all(c["params"] != p for c in finalists)]
         kept = found.get("confirmed") or {}
@@ -146,27 +148,27 @@ class Tuning(StageLauncher):
         if self.smoke:
             return None
         stage_runs = [Runs(self.runs_dir / f"confirm_{study}" / str(number), tuple(self.workload),
-                           (*spec["overrides"], *(f"{k}={v}" for k, v in finalist["params"].items())),
-                           (*(s for s in tuner["seeds"] if s not in finalist["per_seed"]), *confirm["seeds"]),
+                           (*spec.overrides, *(f"{k}={v}" for k, v in finalist["params"].items())),
+                           (*(s for s in tuner.seeds if s not in finalist["per_seed"]), *confirm.seeds),
                            f"study {study}'s finalist {number}") for number, finalist in enumerate(finalists)]
         self.launch_stage(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
         candidates = []
         for finalist, runs in zip(finalists, stage_runs):
             summaries = finished_runs(runs.directory).values()
             candidates.append({**finalist, "per_seed": {**finalist["per_seed"],
-                                                        **{s["seed"]: float(s[tuner["objective"]]) for s in summaries}}})
-        best = confirmed(candidates, rule["aggregate"], tuner["direction"])
+                                                        **{s["seed"]: float(s[tuner.objective]) for s in summaries}}})
+        best = confirmed(candidates, confirm.aggregate, tuner.direction)
         found = {**found, "confirmed": {"rule": rule, "candidates": candidates, "best": best}}
         _save_tuned(self.tuned_dir / f"{study}.yaml", found)
         return best
 
-    def _special_case_start(self, spec: dict) -> dict:
+    def _special_case_start(self, spec: Study) -> dict:
         """The nested study's first trial: its special case's tuned best with the values that reduce
         it to that case (empty without a special case)."""
-        special = spec.get("special_case")
+        special = spec.special_case
         if special is None:
             return {}
-        return {**self.tuned(special["study"]).params, **special.get("set", {})}
+        return {**self.tuned(special.study).params, **special.set}
 
 
 def _kept(path: Path) -> dict:

@@ -225,27 +225,30 @@ EVIDENCE_COLUMNS = ("method", "seeds", "median", "median_low", "median_high", "m
                     "effect_high", "effect_bound", "paper", "claim", "band_low", "band_high", "verdict", "guard")
 
 
-def paper_effect(arm: dict, vs_arm: dict, measure: str) -> list | None:
-    """The paper's effect of ``arm`` against ``vs_arm`` (sweep-file arms): its ratios of trips (or
-    rounds), or the difference of its accuracies, or the direction it states without numbers (``paper:
-    {difference: ['>0']}``: FedStaleWeight); None where the paper has none."""
+def paper_effect(arm, vs_arm, measure: str) -> list | None:
+    """The paper's effect of ``arm`` against ``vs_arm`` (the sweep file's arms, fl_bench.analysis.sweep_file.ArmSpec;
+    ``vs_arm`` None where the table has no such arm): its ratios of trips (or rounds), or the difference of its
+    accuracies, or the direction it states without numbers (``paper: {difference: ['>0']}``: FedStaleWeight);
+    None where the paper has none. (``paper`` maps what a number measures to it: PAPER_KEYS.)"""
+    paper = arm.paper or {}
     if MEASURES[measure].to_target:
-        return (arm.get("paper") or {}).get("trips")
-    paper = (arm.get("paper") or {}).get("accuracy")
-    if paper is not None:
-        theirs = (vs_arm.get("paper") or {}).get("accuracy")
-        return None if theirs is None else [float(paper) - float(theirs)]
-    return (arm.get("paper") or {}).get("difference")
+        return paper.get("trips")
+    if paper.get("accuracy") is not None:
+        theirs = (vs_arm.paper or {}).get("accuracy") if vs_arm is not None else None
+        return None if theirs is None else [float(paper["accuracy"]) - float(theirs)]
+    return paper.get("difference")
 
 
-def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
-             needs: dict | None = None, cap: int | None = None) -> pd.DataFrame:
+def evidence(runs: pd.DataFrame, reference: str | None, arms: dict, measure: str,
+             needs: dict | None = None, cap: int | None = None, degenerate: dict[str, str] | None = None) -> pd.DataFrame:
     """Per method (column ``method``, in the order of ``runs``): its median over seeds with the 95%
     interval (``missed``: some seed missed the target, so the median is a lower bound); per compared
     arm the effect against its ``vs`` (default ``reference``) with its interval (``effect_bound``: a
     lower bound), the paper's effect as text, the verdict; the guards' findings. Numbers, not text: the
     page's table (:func:`evidence_table`), the findings' placeholders (:func:`fill_notes`) and the
-    scoreboard (fl_bench.analysis.scoreboard) all read it."""
+    scoreboard (fl_bench.analysis.scoreboard) all read it. ``arms``: the table's arms by label (the sweep
+    file's, fl_bench.analysis.sweep_file.ArmSpec; a method without one is compared with none);
+    ``degenerate``: the arms tuned to their special case, label -> the settings that make it so."""
     kind = MEASURES[measure].kind
     methods = list(dict.fromkeys(runs["method"]))
     median_intervals = {m: bootstrap_interval(np.median, samples(runs, m, measure)[0]) for m in methods}
@@ -253,17 +256,17 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
     for method in methods:
         ours, bound = samples(runs, method, measure)
         low, high = median_intervals[method]
-        arm = arms.get(method, {})
+        arm = arms.get(method)
         row = {"method": method, "seeds": len(ours), "median": float(np.median(ours)), "median_low": low,
                "median_high": high, "missed": bound, "vs": "", "effect": np.nan, "effect_low": np.nan,
                "effect_high": np.nan, "effect_bound": False, "paper": "", "claim": "side", "band_low": np.nan,
                "band_high": np.nan, "verdict": "", "guard": ""}
-        vs = arm.get("vs", reference)
-        if vs in methods and vs != method and ("vs" in arm or "paper" in arm):
+        vs = arm.vs if arm is not None and arm.vs is not None else reference
+        if vs in methods and vs != method and arm is not None and (arm.vs is not None or arm.paper is not None):
             base, base_bound = samples(runs, vs, measure)
             value, e_low, e_high = _effect(ours, base, kind)
             row.update(vs=vs, effect=value, effect_low=e_low, effect_high=e_high, effect_bound=bound and not base_bound)
-            paper = paper_effect(arm, arms.get(vs, {}), measure)
+            paper = paper_effect(arm, arms.get(vs), measure)
             if paper:
                 row["paper"] = " / ".join(f"{v}×" if kind == "ratio" else str(v) if str(v)[:1] in "<>"
                                           else f"{float(v):+.2f}" for v in paper)
@@ -271,21 +274,21 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
                 v_low, v_high = open_ends(e_low, e_high, high >= budget, median_intervals[vs][1] >= base_budget)
                 need = (needs or {}).get(method)
                 underpowered = (need is not None and need.seeds is not None and cap is not None and need.seeds > cap)
-                claim = arm.get("claim", "side")
+                claim = arm.claim
                 split = claim == "side" and _paper_side(list(paper), kind) is None  # no side to test: said first
                 if not split and np.median(ours) >= budget and np.median(base) >= base_budget:
                     row["verdict"] = "not reached"  # the budget cannot order them
                 else:
-                    row["verdict"] = verdict(value, v_low, v_high, list(paper), kind, claim, arm.get("tolerance"),
+                    row["verdict"] = verdict(value, v_low, v_high, list(paper), kind, claim, arm.tolerance,
                                              row["effect_bound"], f"underpowered at {len(ours)} seeds" if underpowered
                                              else "inconclusive")
                 if claim != "side":
-                    band = claim_band(list(paper), kind, claim, arm.get("tolerance"))
+                    band = claim_band(list(paper), kind, claim, arm.tolerance)
                     row.update(claim=claim, band_low=band[0], band_high=band[1])
         fallen = collapsed(runs, method, measure) if "seed" in runs else []
         if fallen:
             row["guard"] = f"unstable: collapsed on seed{'s' if len(fallen) > 1 else ''} {', '.join(map(str, fallen))} of {len(ours)}"
-        special = arm.get("special_case")
+        special = arm.special_case if arm is not None else None
         if special is not None and special not in arms:
             raise ValueError(f"arm {method!r}: special_case {special!r} is not an arm of this table: "
                              f"choose one of {', '.join(arms)}")
@@ -296,8 +299,8 @@ def evidence(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], m
             if worse:
                 row["guard"] = "; ".join(filter(None, [f"tuning failed: worse than its special case {special}", row["guard"]]))
                 row["verdict"] = "tuning failed" if row["verdict"] else ""
-        if arm.get("degenerate"):  # its tuned setting is its special case's: the special case's method, run again
-            row["guard"] = "; ".join(filter(None, [f"degenerate: tuned to its special case {special} ({arm['degenerate']}), "
+        if method in (degenerate or {}):  # its tuned setting is its special case's: the special case's method, run again
+            row["guard"] = "; ".join(filter(None, [f"degenerate: tuned to its special case {special} ({degenerate[method]}), "
                                                    "so it runs that method; no verdict of its own", row["guard"]]))
             row["verdict"] = ""
         rows.append(row)
@@ -342,7 +345,7 @@ def shown_paper(row: pd.Series, paper: str = "paper") -> str:
     return f"{row[paper]} ({claim}: {band})"
 
 
-def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
+def evidence_table(runs: pd.DataFrame, reference: str | None, arms: dict, measure: str,
                    found: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`evidence` (``found``, when already computed) as the page shows it."""
     found = evidence(runs, reference, arms, measure) if found is None else found
@@ -381,17 +384,17 @@ def tally(verdicts: list[str]) -> str:
     return f"{len(verdicts)} row{'' if len(verdicts) == 1 else 's'}: " + ", ".join(f"{n} {w}" for w, n in counted.items())
 
 
-def headline_sentence(headline: dict, verdict_of: dict[str, str]) -> str:
-    """One sentence: whether a headline holds here under the registered reading and under any of its
-    ``readings`` (alternative rows that test the same sentence another way), from ``verdict_of`` ('TABLE:
-    ARM' -> verdict; a row without one is '')."""
+def headline_sentence(headline, verdict_of: dict[str, str]) -> str:
+    """One sentence: whether a headline (the sweep file's, fl_bench.analysis.sweep_file.Headline) holds here
+    under the registered reading and under any of its ``readings`` (alternative rows that test the same
+    sentence another way), from ``verdict_of`` ('TABLE: ARM' -> verdict; a row without one is '')."""
     def answered(rows: list[str]) -> tuple[str, str]:
         verdicts = [verdict_of.get(row, "") for row in rows]
         return answer(verdicts), tally(verdicts)
 
-    registered, counts = answered(headline["rows"])
-    text = f"The paper's \"{headline['quote']}\" ({headline['where']}) {registered} here ({counts})"
-    readings = {name: answered(rows) for name, rows in (headline.get("readings") or {}).items()}
+    registered, counts = answered(headline.rows)
+    text = f"The paper's \"{headline.quote}\" ({headline.where}) {registered} here ({counts})"
+    readings = {name: answered(rows) for name, rows in headline.readings.items()}
     if not readings:
         return text + "."
     holding = [name for name, (said, _) in readings.items() if said == "holds"]
@@ -404,7 +407,7 @@ def headline_sentence(headline: dict, verdict_of: dict[str, str]) -> str:
 TYPED_INTERVAL = re.compile(r"\[\s*[+-]?\d[\d.,]*\s*,\s*[+-]?\d[\d.,]*\s*\]")
 
 
-def fill_notes(notes: str, found: pd.DataFrame, headlines: list[dict] = (), table: str = "",
+def fill_notes(notes: str, found: pd.DataFrame, headlines: list = (), table: str = "",
                other_verdicts: dict[str, str] | None = None) -> str:
     """A table's findings with each placeholder ``{effect:ARM}``, ``{median:ARM}``, ``{verdict:ARM}`` or
     ``{seeds:ARM}`` replaced by that arm's evidence, and ``{headline:N}`` by the sentence that says
@@ -489,7 +492,7 @@ def evidence_section(found: pd.DataFrame, measure: str, plot: str = "") -> str:
     return "\n".join(lines)
 
 
-def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict[str, dict], measure: str,
+def evidence_markdown(runs: pd.DataFrame, reference: str | None, arms: dict, measure: str,
                       found: pd.DataFrame | None = None, plot: str = "") -> str:
     """The evidence section of a report (``found``: :func:`evidence` when already computed; ``plot``: the forest
     plot's file), between the evidence markers, and after it the saturated guard, which reads the runs."""

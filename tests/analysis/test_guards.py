@@ -11,6 +11,7 @@ from fl_bench.analysis.guards import edge_side, saturated, tuned_edges
 from fl_bench.analysis.reproduce import Arm, Reproduction
 from fl_bench.analysis.search_spaces import search_space, search_space_text
 from fl_bench.analysis.verdict import claim_band, evidence, evidence_markdown, evidence_table, fill_notes, verdict
+from tests.helpers.arms import as_arms
 
 
 @pytest.fixture
@@ -98,7 +99,7 @@ def test_the_verdict_follows_the_interval_of_the_effect_against_the_paper_s_side
     arms = {"fedavgm": {"vs": "fedbuff", "paper": {"trips": [3.3, 1.7, 1.8]}},
             "fedavg": {"vs": "fedbuff", "paper": {"trips": [1.7]}},
             "similar": {"vs": "fedbuff", "paper": {"trips": [2.0]}}}
-    table = evidence_table(runs, "fedbuff", arms, "trips").set_index("method")
+    table = evidence_table(runs, "fedbuff", as_arms(arms), "trips").set_index("method")
     assert table.loc["fedavgm", "verdict"] == "reproduces"  # 310 / 101, its interval above 1.05: the paper's side
     assert table.loc["fedavgm", "effect [95% CI]"].startswith("3.07×")
     assert table.loc["fedavg", "verdict"] == "inconclusive"  # 1.47x, but the interval reaches below 1.05
@@ -114,7 +115,7 @@ def test_an_interval_wholly_off_the_paper_s_side_differs_though_it_straddles_the
                          + [0.79, 0.805, 0.802, 0.812, 0.798]})
     arms = {"hfl": {"vs": "fedavg", "paper": {"difference": [11.49]}},
             "near": {"vs": "fedavg", "paper": {"difference": ["<0"]}}}
-    table = evidence(runs, "fedavg", arms, "best_accuracy").set_index("method")
+    table = evidence(runs, "fedavg", as_arms(arms), "best_accuracy").set_index("method")
     assert table.loc["hfl", "effect_low"] < -0.5 < table.loc["hfl", "effect_high"] <= 0.5
     assert table.loc["hfl", "verdict"] == "differs"
     # the paper says smaller: the same seeds 1.5 points higher reach into "smaller" and beyond
@@ -126,33 +127,32 @@ def test_a_nested_method_worse_than_its_special_case_is_a_tuning_failure_not_a_f
     runs = _runs({"fedbuff": [100, 102, 98], "fedavg": [150, 160, 155], "fedavgm": [400, 420, 410]})
     arms = {"fedavg": {"vs": "fedbuff", "paper": {"trips": [1.5]}},
             "fedavgm": {"vs": "fedbuff", "special_case": "fedavg", "paper": {"trips": [3.0]}}}
-    table = evidence_table(runs, "fedbuff", arms, "trips").set_index("method")
+    table = evidence_table(runs, "fedbuff", as_arms(arms), "trips").set_index("method")
     assert table.loc["fedavgm", "verdict"] == "tuning failed"
     assert table.loc["fedavgm", "guard"] == "tuning failed: worse than its special case fedavg"
     assert table.loc["fedavg", "guard"] == "" and table.loc["fedavg", "verdict"] == "reproduces"
-    assert "Guard, tuning failed: fedavgm: worse than its own special case" in evidence_markdown(runs, "fedbuff", arms, "trips")
+    assert "Guard, tuning failed: fedavgm: worse than its own special case" in evidence_markdown(runs, "fedbuff", as_arms(arms), "trips")
     misspelt = {**arms, "fedavgm": {**arms["fedavgm"], "special_case": "fed_avg"}}
     with pytest.raises(ValueError, match="arm 'fedavgm': special_case 'fed_avg' is not an arm of this table"):
-        evidence_table(runs, "fedbuff", misspelt, "trips")
+        evidence_table(runs, "fedbuff", as_arms(misspelt), "trips")
 
 
 
 def test_an_arm_tuned_to_its_special_case_has_no_verdict_of_its_own():
     """issue 54: FedProx tuned to mu = 0 is FedAvg run again; its row says so and is no second verdict."""
     runs = _runs({"fedbuff": [100, 102, 98], "fedavg": [150, 160, 155], "fedprox": [150, 160, 155]})
-    arms = {"fedavg": {"vs": "fedbuff", "paper": {"trips": [1.5]}},
-            "fedprox": {"vs": "fedbuff", "special_case": "fedavg", "paper": {"trips": [1.5]},
-                        "degenerate": "algorithm.prox_mu = 0.0"}}
-    table = evidence_table(runs, "fedbuff", arms, "trips").set_index("method")
+    arms = as_arms({"fedavg": {"vs": "fedbuff", "paper": {"trips": [1.5]}},
+                    "fedprox": {"vs": "fedbuff", "special_case": "fedavg", "paper": {"trips": [1.5]}}})
+    found = evidence(runs, "fedbuff", arms, "trips", degenerate={"fedprox": "algorithm.prox_mu = 0.0"})
+    table = evidence_table(runs, "fedbuff", arms, "trips", found).set_index("method")
     assert table.loc["fedprox", "verdict"] == "" and table.loc["fedavg", "verdict"] == "reproduces"
     assert table.loc["fedprox", "guard"] == ("degenerate: tuned to its special case fedavg (algorithm.prox_mu = 0.0), "
                                              "so it runs that method; no verdict of its own")
-    del arms["fedprox"]["degenerate"]
     assert evidence_table(runs, "fedbuff", arms, "trips").set_index("method").loc["fedprox", "verdict"] == "reproduces"
 
 def test_a_missed_target_counts_as_the_budget_and_a_workload_at_its_floor_or_ceiling_is_saturated():
     runs = _runs({"fedbuff": [100, 110, 105], "fedasync": [float("nan"), 900, float("nan")]})
-    table = evidence_table(runs, "fedbuff", {"fedasync": {"vs": "fedbuff"}}, "trips").set_index("method")
+    table = evidence_table(runs, "fedbuff", as_arms({"fedasync": {"vs": "fedbuff"}}), "trips").set_index("method")
     assert table.loc["fedasync", "median [95% CI]"].startswith(">1,000")
     assert table.loc["fedasync", "effect [95% CI]"].startswith(">9.52×")
     assert saturated(runs, "trips") == ""
@@ -173,7 +173,7 @@ def test_an_interval_end_resting_on_the_budget_is_open_and_two_arms_at_the_budge
             "fast": {"vs": "lrnorm", "paper": {"trips": [1.5]}},  # 0.41x of a lower bound: faster still
             "slow": {"vs": "fast", "paper": {"trips": [0.9]}},  # at least 2.4x: slower, whatever the budget hid
             "some": {"vs": "near", "paper": {"trips": [1.5]}}}  # inside the band up to 1.03x, but its misses may hide more
-    table = evidence(runs, None, arms, "trips").set_index("method")
+    table = evidence(runs, None, as_arms(arms), "trips").set_index("method")
     assert (table.loc["examples", "effect_low"], table.loc["examples", "effect_high"]) == (0.94, 1.0)  # inside the band
     assert table.loc["examples", "verdict"] == "not reached"  # was "differs": the same only because both hit 1,000
     assert table.loc["fast", "verdict"] == "differs" and table.loc["slow", "verdict"] == "differs"
@@ -184,7 +184,7 @@ def test_accuracy_effects_are_differences_in_points_compared_with_the_paper_s_di
     runs = pd.DataFrame({"method": ["fedavg"] * 4 + ["fedlaavg"] * 4,
                          "best_val_accuracy": [0.80, 0.81, 0.79, 0.80, 0.86, 0.85, 0.87, 0.86]})
     arms = {"fedavg": {"paper": {"accuracy": 58.0}}, "fedlaavg": {"vs": "fedavg", "paper": {"accuracy": 61.0}}}
-    table = evidence_table(runs, "fedavg", arms, "best_accuracy").set_index("method")
+    table = evidence_table(runs, "fedavg", as_arms(arms), "best_accuracy").set_index("method")
     assert table.loc["fedlaavg", "effect [95% CI]"].startswith("+6.00")
     assert table.loc["fedlaavg", "paper"] == "+3.00" and table.loc["fedlaavg", "verdict"] == "reproduces"
 
@@ -196,7 +196,7 @@ def test_a_paper_that_states_only_the_direction_of_a_difference_is_compared_by_i
     arms = {"buffered": {}, "stale": {"vs": "buffered", "paper": {"difference": [">0"]}},
             "worse": {"vs": "buffered", "paper": {"difference": [">0"]}},
             "below": {"vs": "buffered", "paper": {"difference": ["<0"]}}}
-    table = evidence_table(runs, "buffered", arms, "best_accuracy").set_index("method")
+    table = evidence_table(runs, "buffered", as_arms(arms), "best_accuracy").set_index("method")
     assert table.loc["stale", "paper"] == ">0" and table.loc["stale", "verdict"] == "reproduces"
     assert table.loc["worse", "verdict"] == "differs"
     assert table.loc["below", "paper"] == "<0" and table.loc["below", "verdict"] == "reproduces"
@@ -209,10 +209,10 @@ def test_fig4_s_privacy_measure_compares_final_accuracy_and_a_same_utility_claim
                          "final_val_accuracy": [0.50, 0.501, 0.499, 0.50, 0.60, 0.61, 0.59, 0.60, 0.501, 0.50, 0.499, 0.50]})
     arms = {"dpsgd": {}, "ftrl": {"vs": "dpsgd", "paper": {"difference": [">0"]}},
             "alike": {"vs": "dpsgd", "paper": {"difference": ["0"]}}}  # "the same utility" (FedBuff App. C.5)
-    table = evidence_table(runs, "dpsgd", arms, "privacy").set_index("method")
+    table = evidence_table(runs, "dpsgd", as_arms(arms), "privacy").set_index("method")
     assert table.loc["ftrl", "effect [95% CI]"].startswith("+10.00") and table.loc["ftrl", "verdict"] == "reproduces"
     assert table.loc["alike", "paper"] == "+0.00" and table.loc["alike", "verdict"] == "reproduces"
-    assert "Median final accuracy (%)" in evidence_markdown(runs, "dpsgd", arms, "privacy")
+    assert "Median final accuracy (%)" in evidence_markdown(runs, "dpsgd", as_arms(arms), "privacy")
     assert saturated(runs, "privacy") == "" and saturated(runs, "best_accuracy") != ""
 
 
@@ -222,7 +222,7 @@ def test_a_setting_that_collapses_on_some_report_seeds_is_flagged_unstable_and_d
                 "fedavg ica": [0.60, 0.61, 0.59, 0.605, 0.60]}
     runs = pd.DataFrame([{"method": m, "seed": s + 1, "best_val_accuracy": a}
                          for m, values in accuracy.items() for s, a in enumerate(values)])
-    table = evidence_table(runs, "fedavg ica", {"fedlaavg": {"vs": "fedavg ica"}}, "best_accuracy").set_index("method")
+    table = evidence_table(runs, "fedavg ica", as_arms({"fedlaavg": {"vs": "fedavg ica"}}), "best_accuracy").set_index("method")
     assert table.loc["fedavg fca", "guard"] == "unstable: collapsed on seeds 2, 4 of 5"
     assert table.loc["fedlaavg", "guard"] == table.loc["fedavg ica", "guard"] == ""
     assert "Guard, unstable: fedavg fca" in evidence_markdown(runs, "fedavg ica", {}, "best_accuracy")
@@ -238,8 +238,8 @@ def test_a_setting_that_collapses_on_some_report_seeds_is_flagged_unstable_and_d
 def test_findings_quote_the_evidence_through_placeholders_so_a_rerun_cannot_leave_them_stale():
     runs = _runs({"fedbuff": [100, 105, 98, 102, 101], "fedavgm": [300, 320, 310, 305, 315]})
     arms = {"fedavgm": {"vs": "fedbuff", "paper": {"trips": [3.3]}}}
-    found = evidence(runs, "fedbuff", arms, "trips")
-    shown = evidence_table(runs, "fedbuff", arms, "trips", found).set_index("method")
+    found = evidence(runs, "fedbuff", as_arms(arms), "trips")
+    shown = evidence_table(runs, "fedbuff", as_arms(arms), "trips", found).set_index("method")
     notes = ("FedAvgM needs {effect:fedavgm} ({verdict:fedavgm}, {seeds:fedavgm} seeds); FedBuff {median:fedbuff}, "
              "{effect:fedbuff}; {effect:fedasync}")
     assert fill_notes(notes, found) == (
@@ -259,10 +259,10 @@ def test_a_paper_split_across_the_band_has_no_side_to_test_and_a_verdict_the_cap
     runs = _runs({"fedbuff": [100, 105, 98, 102, 101], "k1": [95, 120, 99, 104, 101], "k100": [90, 130, 95, 110, 100]})
     arms = {"k1": {"vs": "fedbuff", "paper": {"trips": [0.94, 1.30]}},  # two datasets on either side of 1 +- 5%
             "k100": {"vs": "fedbuff", "paper": {"trips": [1.5]}}}
-    plain = evidence(runs, "fedbuff", arms, "trips").set_index("method")
+    plain = evidence(runs, "fedbuff", as_arms(arms), "trips").set_index("method")
     assert plain.loc["k1", "verdict"] == "paper split" and plain.loc["k100", "verdict"] == "inconclusive"
     needs = {"k100": Need(seeds=40, effect=0.36, distance=0.31, spread=0.9)}  # the pilot said 40 > the cap of 30
-    capped = evidence(runs, "fedbuff", arms, "trips", needs, cap=30).set_index("method")
+    capped = evidence(runs, "fedbuff", as_arms(arms), "trips", needs, cap=30).set_index("method")
     assert capped.loc["k100", "verdict"] == "underpowered at 5 seeds"
 
 
@@ -273,12 +273,12 @@ def test_a_size_claim_30x_the_papers_with_the_right_sign_is_not_reproduces():
                   "near": [120, 121, 119, 120, 122]})
     arms = {"far": {"vs": "base", "paper": {"trips": [1.1]}, "claim": "size"},
             "near": {"vs": "base", "paper": {"trips": [1.1]}, "claim": "size"}}
-    table = evidence_table(runs, "base", arms, "trips").set_index("method")
+    table = evidence_table(runs, "base", as_arms(arms), "trips").set_index("method")
     assert table.loc["far", "verdict"] == "same side, 27x the paper's"  # 30.0x / 1.1x
     assert table.loc["near", "verdict"] == "reproduces"  # 1.2x, inside 1.1x / 1.5 .. 1.1x * 1.5
     assert table.loc["near", "paper"] == "1.1× (size: 0.73× to 1.65×)"
     side = {label: {**arm, "claim": "side"} for label, arm in arms.items()}
-    assert evidence_table(runs, "base", side, "trips").set_index("method").loc["far", "verdict"] == "reproduces"
+    assert evidence_table(runs, "base", as_arms(side), "trips").set_index("method").loc["far", "verdict"] == "reproduces"
 
 
 def test_a_closeness_claim_is_decided_both_ways():
@@ -290,7 +290,7 @@ def test_a_closeness_claim_is_decided_both_ways():
     arms = {"hfl": {"paper": {"accuracy": 83.41}},
             "far": {"vs": "hfl", "paper": {"accuracy": 84.58}, "claim": "closeness"},
             "close": {"vs": "hfl", "paper": {"accuracy": 84.58}, "claim": "closeness"}}
-    table = evidence_table(runs, "hfl", arms, "best_accuracy").set_index("method")
+    table = evidence_table(runs, "hfl", as_arms(arms), "best_accuracy").set_index("method")
     assert table.loc["far", "verdict"] == "same side, 34x the paper's gap"  # 40 points against 1.17
     assert table.loc["close", "verdict"] == "reproduces"  # 2 points, the whole interval within 1.17 + 2
     assert table.loc["close", "paper"] == "+1.17 (closeness: up to +3.17)"
@@ -329,10 +329,10 @@ def test_a_censored_effect_is_a_bound_against_the_band():
     # "slow" misses the target on 3 of 5 seeds (counted as the budget, 1000): its effect is a lower bound
     runs = _runs({"base": [100, 101, 99, 100, 102], "slow": [900, float("nan"), float("nan"), float("nan"), 950]})
     passing = {"slow": {"vs": "base", "paper": {"trips": [2.0]}, "claim": "size"}}
-    found = evidence_table(runs, "base", passing, "trips").set_index("method")
+    found = evidence_table(runs, "base", as_arms(passing), "trips").set_index("method")
     assert found.loc["slow", "verdict"] == "same side, more than 5x the paper's"  # its bound, >9.8x, is past 3x
     within = {"slow": {"vs": "base", "paper": {"trips": [8.0]}, "claim": "size"}}  # band 5.3x to 12x: a bound inside
-    assert evidence_table(runs, "base", within, "trips").set_index("method").loc["slow", "verdict"] == "reproduces"
+    assert evidence_table(runs, "base", as_arms(within), "trips").set_index("method").loc["slow", "verdict"] == "reproduces"
 
 
 def test_the_final_accuracy_measure_judges_the_model_each_run_ends_with():
@@ -341,8 +341,8 @@ def test_the_final_accuracy_measure_judges_the_model_each_run_ends_with():
                          for m, rows in {"hfl": [(80, 60), (81, 61), (79, 59)], "fedavg": [(70, 70), (71, 71), (69, 69)]}.items()
                          for s, (best, final) in enumerate(rows)])
     arms = {"hfl": {"paper": {"accuracy": 83.41}}, "fedavg": {"vs": "hfl", "paper": {"accuracy": 71.92}}}
-    best = evidence(runs, "hfl", arms, "best_accuracy").set_index("method").loc["fedavg"]
-    final = evidence(runs, "hfl", arms, "final_accuracy").set_index("method").loc["fedavg"]
+    best = evidence(runs, "hfl", as_arms(arms), "best_accuracy").set_index("method").loc["fedavg"]
+    final = evidence(runs, "hfl", as_arms(arms), "final_accuracy").set_index("method").loc["fedavg"]
     assert best["effect"] == pytest.approx(-10.0) and best["verdict"] == "reproduces"
     assert final["effect"] == pytest.approx(10.0) and final["verdict"] == "differs"
 
@@ -350,8 +350,10 @@ def test_the_final_accuracy_measure_judges_the_model_each_run_ends_with():
 def test_a_headline_sentence_says_whether_any_reading_restores_the_paper():
     from fl_bench.analysis.verdict import headline_sentence
 
-    headline = {"quote": "FedAvg is only 71.92%", "where": "Sec. 6", "rows": ["t: FedAvg", "t: FedAvg digits"],
-                "readings": {"lambda constant": ["t: HFL constant"], "lambda delay": ["t: HFL delay"]}}
+    from fl_bench.analysis.sweep_file import Headline
+
+    headline = Headline("FedAvg is only 71.92%", "Sec. 6", ["t: FedAvg", "t: FedAvg digits"],
+                        {"lambda constant": ["t: HFL constant"], "lambda delay": ["t: HFL delay"]})
     verdicts = {"t: FedAvg": "differs", "t: FedAvg digits": "same side, 2.1x the paper's",
                 "t: HFL constant": "same side, 0.5x the paper's", "t: HFL delay": "differs"}
     assert headline_sentence(headline, verdicts) == (

@@ -74,7 +74,7 @@ def test_a_stage_is_one_multirun_of_every_arm_s_runs_to_do_through_the_chosen_la
     (the rest finished, by the same command); once it is gone, that run alone."""
     repro = Reproduction(_spec(tmp_path), smoke=False, runs_dir=None, jobs=3, launcher="slurm",
                          overrides=["hydra.launcher.partition=gpu", "+hydra.launcher.additional_parameters.mail-type=END"])
-    fedbuff, fedavg = (repro.arm_runs(arm) for arm in repro.arms(repro.spec["tables"]["toy"]))
+    fedbuff, fedavg = (repro.arm_runs(arm) for arm in repro.arms(repro.spec.tables["toy"]))
     commands, still_running = [], contextlib.ExitStack()
 
     def fake_run(command, log_dir, check=True):  # each job's run finishes, but fedavg's seed 2 the first time

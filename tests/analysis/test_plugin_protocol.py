@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from fl_bench.analysis.reproduce import Reproduction
+from fl_bench.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,7 @@ def test_a_plugin_method_runs_under_a_paper_s_protocol_and_gets_its_verdict(tmp_
 
     reproduction = Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, in_process=True, every_arm=True,
                                 overrides=[searchpath, f"data_root={shared_data_root}", "max_rounds=5"])
-    assert reproduction.protocol.spaces[-1] == plugin / "conf" / "hparams_search"  # where its own space is found
+    assert reproduction.spaces[-1] == plugin / "conf" / "hparams_search"  # where its own space is found
     reproduction.run([], tmp_path / "out")
 
     evidence = pd.read_csv(tmp_path / "out" / "trimmed_vs_fedavg_evidence.csv").set_index("arm")
@@ -64,6 +65,6 @@ def test_a_plugin_method_runs_under_a_paper_s_protocol_and_gets_its_verdict(tmp_
     # its space is checked like the paper's: a special case outside it stops before any run
     broken = spec.read_text().replace("algorithm.trim_fraction: 0.0", "algorithm.trim_fraction: 0.05")
     spec.write_text(broken)
-    with pytest.raises(ValueError, match="study trimmed: its special case's algorithm.trim_fraction=0.05 lies outside "
+    with pytest.raises(ConfigError, match="study trimmed: its special case's algorithm.trim_fraction=0.05 lies outside "
                                          "its space trimmed_fedavg_smoke"):
         Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, overrides=[searchpath])

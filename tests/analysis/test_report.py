@@ -12,6 +12,7 @@ from fl_bench.analysis.report import load_runs, load_wandb_runs, trips_to_target
 from fl_bench.analysis.report import main as report_main
 from fl_bench.analysis.launch import run_in_process
 from helpers.runs import write_finished_run
+from tests.helpers.arms import as_arms
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +182,7 @@ def test_best_accuracy_table_shows_differences_of_means_as_data_with_no_judgemen
     assert table.loc["fedlaavg ICA", "best_std"] == pytest.approx(1.0)
     assert table.loc["fedlaavg ICA", "vs_reference"] == pytest.approx(5.0)
     arms = {"fedavg ICA": {"paper": {"accuracy": 56.75}}, "fedlaavg ICA": {"paper": {"accuracy": 60.98}}}
-    compared = differences_of_means(best_accuracy_table(runs, "fedavg ICA"), arms, "fedavg ICA")
+    compared = differences_of_means(best_accuracy_table(runs, "fedavg ICA"), as_arms(arms), "fedavg ICA")
     assert compared.set_index("method").loc["fedlaavg ICA", "difference"] == "+5.00 vs fedavg ICA"
     assert compared.set_index("method").loc["fedavg ICA", "difference"] == ""  # the arm compared with itself: none
     # the judgement is the evidence's alone: no paper, direction or margin column beside the means

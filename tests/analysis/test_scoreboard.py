@@ -13,6 +13,7 @@ from fl_bench.analysis.verdict import evidence, evidence_table, fill_notes
 from fl_bench.analysis.protocol import Protocol
 from fl_bench.analysis.sweep_file import load_sweep_file
 from fl_bench.errors import ConfigError
+from tests.helpers.arms import as_arms
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 
@@ -38,8 +39,8 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
             "same": {"vs": "base", "paper": {"trips": [2.0]}, "cause": {"arm": "plain", "changes": "no momentum"}},
             "plain": {"vs": "base", "paper": {"trips": [1.5]}}}  # 1.5x
     spec = _toy_sweep(tmp_path)
-    found = evidence(runs, "base", arms, "trips")
-    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    found = evidence(runs, "base", as_arms(arms), "trips")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms), tmp_path / "toy_table_evidence.csv")
     rows = scoreboard.write(tmp_path, [spec, SWEEPS / "fedgbo_smoke.yaml"])
 
     assert list(rows["arm"]) == ["ahead", "same", "plain"]  # the reference has no verdict: not a row
@@ -63,12 +64,12 @@ def test_the_scoreboard_gathers_every_verdict_per_paper_with_the_cause_of_each_d
     assert "on 1 arm: toy_table: base." in (tmp_path / "README.md").read_text()
 
     del arms["same"]["cause"]
-    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms), tmp_path / "toy_table_evidence.csv")
     assert scoreboard.write(tmp_path, [spec])["cause"].tolist() == ["", "unexplained", ""]
 
     # what was tried, each arm with its verdict, when nothing explains it
     arms["same"]["tried"] = [{"arm": "plain", "changes": "no momentum"}, {"arm": "ahead", "changes": "more steps"}]
-    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms), tmp_path / "toy_table_evidence.csv")
     assert scoreboard.write(tmp_path, [spec])["cause"].tolist()[1] == \
         "unexplained; tried no momentum (arm plain): 1.51× [1.48, 1.60] against base, reproduces; more steps (arm ahead): 3.00× [2.90, 3.10] against base, reproduces"
 
@@ -84,7 +85,7 @@ def test_a_write_that_fails_midway_leaves_the_earlier_scoreboard_whole(tmp_path,
     spec.parent.mkdir()
     spec.write_text((SWEEPS / "hfl_smoke.yaml").read_text())
     found = evidence(_runs({"base": [100, 101, 99], "ahead": [300, 310, 305]}), "base",
-                     {"ahead": {"vs": "base", "paper": {"trips": [2.0]}}}, "trips")
+                     as_arms({"ahead": {"vs": "base", "paper": {"trips": [2.0]}}}), "trips")
     scoreboard.write_table_evidence(found, "hfl_convex_smoke", "HFL", {}, tmp_path / "hfl_convex_smoke_evidence.csv")
     scoreboard.write_paper_record(tmp_path, spec, load_sweep_file(spec))
     scoreboard.main(["--out", str(tmp_path), "--sweeps", str(spec.parent)])
@@ -110,9 +111,9 @@ def test_a_censored_effect_keeps_its_bound_in_evidence_csv_and_on_the_scoreboard
     runs.loc[runs["trips_to_target"] == 1000, "trips_to_target"] = float("nan")  # never reached
     arms = {"base": {}, "slow": {"vs": "base", "paper": {"trips": [2.0]}}}
     spec = _toy_sweep(tmp_path)
-    found = evidence(runs, "base", arms, "trips")
+    found = evidence(runs, "base", as_arms(arms), "trips")
     assert found.set_index("method").loc["slow", "effect_bound"]
-    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms), tmp_path / "toy_table_evidence.csv")
     scoreboard.write(tmp_path, [spec])
     written = pd.read_csv(tmp_path / "evidence.csv", keep_default_na=False)
     assert written.set_index("arm").loc["slow", "censored"] == ">"
@@ -128,13 +129,13 @@ def test_an_effect_against_an_arm_that_missed_the_target_is_an_upper_bound_where
     runs = _runs({"base": [300, 1000, 1000, 1000, 290], "fast": [100, 101, 99, 100, 102]})
     runs.loc[runs["trips_to_target"] == 1000, "trips_to_target"] = float("nan")  # never reached
     arms = {"base": {}, "fast": {"vs": "base", "paper": {"trips": [0.5]}}}
-    found = evidence(runs, "base", arms, "trips")
+    found = evidence(runs, "base", as_arms(arms), "trips")
     fast = found.set_index("method").loc["fast"]
     assert not fast["effect_bound"] and fast["effect"] == pytest.approx(0.1)
-    assert evidence_table(runs, "base", arms, "trips", found).set_index("method").loc["fast", "effect [95% CI]"].startswith("<0.10× [")
+    assert evidence_table(runs, "base", as_arms(arms), "trips", found).set_index("method").loc["fast", "effect [95% CI]"].startswith("<0.10× [")
     assert fill_notes("fast: {effect:fast}", found).startswith("fast: <0.10× [")
     spec = _toy_sweep(tmp_path)
-    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms), tmp_path / "toy_table_evidence.csv")
     scoreboard.write(tmp_path, [spec])
     written = pd.read_csv(tmp_path / "evidence.csv", keep_default_na=False)
     assert written.set_index("arm").loc["fast", "censored"] == "<"
@@ -144,9 +145,10 @@ def test_an_effect_against_an_arm_that_missed_the_target_is_an_upper_bound_where
 def test_a_degenerate_arm_is_named_on_the_scoreboard_and_not_counted(tmp_path):
     runs = _runs({"base": [100, 101, 99, 100, 102], "plain": [300, 310, 305, 290, 300], "nested": [300, 310, 305, 290, 300]})
     arms = {"base": {}, "plain": {"vs": "base", "paper": {"trips": [2.0]}},
-            "nested": {"vs": "base", "special_case": "plain", "paper": {"trips": [2.0]}, "degenerate": "algorithm.beta = 0.0"}}
+            "nested": {"vs": "base", "special_case": "plain", "paper": {"trips": [2.0]}}}
     spec = _toy_sweep(tmp_path)
-    scoreboard.write_table_evidence(evidence(runs, "base", arms, "trips"), "toy_table", "Toy (2026)", arms,
+    found = evidence(runs, "base", as_arms(arms), "trips", degenerate={"nested": "algorithm.beta = 0.0"})
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms),
                                     tmp_path / "toy_table_evidence.csv")
     rows = scoreboard.write(tmp_path, [spec])
     assert list(rows["arm"]) == ["plain"]  # one verdict, not two
@@ -181,9 +183,9 @@ def test_the_scoreboard_and_the_readme_answer_each_headline_and_name_stale_evide
     # the toy file's arms are FedStaleWeight's; its headline names them, the evidence file names ours
     spec = _toy_spec(tmp_path, 'headlines:\n  - {quote: "it is 1.1x faster", where: abstract, '
                                'rows: ["toy_table: fedstaleweight", "toy_table: fedstaleweight alg1"]}\n')
-    found = evidence(runs, "base", arms, "trips").replace({"method": {"far": "fedstaleweight", "near": "fedstaleweight alg1"},
+    found = evidence(runs, "base", as_arms(arms), "trips").replace({"method": {"far": "fedstaleweight", "near": "fedstaleweight alg1"},
                                                           "vs": {"base": "buffered_fedavg"}})
-    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms), tmp_path / "toy_table_evidence.csv")
     readme = tmp_path / "README.md.project"
     readme.write_text(f"# Project\n\nbefore\n\n{scoreboard.README_BEGIN}\nold text\n{scoreboard.README_END}\n\nafter\n")
     scoreboard.write(tmp_path, [spec], readme=readme)
@@ -220,10 +222,10 @@ def test_a_verdict_from_fewer_seeds_than_the_protocol_s_minimum_is_shown_apart_a
     runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300], "plain": [60, 61, 59, 60, 62]})
     arms = {"base": {}, "ahead": {"vs": "base", "paper": {"trips": [2.0]}}, "plain": {"vs": "base", "paper": {"trips": [2.0]}}}
     spec = _toy_sweep(tmp_path)
-    found = evidence(runs, "base", arms, "trips")
+    found = evidence(runs, "base", as_arms(arms), "trips")
     assert found.set_index("method").loc["plain", "verdict"] == "differs"
     found.loc[found["method"] == "plain", "seeds"] = 1  # as a --smoke point leaves it: one seed
-    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms), tmp_path / "toy_table_evidence.csv")
     rows = scoreboard.write(tmp_path, [spec])
     assert list(rows["arm"]) == ["ahead"]
     page = (tmp_path / "README.md").read_text()
@@ -241,13 +243,14 @@ def test_the_scoreboard_reads_the_paper_records_and_the_sweep_files_only_for_sta
     runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300]})
     arms = {"base": {}, "fedstaleweight": {"vs": "base", "paper": {"trips": [2.0]}}}
     spec = _toy_spec(tmp_path, 'headlines:\n  - {quote: "it is 2x faster", where: abstract, rows: ["toy_table: fedstaleweight"]}\n')
-    found = evidence(runs.replace({"method": {"ahead": "fedstaleweight"}}), "base", arms, "trips")
-    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", arms, tmp_path / "toy_table_evidence.csv")
+    found = evidence(runs.replace({"method": {"ahead": "fedstaleweight"}}), "base", as_arms(arms), "trips")
+    scoreboard.write_table_evidence(found, "toy_table", "Toy (2026)", as_arms(arms), tmp_path / "toy_table_evidence.csv")
     record = yaml.safe_load((tmp_path / "mine_paper.yaml").read_text())
-    fidelity = load_sweep_file(spec)["tables"]["toy_table"]["fidelity"]  # (fedstaleweight_smoke.yaml's: a stand-in)
+    fidelity = load_sweep_file(spec).tables["toy_table"].fidelity  # (fedstaleweight_smoke.yaml's: a stand-in)
     assert record == {"sweep_file": "mine.yaml", "paper": "Toy (2026)", "tables": ["toy_table"],
-                      "fidelity": {"toy_table": fidelity},
-                      "headlines": [{"quote": "it is 2x faster", "where": "abstract", "rows": ["toy_table: fedstaleweight"]}]}
+                      "fidelity": {"toy_table": {"level": fidelity.level, "note": fidelity.note}},
+                      "headlines": [{"quote": "it is 2x faster", "where": "abstract", "rows": ["toy_table: fedstaleweight"],
+                                     "readings": {}}]}
     alone = scoreboard.gather(tmp_path)  # no sweep file at all
     assert alone.tables == [("Toy (2026)", "toy_table", True)] and list(alone.rows["arm"]) == ["fedstaleweight"]
     assert [h["quote"] for h in alone.headlines] == ["it is 2x faster"]
@@ -272,10 +275,10 @@ def test_a_headline_is_answered_from_its_rows_closest_to_the_paper_once_for_ever
     it; a headline of stand-in rows only says so."""
     runs = _runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300], "behind": [50, 51, 49, 50, 52]})
     arms = {"base": {}, "ahead": {"vs": "base", "paper": {"trips": [2.0]}}, "behind": {"vs": "base", "paper": {"trips": [2.0]}}}
-    found = evidence(runs, "base", arms, "trips")  # ahead reproduces, behind differs
+    found = evidence(runs, "base", as_arms(arms), "trips")  # ahead reproduces, behind differs
     quote, other = {"quote": "it is 2x faster", "where": "abstract"}, {"quote": "it is faster", "where": "Sec. 5"}
     for table in ("real_table", "stand_in_table"):
-        scoreboard.write_table_evidence(found, table, "Toy", arms, tmp_path / f"{table}_evidence.csv")
+        scoreboard.write_table_evidence(found, table, "Toy", as_arms(arms), tmp_path / f"{table}_evidence.csv")
     _record(tmp_path, "real", "real_table", "paper data", [{**quote, "rows": ["real_table: ahead"]}])
     _record(tmp_path, "stand_in", "stand_in_table", "stand-in", [{**quote, "rows": ["stand_in_table: behind"]},
                                                                  {**other, "rows": ["stand_in_table: behind"],
@@ -305,7 +308,7 @@ def test_a_headline_is_answered_from_its_rows_closest_to_the_paper_once_for_ever
     assert rows["fidelity"].tolist() == ["paper data", "paper data", "stand-in", "stand-in"]
 
     # the page made before records: its fidelity after its title, as the reproduction writes it, and written once
-    block = scoreboard.page_fidelity({"level": "paper data", "note": "paper data workload"})
+    block = scoreboard.page_fidelity("paper data", "paper data workload")
     assert (tmp_path / "real_table.md").read_text() == f"# real_table\n\nIts title\n\n{block}\n\nIts evidence.\n"
     assert "Fidelity to the paper: **paper data** (the paper's data set, " in block
     scoreboard.write(tmp_path, [], readme=readme)
@@ -314,7 +317,7 @@ def test_a_headline_is_answered_from_its_rows_closest_to_the_paper_once_for_ever
 
 def test_a_record_without_the_fidelity_of_a_table_with_verdicts_is_refused(tmp_path):
     found = evidence(_runs({"base": [100, 101, 99, 100, 102], "ahead": [300, 310, 305, 290, 300]}), "base",
-                     {"ahead": {"vs": "base", "paper": {"trips": [2.0]}}}, "trips")
+                     as_arms({"ahead": {"vs": "base", "paper": {"trips": [2.0]}}}), "trips")
     scoreboard.write_table_evidence(found, "old_table", "Toy", {}, tmp_path / "old_table_evidence.csv")
     (tmp_path / f"old{scoreboard.RECORD}").write_text("paper: Toy\ntables: [old_table]\nheadlines: []\n")  # before issue 68
     with pytest.raises(ConfigError, match="old_paper.yaml gives no fidelity for old_table, which has verdicts or answers "

@@ -68,35 +68,41 @@ def test_every_arm_of_every_sweep_file_runs_at_its_smoke_point_and_is_reported(s
     Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, overrides=overrides, every_arm=True,
                  in_process=True).run([], out)
     sweep = load_sweep_file(spec)
-    for name, table in sweep["tables"].items():
+    for name, table in sweep.tables.items():
         page = (out / f"{name}.md").read_text()
-        assert page.startswith(f"# {name}\n\n{table['title']}") and "## Evidence" in page
-        assert f"Protocol (registered {sweep['protocol']['registered']})" in page
-        assert all(reading[:60] in page for reading in sweep["readings"])  # every reading under every table
+        assert page.startswith(f"# {name}\n\n{table.title}") and "## Evidence" in page
+        assert f"Protocol (registered {sweep.protocol.registered})" in page
+        assert all(reading[:60] in page for reading in sweep.readings)  # every reading under every table
         assert not PLACEHOLDER.search(page) and (out / f"{name}_evidence.csv").is_file()  # findings filled from it
-        missing = [label for label in table["arms"] if f"| {label} " not in page]
+        missing = [label for label in table.arms if f"| {label} " not in page]
         assert not missing, f"{name}: no row for {missing}"
-        plots = ["weight_share"] if table.get("measure") == "fairness" else ["curves", "staleness", "examples"]
+        plots = ["weight_share"] if table.measure == "fairness" else ["curves", "staleness", "examples"]
         assert all((out / f"{name}_{plot}.png").stat().st_size > 0 for plot in plots)
-    assert f"## {sweep['paper']}" in (out / "README.md").read_text()  # the scoreboard
+    assert f"## {sweep.paper}" in (out / "README.md").read_text()  # the scoreboard
     record = yaml.safe_load((out / f"{spec.stem}_paper.yaml").read_text())  # what it read of the paper
-    assert record["tables"] == list(sweep["tables"]) and record["headlines"] == sweep["headlines"]
+    assert record["tables"] == list(sweep.tables) and [h["quote"] for h in record["headlines"]] == [h.quote for h in sweep.headlines]
 
 
-def test_the_schema_hands_on_its_value_defaults_and_leaves_unset_fields_out(tmp_path):
-    """The schema is the one place for defaults: a power rule without ``cap`` and a confirmation without
-    ``aggregate`` come back with the schema's (30, worst), and what the protocol is built from carries them;
-    a field whose default is null (the tuner's ``pruner``) stays out."""
-    from fl_bench.analysis.protocol import Protocol
+def test_the_sweep_file_is_one_typed_object_whose_schema_holds_every_default(tmp_path):
+    """issue 70: loading gives one typed object that every stage reads by attribute; the schema is the one place
+    for defaults: a power rule without ``cap`` and a confirmation without ``aggregate`` come back with the
+    schema's (30, worst), a field whose default is null (the tuner's ``pruner``) is None, and the record of the
+    search a tuned file keeps is the one every committed tuned file was made with (no study is retuned)."""
+    from fl_bench.analysis.protocol import Confirm, Power, Protocol
+    from fl_bench.analysis.sweep_file import SweepFile
 
     text = (SWEEPS / "fedgbo_smoke.yaml").read_text()
     assert "cap: 30}" in text and "confirm: {finalists: 4, seeds: [102, 103, 104]}" in text
     path = tmp_path / "fedgbo_smoke.yaml"
     path.write_text(text.replace(", cap: 30}", "}"))
     spec = load_sweep_file(path)
-    assert spec["protocol"]["power"] == {"pilot_seeds": [201, 202, 203, 204, 205], "cap": 30}
-    assert spec["protocol"]["tuner"]["confirm"] == {"finalists": 4, "seeds": [102, 103, 104], "aggregate": "worst"}
-    assert "pruner" not in spec["protocol"]["tuner"] and spec["protocol"]["amended"]
-    assert all(isinstance(spec[key], list) for key in ("smoke", "readings", "headlines"))  # the file's own lists
-    protocol = Protocol.of(spec)
-    assert protocol.power["cap"] == 30 and protocol.tuner["confirm"]["aggregate"] == "worst"
+    assert isinstance(spec, SweepFile) and isinstance(spec.protocol, Protocol)
+    assert spec.protocol.power == Power(pilot_seeds=[201, 202, 203, 204, 205], cap=30)
+    assert spec.protocol.tuner.confirm == Confirm(finalists=4, seeds=[102, 103, 104], aggregate="worst")
+    assert spec.protocol.tuner.pruner is None and spec.protocol.amended
+    assert spec.tables["fedgbo_table4_smoke"].arms["fedavg"].vs is None  # an arm without vs
+    assert "pruner" not in spec.protocol.tuner.kept() and "confirm" not in spec.protocol.tuner.kept()
+    for sweep in sorted(SWEEPS.glob("*_smoke.yaml")):
+        loaded = load_sweep_file(sweep)
+        for kept in sorted(Path(loaded.tuned_dir).glob("*.yaml")) if loaded.protocol.tuner else []:
+            assert yaml.safe_load(kept.read_text())["tuner"] == loaded.protocol.tuner.kept(), kept

@@ -9,6 +9,7 @@ import pytest
 
 from fl_bench.analysis.report import main as report_main
 from fl_bench.analysis.launch import run_in_process
+from tests.helpers.arms import as_arms
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +107,8 @@ def test_a_censored_effect_keeps_its_bound_in_the_report():
                          {"base": [100, 101, 99], "slow": [900, float("nan"), float("nan")]}.items()
                          for s, t in enumerate(values)])
     arms = {"slow": {"vs": "base", "paper": {"trips": [2.0]}, "claim": "size"}}
-    found = evidence(runs, "base", arms, "trips")
-    page = "# toy\n\n" + evidence_markdown(runs, "base", arms, "trips", found)
+    found = evidence(runs, "base", as_arms(arms), "trips")
+    page = "# toy\n\n" + evidence_markdown(runs, "base", as_arms(arms), "trips", found)
     frame = pd.DataFrame({"method": ["base", "slow"], "source": ["r1", "r2"], "wandb_run_id": ["a", "b"],
                           "wandb_group": ["g", "g"]})
     spec = specification(build_report("me/fl_bench", "toy", page, frame, ["algorithm.name"], offline=True))
