@@ -146,11 +146,12 @@ def test_no_module_is_longer_than_700_lines():
 # The analysis as a one-way pipeline, lowest floor first: what the driver says while it runs and a page's
 # generated blocks; the measures, what is read of the runs and the search spaces; the guards a verdict must pass;
 # the verdict rules; the protocol's rules; the sweep file (its whole schema, checked), the power rule and the verdicts'
-# forest plots; the tuning; the pages; the pages that borrow from the report's; the driver.
+# forest plots; the tuning; the pages; the pages that borrow from the report's; the held-out check's
+# comparison; the driver.
 ANALYSIS_FLOORS = [("progress", "blocks"),
                    ("measures", "run_frames", "seed_ledger", "launch", "wandb_report", "example1", "search_spaces"),
                    ("guards",), ("verdict",), ("protocol",),
-                   ("sweep_file", "power", "forest"), ("tuning",), ("report",), ("fairness", "scoreboard"), ("reproduce",)]
+                   ("sweep_file", "power", "forest"), ("tuning",), ("report",), ("fairness", "scoreboard"), ("held_out",), ("reproduce",)]
 
 
 def test_the_analysis_is_a_one_way_pipeline():

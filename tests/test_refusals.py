@@ -569,6 +569,13 @@ REFUSALS = [
     (REPRODUCE, ["{tmp}/arm_typo.yaml", "--smoke", "--runs-dir", "{tmp}/typo_runs", "--out", "{tmp}/typo_out"], {},
      "arm '(0,0) S-SGD matched work' (ssgd_matched) does not run: dataset.gama is not a key of dataset="),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--every-arm"], {}, "--every-arm is a smoke check"),
+    # a held-out check: seeds it can read, none the protocol used, not at a smoke point
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--held-out-seeds", "721-"], {},
+     "--held-out-seeds '721-': give seeds as FIRST-LAST or a comma-separated list of seeds and ranges"),
+    (REPRODUCE, [str(REPO / "sweeps" / "fedbuff_smoke.yaml"), "--held-out-seeds", "1-20"], {},
+     "--held-out-seeds: seeds [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] are the protocol's own"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--smoke", "--held-out-seeds", "721-740"], {},
+     "--held-out-seeds reruns the registered protocol on new report seeds: use it without --smoke"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},
      "--in-process runs one command at a time in this process: use --jobs 1, not 2"),
     # a reproduction's stage by hand: its jobs file (hydra_plugins/fl_bench_jobs)

@@ -5,6 +5,7 @@ table's arms on fresh seeds, write the tables beside the paper's numbers.
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --smoke --out /tmp/r   # one point per table
     python -m fl_bench.analysis.reproduce sweeps/hfl_smoke.yaml --smoke --every-arm --in-process   # every arm, once
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --override device=cuda vmap_chunk=1024
+    python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --held-out-seeds 721-740 --jobs 2   # verdicts on new seeds
     python -m fl_bench.analysis.reproduce sweeps/fedbuff_smoke.yaml --launcher slurm --jobs 23 \
         --override hydra.launcher.partition=gpu hydra.launcher.timeout_min=60   # from a SLURM login node
 
@@ -70,7 +71,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fl_bench.analysis import scoreboard
+from fl_bench.analysis import held_out, scoreboard
 from fl_bench.analysis.fairness import write_fairness
 from fl_bench.analysis.guards import tuned_edges
 from fl_bench.analysis.verdict import evidence, evidence_markdown, fill_notes, paper_effect, samples
@@ -113,7 +114,8 @@ class Reproduction(Tuning):
     no tuning."""
 
     def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = (),
-                 every_arm: bool = False, in_process: bool = False, launcher: str = "local_cores"):
+                 every_arm: bool = False, in_process: bool = False, launcher: str = "local_cores",
+                 held_out_seeds: list[int] | None = None):
         register_configs()  # plugin components the arms name (FL_BENCH_PLUGINS); one that cannot be imported is one line
         # the launcher's settings go to the commands that launch runs, not into the runs' own (or their commands)
         self.launcher_overrides = [o for o in overrides if LAUNCHER_OVERRIDE.match(o)]
@@ -133,13 +135,33 @@ class Reproduction(Tuning):
                              f"without hydra.launcher overrides (not {' '.join([launcher, *self.launcher_overrides])})")
         self.launcher, self.launcher_keys = launcher, launcher_keys(launcher, self.launcher_overrides, overrides)
         self.smoke, self.every_arm, self.jobs, self.in_process = smoke, every_arm, jobs, in_process
-        self.runs_dir = runs_dir or Path(self.spec.runs_dir + ("_smoke" if smoke else ""))
+        self.held_out_seeds = self._held_out(held_out_seeds) if held_out_seeds is not None else None
+        held = f"_held_out_{held_out.label(self.held_out_seeds)}" if self.held_out_seeds else ""
+        self.runs_dir = runs_dir or Path(self.spec.runs_dir + ("_smoke" if smoke else "") + held)
         self.tuned_dir = Path(self.spec.tuned_dir)
         self.workload = [*self.spec.workload, *(self.spec.smoke if smoke else []), *overrides]
-        self.seeds = list(self.protocol.report_seeds[:1] if smoke else self.protocol.report_seeds)
+        self.seeds = (self.held_out_seeds or list(self.protocol.report_seeds[:1] if smoke else self.protocol.report_seeds))
+        self.retune = self.held_out_seeds is None  # a held-out check reuses the kept tuned settings, never tunes
         self._study_locks = defaultdict(threading.Lock)  # a nested study waits for its special case
         if not smoke:  # they guard the tuning, which a smoke point never does
             self._check_special_cases()
+
+    def _held_out(self, seeds: list[int]) -> list[int]:
+        """The held-out check's report seeds (fl_bench.analysis.held_out): none the protocol used, at least its
+        minimum, at most its cap (the first ``cap`` of them); ValueError in one line otherwise."""
+        if self.smoke:
+            raise ValueError("--held-out-seeds reruns the registered protocol on new report seeds: use it without --smoke")
+        protocol = self.protocol
+        used = {*protocol.report_seeds, *(protocol.power.pilot_seeds if protocol.power else []),
+                *(protocol.tuner.seeds if protocol.tuner else []),
+                *(protocol.tuner.confirm.seeds if protocol.tuner and protocol.tuner.confirm else [])}
+        if used & set(seeds):
+            raise ValueError(f"--held-out-seeds: seeds {sorted(used & set(seeds))} are the protocol's own (tuning, "
+                             "confirmation, pilot or report seeds): give seeds it never used")
+        if len(seeds) < Protocol.MIN_REPORT_SEEDS:
+            raise ValueError(f"--held-out-seeds: {len(seeds)} seeds, at least {Protocol.MIN_REPORT_SEEDS} (the protocol's "
+                             "minimum of report seeds)")
+        return seeds[:protocol.power.cap] if protocol.power else seeds
 
     def _check_special_cases(self) -> None:
         """Every nested study's special case composes into a config that runs (FedProx with mu = 0):
@@ -202,14 +224,15 @@ class Reproduction(Tuning):
         studies = sorted({self.spec.studies[arm.study].setting_of or arm.study for arm in arms.values()})
         tuner, power = self.protocol.tuner, self.protocol.power
         planned: dict[str, int | str] = {}
-        for study in studies if tuner is not None and not self.smoke else []:
+        for study in studies if tuner is not None and not self.smoke and self.retune else []:
             if self.spec.studies[study].space is not None:
                 planned[f"tune_{study}"] = tuner.trials * max(1, len(tuner.seeds))
                 if tuner.confirm is not None:
                     planned[f"confirm_{study}"] = "after its search"
-        if power and not self.smoke:
+        pilot = power and not self.smoke and not self.held_out_seeds
+        if pilot:
             planned["pilot"] = len(arms) * len(power.pilot_seeds)
-        planned["report"] = "after the pilot" if power and not self.smoke else len(arms) * len(self.seeds)
+        planned["report"] = "after the pilot" if pilot else len(arms) * len(self.seeds)
         return planned
 
     # ------------------------------------------------------------------ tables
@@ -262,7 +285,7 @@ class Reproduction(Tuning):
         """Per table, per verdict arm: the report seeds it needs (fl_bench.analysis.power), from every arm
         run once on the protocol's pilot seeds, before any report run; {} without a power rule."""
         power = self.protocol.power
-        if not power or self.smoke:
+        if not power or self.smoke or self.held_out_seeds:  # (a held-out check runs its seeds, the cap kept)
             return {}
         pilot_runs = {key: self.arm_runs(arm, power.pilot_seeds, self.runs_dir / "pilot") for key, arm in arms.items()}
         self.launch_stage("pilot", list(pilot_runs.values()), self.jobs)
@@ -289,7 +312,7 @@ class Reproduction(Tuning):
         """The report seeds of every table and arm, checked against the runs directory's ledger and recorded
         there before the first report run (fl_bench.analysis.seed_ledger; None at a smoke point, which
         reports nothing)."""
-        if self.smoke:
+        if self.smoke or self.held_out_seeds:  # (the ledger is the registered report seeds')
             return None
         ledger = SeedLedger.read(self.runs_dir)
         started = {key for key in arms if any((self.runs_dir / key).glob("*/summary.json"))}
@@ -414,9 +437,11 @@ class Reproduction(Tuning):
                          notes, measure.name, found)
         return runs
 
-    def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False) -> None:
+    def run(self, names: list[str], out: Path, publish: str | None = None, dry_run: bool = False,
+            registered: Path = Path("results")) -> None:
         """Make the tables ``names`` into ``out``, stage after stage; with ``publish`` (ENTITY/PROJECT) each also
-        as a W&B Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``)."""
+        as a W&B Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``). A held-out
+        check then sets each verdict beside the registered one, from the evidence in ``registered``."""
         tables = self.tables(names)
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
         self.progress.begin(self.spec_path, out, self.runs_dir, len(tables), len(arms), self.planned_runs(arms))
@@ -427,6 +452,9 @@ class Reproduction(Tuning):
         # Every table's evidence before any page: a page's headline sentence reads rows of the others
         computed = {name: self.table_evidence(table, directories, needs.get(name)) for name, table in tables.items()}
         self.write_pages(tables, out, directories, needs, ledger, computed, publish, dry_run)
+        if self.held_out_seeds:
+            summary = held_out.write_comparison(registered, out, list(tables), self.spec_path, self.held_out_seeds)
+            print(f"held-out check: {out / 'held_out.md'}: {summary}")
 
     def check(self, out: Path) -> None:
         """Before any directory is made or any run starts: every arm of the file, as this mode would run it,
@@ -528,7 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")
-    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--out", type=Path, help="where the pages go (default: results; a held-out check's: "
+                        "results/held_out/<sweep file>_<seeds>)")
     parser.add_argument("--runs-dir", type=Path, help="where runs go (default: the file's runs_dir)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once on this machine (--launcher local_cores: its "
                         "n_jobs), and studies searched at once")
@@ -547,6 +576,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--publish", metavar="ENTITY/PROJECT", help="also publish each table as a W&B Report "
                         "(needs --override logger=wandb; see python -m fl_bench.analysis.report --publish)")
     parser.add_argument("--dry-run", action="store_true", help="with --publish: write each Report's specification instead")
+    parser.add_argument("--held-out-seeds", metavar="SEEDS", help="rerun the registered protocol on report seeds it never "
+                        "used (e.g. 721-740 or 721,725,730-735; at most its cap), the kept tuned settings reused, into "
+                        "directories of its own, and set each verdict beside the registered one (fl_bench.analysis.held_out)")
+    parser.add_argument("--registered", type=Path, default=Path("results"),
+                        help="with --held-out-seeds: where the registered pages and evidence are (default results)")
     return parser
 
 
@@ -555,8 +589,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        seeds = held_out.parse_seeds(args.held_out_seeds) if args.held_out_seeds is not None else None
+        out = args.out or (Path("results") / "held_out" / f"{args.spec.stem}_{held_out.label(seeds)}" if seeds else Path("results"))
         Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process,
-                     args.launcher).run(args.tables, args.out, args.publish, args.dry_run)
+                     args.launcher, seeds).run(args.tables, out, args.publish, args.dry_run, args.registered)
     except (ValueError, RuntimeError, FileNotFoundError, FLBenchError) as error:
         parser.exit(1, f"fl_bench.analysis.reproduce: error: {error}\n")
 

@@ -210,7 +210,7 @@ def gather(out: Path, sweep_files: list[Path] = (), spaces: tuple[Path, ...] | N
         for table in [*made, *(t for t in specified if t not in made)]:
             path = out / f"{table}_evidence.csv"
             found = table in made and path.is_file()
-            frame = _read_evidence(path) if found else None
+            frame = read_evidence(path) if found else None
             if table in made and table not in fidelity and (table in named or found and (frame["verdict"] != "").any()):
                 raise ConfigError(f"{out / (stem + RECORD)} gives no fidelity for {table}, which has verdicts or answers a "
                                   f"headline (a record from before fidelity was registered): reproduce its sweep file again "
@@ -346,7 +346,7 @@ def _other_readings(headline: dict, board: Board, verdict_of: dict[str, str]) ->
     return f"; under another reading: {'; '.join(parts) if parts else f'none of {len(readings)} holds'}"
 
 
-def _read_evidence(path: Path) -> pd.DataFrame:
+def read_evidence(path: Path) -> pd.DataFrame:
     """A table's evidence file; ConfigError in one line when it is not one (empty, binary, other columns)."""
     fix = "reproduce its table again (python -m fl_bench.analysis.reproduce) or remove the file"
     try:
@@ -382,7 +382,7 @@ def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
         if not len(other) or not other.iloc[0]["vs"]:
             return f"{cause}: no verdict", ""
         other = other.iloc[0]
-        return f"{cause}: {_effect(other)} against {other['vs']}, {other['verdict'] or 'no verdict'}", other["verdict"]
+        return f"{cause}: {effect_text(other)} against {other['vs']}, {other['verdict'] or 'no verdict'}", other["verdict"]
 
     if row["cause"].startswith("tried: "):
         return "unexplained; tried " + "; ".join(tested(c)[0] for c in row["cause"][len("tried: "):].split("; "))
@@ -390,7 +390,7 @@ def _cause_verdict(row: pd.Series, rows: pd.DataFrame) -> str:
     return cause if verdict == "reproduces" else f"unexplained; tried {cause}"
 
 
-def _effect(row: pd.Series) -> str:
+def effect_text(row: pd.Series) -> str:
     """An effect [95% interval] as its page prints it, its censored bound (">" or "<") kept."""
     return shown_interval(row["effect"], row["effect_low"], row["effect_high"], MEASURES[row["measure"]].kind,
                           row["censored"] == ">", row["censored"] == "<")
@@ -457,7 +457,7 @@ def markdown(board: Board) -> str:
             causes, more = numbered_notes(list(mine["cause"]), labels, start=len(notes) + 1)
             shown = pd.DataFrame({
                 "table": [f"[{t}]({t}.md)" for t in mine["table"]], "arm": mine["arm"], "vs": mine["vs"],
-                "effect [95% CI]": mine.apply(_effect, axis=1), "paper": mine.apply(shown_paper, axis=1, paper="paper_effect"),
+                "effect [95% CI]": mine.apply(effect_text, axis=1), "paper": mine.apply(shown_paper, axis=1, paper="paper_effect"),
                 "verdict": mine["verdict"], "seeds": mine["seeds"], "fidelity": mine["fidelity"], "guard": guards,
                 "cause": causes})
             lines += [shown.to_markdown(index=False), ""]

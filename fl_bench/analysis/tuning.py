@@ -49,7 +49,8 @@ class Tuned:
 
 
 class Tuning(StageLauncher):
-    """A reproduction's studies, tuned (its subclass sets ``spec``, ``protocol``, ``spaces``, ``smoke``, ``tuned_dir`` and
+    """A reproduction's studies, tuned (its subclass sets ``spec``, ``protocol``, ``spaces``, ``smoke``, ``retune``
+    (False: only kept settings are read), ``tuned_dir`` and
     ``_study_locks``, a lock per study: a nested study waits for its special case)."""
 
     def tuned(self, study: str) -> Tuned:
@@ -90,6 +91,9 @@ class Tuning(StageLauncher):
         # (a file from before the ranking was kept cannot name finalists: searched again)
         if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or tuner.confirm is None):
             return kept
+        if not self.retune:  # (a held-out check: fl_bench.analysis.held_out)
+            raise ValueError(f"study {study}: {path} holds no setting tuned under this protocol, its space and overrides: "
+                             "a held-out check reuses the kept tuned settings; run the registered reproduction first")
         previous = self._previous(kept, spec)
         self._check_sweep_file()
         sweep_dir = self.runs_dir / f"tune_{study}"
@@ -147,6 +151,9 @@ class Tuning(StageLauncher):
             return kept["best"]
         if self.smoke:
             return None
+        if not self.retune:
+            raise ValueError(f"study {study}: {self.tuned_dir / (study + '.yaml')} holds no confirmation under this protocol: "
+                             "a held-out check reuses the kept tuned settings; run the registered reproduction first")
         stage_runs = [Runs(self.runs_dir / f"confirm_{study}" / str(number), tuple(self.workload),
                            (*spec.overrides, *(f"{k}={v}" for k, v in finalist["params"].items())),
                            (*(s for s in tuner.seeds if s not in finalist["per_seed"]), *confirm.seeds),
