@@ -148,10 +148,11 @@ def test_no_module_is_longer_than_700_lines():
 # the verdict rules; the protocol's rules; the sweep file (its whole schema, checked), the power rule and the verdicts'
 # forest plots; the tuning; the pages; the pages that borrow from the report's; the held-out check's
 # comparison; the driver.
+# (The pages' sections, by page kind, share the sweep file's floor: they read only the measures.)
 ANALYSIS_FLOORS = [("progress", "blocks"),
                    ("measures", "run_frames", "seed_ledger", "launch", "wandb_report", "example1", "search_spaces"),
                    ("guards",), ("verdict",), ("protocol",),
-                   ("sweep_file", "power", "forest"), ("tuning",), ("report",), ("fairness", "scoreboard"), ("held_out",), ("reproduce",)]
+                   ("sweep_file", "power", "forest", "sections"), ("tuning",), ("report",), ("fairness", "scoreboard"), ("held_out",), ("reproduce",)]
 
 
 def test_the_analysis_is_a_one_way_pipeline():

@@ -91,18 +91,19 @@ def tuned_edges(tuned: dict[str, Any], spaces: Path | Sequence[Path] = SPACES) -
 
 def saturated(runs: pd.DataFrame, measure: str) -> str:
     """Why the table's workload cannot tell its arms apart ('' when it can)."""
-    if MEASURES[measure].to_target:
+    read = MEASURES[measure]
+    values = read.per_run(runs)
+    if read.to_target:
         first = runs.get("eval_every", pd.Series(dtype=float))  # (in client trips)
-        if runs["trips_to_target"].isna().all():
+        if values.isna().all():
             return "no arm reached the target within the budget"
-        if not MEASURES[measure].in_rounds and len(first) and (runs["trips_to_target"] <= first).all():
+        if not read.in_rounds and len(first) and (values <= first).all():
             return "every arm reached the target at its first evaluation"
         return ""
-    column = MEASURES[measure].accuracy
-    medians = runs.groupby("method")[column].median() * 100
-    noise = 100 * runs.groupby("method")[column].std(ddof=1).median()
+    medians = values.groupby(runs["method"]).median() * 100
+    noise = 100 * values.groupby(runs["method"]).std(ddof=1).median()
     if len(medians) > 1 and pd.notna(noise) and medians.max() - medians.min() <= noise:
-        return (f"every arm's median {column.split('_')[0]} accuracy lies within {medians.max() - medians.min():.2f} points of the best, "
+        return (f"every arm's median {read.unit.removesuffix(' (%)')} lies within {medians.max() - medians.min():.2f} points of the best, "
                 f"inside the seeds' noise ({noise:.2f} points)")
     return ""
 
@@ -112,10 +113,10 @@ def collapsed(runs: pd.DataFrame, method: str, measure: str) -> list[int]:
     group = runs[runs["method"] == method]
     bad = group.get("status", pd.Series("", index=group.index)) == "diverged"
     if MEASURES[measure].to_target:
-        missed = group["trips_to_target"].isna()
+        missed = MEASURES[measure].per_run(group).isna()
         bad |= missed & (missed.mean() < 0.5)
     else:
-        accuracy = 100 * group[MEASURES[measure].accuracy]
+        accuracy = 100 * MEASURES[measure].per_run(group)
         bad |= accuracy < accuracy.median() - COLLAPSE_POINTS
     return sorted(int(seed) for seed in group.loc[bad, "seed"])
 

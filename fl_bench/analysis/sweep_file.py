@@ -31,7 +31,7 @@ from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from fl_bench.analysis.verdict import CLAIMS, PLACEHOLDER_KINDS, TYPED_INTERVAL, default_tolerance, paper_effect
-from fl_bench.analysis.measures import MEASURES
+from fl_bench.analysis.measures import MEASURES, find
 from fl_bench.errors import ConfigError
 from fl_bench.analysis.protocol import Protocol, spaces_of
 
@@ -426,6 +426,7 @@ def _check_names(spec: SweepFile, path: Path) -> None:
         if not arms:
             raise ConfigError(f"{path}: {where}.arms is empty: a table needs at least its reference arm")
         known(table.reference, f"{where}.reference", arms)
+        find(table.measure)  # a plugin's measure registers itself when its module is imported
         _choose(path, f"{where}.measure", table.measure, tuple(MEASURES))
         for label, arm in arms.items():
             known(arm.study, f"{where}.arms.{label}.study", studies)

@@ -187,7 +187,7 @@ def verdict(value: float, low: float, high: float, paper: list[Any], kind: str, 
 def censored_at(runs: pd.DataFrame, method: str, measure: str) -> float:
     """The budget ``method``'s missed seeds count as (trips or rounds), inf where none missed."""
     group = runs[runs["method"] == method]
-    if not MEASURES[measure].to_target or not group["trips_to_target"].isna().any():
+    if not MEASURES[measure].to_target or not MEASURES[measure].per_run(group).isna().any():
         return math.inf
     return float(group["max_trips"].min())
 
@@ -199,12 +199,9 @@ def open_ends(low: float, high: float, ours_at_budget: bool, base_at_budget: boo
 
 
 def samples(runs: pd.DataFrame, method: str, measure: str) -> tuple[np.ndarray, bool]:
-    """One value per seed of ``method`` (trips with a miss counted as the budget), and whether a seed missed."""
-    group = runs[runs["method"] == method]
-    if MEASURES[measure].to_target:
-        missed = group["trips_to_target"].isna()
-        return group["trips_to_target"].fillna(group["max_trips"]).to_numpy(float), bool(missed.any())
-    return 100 * group[MEASURES[measure].accuracy].to_numpy(float), False
+    """One value per seed of ``method`` (trips with a miss counted as the budget), and whether a seed missed:
+    what its measure reads of each run (fl_bench.analysis.measures.Measure.samples)."""
+    return MEASURES[measure].samples(runs[runs["method"] == method])
 
 
 def _effect(ours: np.ndarray, base: np.ndarray, kind: str) -> tuple[float, float, float]:

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.analysis.report import load_runs, load_wandb_runs, trips_to_target_table, write_report
+from fl_bench.analysis.report import load_runs, load_wandb_runs, write_report
+from fl_bench.analysis.sections import trips_to_target_table
 from fl_bench.analysis.report import main as report_main
 from fl_bench.analysis.launch import run_in_process
 from helpers.runs import write_finished_run
@@ -175,7 +176,7 @@ def _runs(rows):
 def test_best_accuracy_table_shows_differences_of_means_as_data_with_no_judgement_of_its_own():
     runs = _runs([("fedavg ICA", 1, 0.80, 50), ("fedavg ICA", 2, 0.82, 60),
                   ("fedlaavg ICA", 1, 0.85, 40), ("fedlaavg ICA", 2, 0.87, 44)])
-    from fl_bench.analysis.report import best_accuracy_table, differences_of_means
+    from fl_bench.analysis.sections import best_accuracy_table, differences_of_means
 
     table = best_accuracy_table(runs, "fedavg ICA").set_index("method")
     assert table.loc["fedlaavg ICA", "best_accuracy"] == pytest.approx(86.0)
@@ -200,7 +201,7 @@ def test_rounds_to_target_come_from_the_server_steps(tmp_path):
 
 
 def test_the_accuracy_table_gives_the_median_normal_and_straggler_accuracy_where_runs_recorded_them():
-    from fl_bench.analysis.report import accuracy_markdown, best_accuracy_table
+    from fl_bench.analysis.sections import accuracy_markdown, best_accuracy_table
 
     runs = _runs([("hfl", 1, 0.6, None), ("hfl", 2, 0.6, None), ("hfl", 3, 0.6, None), ("ssgd", 1, 0.8, None)])
     plain = best_accuracy_table(runs, None)
