@@ -64,7 +64,7 @@ def measure(key: str, out: Path) -> dict:
     for mode, settings in (("full", None), ("pruned", pruner)):
         repro = reproduction(REPO / spec, out, f"{key}_{mode}", settings)
         started = time.perf_counter()
-        tuned = repro.tuned(study)
+        tuned = repro.studies.tuned(study)
         row[f"{mode} search (s)"] = round(time.perf_counter() - started, 1)
         # the search's work in client trips, which other load on the machine does not change
         row[f"{mode} search (trips)"] = sum(json.loads(p.read_text())["client_trips"]
@@ -75,7 +75,7 @@ def measure(key: str, out: Path) -> dict:
             results = yaml.safe_load((Path(repro.runs_dir) / f"tune_{study}" / "optimization_results.yaml").read_text())
             row["pruned trials"] = results.get("pruned_trials")
         runs = repro.arm_runs(Arm(study, study, ()), repro.seeds[:5])  # the report seeds 1-5, as registered
-        repro.launch_stage("report", [runs], at_once=1)
+        repro.launcher.launch_stage("report", [runs], at_once=1)
         directory = runs.directory
         objective = repro.protocol.tuner.objective
         scores[mode] = np.array([json.loads(p.read_text())[objective] for p in sorted(directory.glob("*/summary.json"))])

@@ -843,9 +843,9 @@ def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
         args = [*flags, "progress=false", *GOOD_RUN, *(a for a in args if a not in flags), f"hydra.run.dir={run}"]
     main = _main(command)
     if command == REPRODUCE:  # a refusal that is gone fails here in a second, not after a whole reproduction's runs
-        from fl_bench.analysis.reproduce import Reproduction
+        from fl_bench.analysis.launch import Launcher
 
-        monkeypatch.setattr(Reproduction, "_run", lambda self, command, *_, **__: pytest.fail(
+        monkeypatch.setattr(Launcher, "run", lambda self, command, *_, **__: pytest.fail(
             f"the refusal did not come before the runs: {' '.join(command[2:])[:200]}"))
     if command == FL_BENCH:
         monkeypatch.setattr(sys, "argv", ["fl_bench", *args])

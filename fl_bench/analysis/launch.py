@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -60,16 +60,23 @@ class Runs:
                 f"hydra.sweep.subdir={index}_${{algorithm.name}}_seed{seed}"]
 
 
-class StageLauncher:
-    """A reproduction's launches: its subclass (fl_bench.analysis.reproduce.Reproduction) sets where runs go
-    (``runs_dir``), their ``workload``, the launcher and its settings (``launcher``, ``launcher_keys``,
-    ``launcher_overrides``), ``in_process``, and the sweep file read (``spec_path``, ``sweep_sha256``); the
-    stages it plans read its ``spec``, ``protocol``, ``smoke`` and report ``seeds``. Each stage says its
+@dataclass
+class Launcher:
+    """A reproduction's launches (fl_bench.analysis.reproduce composes one; the studies' searches use it too):
+    where runs go (``runs_dir``), their ``workload``, the launcher and its settings (``launcher``,
+    ``launcher_keys``, ``launcher_overrides``), whether every run goes ``in_process``, and the sweep file read
+    (``spec_path``, ``sweep_sha256``: a file edited meanwhile stops the next launch). Each stage says its
     progress through ``progress`` (fl_bench.analysis.progress; a test sets its own)."""
 
-    @functools.cached_property
-    def progress(self) -> Progress:
-        return Progress()
+    runs_dir: Path
+    workload: tuple[str, ...]
+    launcher: str
+    launcher_keys: frozenset[str]
+    launcher_overrides: tuple[str, ...]
+    in_process: bool
+    spec_path: Path
+    sweep_sha256: str
+    progress: Progress = field(default_factory=Progress)
 
     def launch_stage(self, stage: str, stage_runs: list[Runs], at_once: int) -> None:
         """Every run of ``stage_runs`` finished (a diverged seed is a result), as one multirun of the
@@ -78,7 +85,7 @@ class StageLauncher:
         the same command made are reused, another command's are removed first; a seed still to run goes on
         where it stopped (an interrupted run from its checkpoint), and one a live task of another launch holds
         is left to it. RuntimeError naming a seed that did not finish, else one naming the runs still held."""
-        self._check_sweep_file()
+        self.check_sweep_file()
         jobs, launched, reused = [], [], 0
         for runs in stage_runs:
             self._keep_if_same_command(runs)
@@ -96,7 +103,7 @@ class StageLauncher:
                     replace_text(stage_dir / "jobs.yaml", yaml.safe_dump(jobs, width=math.inf))
                 # the workload on the command line, before each job's own overrides (the order of the runs' own
                 # commands), where `python -m fl_bench` reads it first (numerics=portable's environment)
-                self._run(multirun([*self._launcher_overrides(at_once), "hydra/sweeper=fl_bench_jobs",
+                self.run(multirun([*self.launcher_settings(at_once), "hydra/sweeper=fl_bench_jobs",
                                     f"hydra.sweeper.jobs={stage_dir / 'jobs.yaml'}", f"hydra.sweep.dir={stage_dir}",
                                     *self.workload]), stage_dir, check=False)
         running = {}
@@ -127,7 +134,7 @@ class StageLauncher:
             runs.directory.mkdir(parents=True, exist_ok=True)
             replace_text(record, " ".join(runs.command) + "\n")
 
-    def _launcher_overrides(self, at_once: int) -> list[str]:
+    def launcher_settings(self, at_once: int) -> list[str]:
         """The launcher and its settings for a command whose runs go ``at_once`` at a time on this machine
         (a launcher with ``n_jobs``, joblib's, takes it unless ``--override`` sets it)."""
         keys = {o.lstrip("+~").split("=", 1)[0] for o in self.launcher_overrides}
@@ -135,7 +142,7 @@ class StageLauncher:
         return [f"hydra/launcher={self.launcher}", *([f"hydra.launcher.n_jobs={at_once}"] if parallel else []),
                 *self.launcher_overrides]
 
-    def _check_sweep_file(self) -> None:
+    def check_sweep_file(self) -> None:
         """ValueError unless the sweep file is still the one this reproduction read (its SHA-256): a file
         edited while the runs went on would be recorded in the seed ledger for runs it did not make."""
         now = hashlib.sha256(self.spec_path.read_bytes()).hexdigest()
@@ -143,7 +150,9 @@ class StageLauncher:
             raise ValueError(f"{self.spec_path} was edited after this reproduction read it (SHA-256 {self.sweep_sha256[:12]}, "
                              f"now {now[:12]}): run the command again to reproduce the file as it is now")
 
-    def _run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
+    def run(self, command: list[str], log_dir: Path, check: bool = True) -> bool:
+        """``command`` (``python -m fl_bench ...``) with its output in ``log_dir``/reproduce.log, in a process of
+        its own or in this one (``in_process``); RuntimeError naming its error where it fails and ``check``."""
         with writing(log_dir / "reproduce.log", REPRODUCTION_NOT_WRITTEN):
             log_dir.mkdir(parents=True, exist_ok=True)
             log = open(log_dir / "reproduce.log", "w")

@@ -63,7 +63,6 @@ import re
 import shutil
 import statistics
 import tempfile
-import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -75,7 +74,7 @@ from fl_bench.analysis import held_out, scoreboard
 from fl_bench.analysis.fairness import write_fairness
 from fl_bench.analysis.guards import tuned_edges
 from fl_bench.analysis.verdict import evidence, evidence_markdown, fill_notes, paper_effect, samples
-from fl_bench.analysis.launch import LAUNCHER_OVERRIDE, REPRODUCTION_NOT_WRITTEN, Runs, launcher_keys
+from fl_bench.analysis.launch import LAUNCHER_OVERRIDE, REPRODUCTION_NOT_WRITTEN, Launcher, Runs, launcher_keys
 from fl_bench.analysis.measures import MEASURES, Measure
 from fl_bench.analysis.power import Need, seeds_needed, table_seeds
 from fl_bench.analysis.protocol import Protocol, spaces_of
@@ -84,7 +83,7 @@ from fl_bench.analysis.run_frames import Frames, load_runs, rounds_view
 from fl_bench.analysis.scoreboard import write_table_evidence
 from fl_bench.analysis.seed_ledger import SeedLedger
 from fl_bench.analysis.sweep_file import SweepFile, Table, load_sweep_file
-from fl_bench.analysis.tuning import Tuning
+from fl_bench.analysis.tuning import Studies
 from fl_bench.errors import FLBenchError
 from fl_bench.runs.config import register_configs
 from fl_bench.runs.run_dir import finished_runs, writing
@@ -107,42 +106,51 @@ class Arm:
         return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
-class Reproduction(Tuning):
+class Reproduction:
     """One sweep file's reproduction: tune its studies, run its tables' arms on the report seeds,
     write the tables. ``smoke``: the file's small workload, one seed, each table's reference arm (with
     ``every_arm`` every arm: a check that each of the file's commands runs and is reported),
-    no tuning."""
+    no tuning.
+
+    A pipeline of stages (:meth:`run`), each taking and returning typed values, one way: the typed sweep file
+    (fl_bench.analysis.sweep_file) -> tuned settings (``studies``: fl_bench.analysis.tuning.Studies) -> seeds
+    by power (:meth:`power`) -> report runs (:meth:`report_runs`, through ``launcher``:
+    fl_bench.analysis.launch.Launcher, which every stage's runs go through) -> frames and verdicts
+    (:meth:`table_evidence`) -> pages, evidence files and the paper record (:meth:`write_pages`). The launcher
+    and the studies are parts it composes, not classes it inherits from."""
 
     def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = (),
                  every_arm: bool = False, in_process: bool = False, launcher: str = "local_cores",
                  held_out_seeds: list[int] | None = None):
         register_configs()  # plugin components the arms name (FL_BENCH_PLUGINS); one that cannot be imported is one line
         # the launcher's settings go to the commands that launch runs, not into the runs' own (or their commands)
-        self.launcher_overrides = [o for o in overrides if LAUNCHER_OVERRIDE.match(o)]
+        launcher_settings = [o for o in overrides if LAUNCHER_OVERRIDE.match(o)]
         overrides = [o for o in overrides if not LAUNCHER_OVERRIDE.match(o)]
         self.spaces = spaces_of(overrides)  # (a plugin's own search spaces among them)
         self.spec_path = Path(spec_path)
         self.spec: SweepFile = load_sweep_file(self.spec_path, self.spaces)
-        self.sweep_sha256 = hashlib.sha256(self.spec_path.read_bytes()).hexdigest()
         self.paper = self.spec.paper or self.spec_path.stem  # its name on the scoreboard
         self.protocol = self.spec.protocol
         if every_arm and not smoke:
             raise ValueError("--every-arm is a smoke check: use it with --smoke (a full reproduction runs every arm)")
         if in_process and jobs > 1:
             raise ValueError(f"--in-process runs one command at a time in this process: use --jobs 1, not {jobs}")
-        if in_process and (launcher != "local_cores" or self.launcher_overrides):
+        if in_process and (launcher != "local_cores" or launcher_settings):
             raise ValueError(f"--in-process runs every run in this process: use the default --launcher local_cores, "
-                             f"without hydra.launcher overrides (not {' '.join([launcher, *self.launcher_overrides])})")
-        self.launcher, self.launcher_keys = launcher, launcher_keys(launcher, self.launcher_overrides, overrides)
-        self.smoke, self.every_arm, self.jobs, self.in_process = smoke, every_arm, jobs, in_process
+                             f"without hydra.launcher overrides (not {' '.join([launcher, *launcher_settings])})")
+        self.smoke, self.every_arm, self.jobs = smoke, every_arm, jobs
         self.held_out_seeds = self._held_out(held_out_seeds) if held_out_seeds is not None else None
         held = f"_held_out_{held_out.label(self.held_out_seeds)}" if self.held_out_seeds else ""
         self.runs_dir = runs_dir or Path(self.spec.runs_dir + ("_smoke" if smoke else "") + held)
         self.tuned_dir = Path(self.spec.tuned_dir)
         self.workload = [*self.spec.workload, *(self.spec.smoke if smoke else []), *overrides]
         self.seeds = (self.held_out_seeds or list(self.protocol.report_seeds[:1] if smoke else self.protocol.report_seeds))
-        self.retune = self.held_out_seeds is None  # a held-out check reuses the kept tuned settings, never tunes
-        self._study_locks = defaultdict(threading.Lock)  # a nested study waits for its special case
+        # the stages' parts, composed: the launches of every stage, and the studies (a held-out check never tunes)
+        self.launcher = Launcher(self.runs_dir, tuple(self.workload), launcher,
+                                 launcher_keys(launcher, launcher_settings, overrides), tuple(launcher_settings),
+                                 in_process, self.spec_path, hashlib.sha256(self.spec_path.read_bytes()).hexdigest())
+        self.studies = Studies(self.spec, self.spaces, self.workload, self.tuned_dir, self.launcher, smoke,
+                               retune=self.held_out_seeds is None)
         if not smoke:  # they guard the tuning, which a smoke point never does
             self._check_special_cases()
 
@@ -213,7 +221,7 @@ class Reproduction(Tuning):
         """The arm's runs on ``seeds`` (default: the report seeds) in ``base`` (default: the runs
         directory), with its study's tuned setting (a retuned study or an edited arm is another command)."""
         seeds = self.seeds if seeds is None else list(seeds)
-        best = self.tuned(arm.study).params
+        best = self.studies.tuned(arm.study).params
         setting = (*self.spec.studies[arm.study].overrides, *(f"{k}={v}" for k, v in best.items()), *arm.overrides)
         return Runs((base or self.runs_dir) / arm.key, tuple(self.workload), setting, tuple(seeds), f"arm {arm.label!r}")
 
@@ -224,7 +232,7 @@ class Reproduction(Tuning):
         studies = sorted({self.spec.studies[arm.study].setting_of or arm.study for arm in arms.values()})
         tuner, power = self.protocol.tuner, self.protocol.power
         planned: dict[str, int | str] = {}
-        for study in studies if tuner is not None and not self.smoke and self.retune else []:
+        for study in studies if tuner is not None and not self.smoke and self.studies.retune else []:
             if self.spec.studies[study].space is not None:
                 planned[f"tune_{study}"] = tuner.trials * max(1, len(tuner.seeds))
                 if tuner.confirm is not None:
@@ -239,7 +247,7 @@ class Reproduction(Tuning):
     def guards(self, arms: list[Arm]) -> str:
         """The guards' findings about these arms' tuning, for the table's notes (fl_bench.analysis.guards)."""
         studies = sorted({self.spec.studies[a.study].setting_of or a.study for a in arms})
-        tuned = {study: self.tuned(study) for study in studies}
+        tuned = {study: self.studies.tuned(study) for study in studies}
         edges = [edge for study, found in tuned.items() for edge in tuned_edges(
             {"study": study, "space": found.space, "best_params": found.params}, self.spaces)]
         if not edges:
@@ -288,7 +296,7 @@ class Reproduction(Tuning):
         if not power or self.smoke or self.held_out_seeds:  # (a held-out check runs its seeds, the cap kept)
             return {}
         pilot_runs = {key: self.arm_runs(arm, power.pilot_seeds, self.runs_dir / "pilot") for key, arm in arms.items()}
-        self.launch_stage("pilot", list(pilot_runs.values()), self.jobs)
+        self.launcher.launch_stage("pilot", list(pilot_runs.values()), self.jobs)
         directories = {key: runs.directory for key, runs in pilot_runs.items()}
         needs = {}
         for name, table in tables.items():
@@ -358,7 +366,7 @@ class Reproduction(Tuning):
             values = [summary[tuner.objective] for summary in finished_runs(directories[arm.key]).values()]
             if not values:
                 continue
-            found = self.tuned(arm.study)
+            found = self.studies.tuned(arm.study)
             # a confirmed setting's mean over all its seeds (its value is the worst seed's)
             per_seed = found.per_seed or {seed: found.value for seed in tuner.seeds}
             tuned, median = float(statistics.mean(per_seed.values())), float(statistics.median(values))
@@ -395,7 +403,7 @@ class Reproduction(Tuning):
             if not arm.special_case or special is None or not special.set:
                 continue
             setting = special.set
-            best = self.tuned(arm.study).params
+            best = self.studies.tuned(arm.study).params
             if all(key in best and float(best[key]) == float(value) for key, value in setting.items()):
                 found[label] = ", ".join(f"{key} = {best[key]}" for key in setting)
         return found
@@ -415,7 +423,7 @@ class Reproduction(Tuning):
         verdicts of the file's other tables ('TABLE: ARM', for its headlines' rows there); returns its runs."""
         chosen = self.arms(table)
         (runs, metrics, trips), found = computed
-        tuning = sum(self.tuned(s).wall_seconds for s in {a.study for a in chosen})
+        tuning = sum(self.studies.tuned(s).wall_seconds for s in {a.study for a in chosen})
         measure = MEASURES[table.measure]
         # its fidelity under its title, above its verdicts (the block the scoreboard keeps)
         fidelity = [scoreboard.page_fidelity(table.fidelity.level, table.fidelity.note)] if table.fidelity else []
@@ -444,7 +452,7 @@ class Reproduction(Tuning):
         check then sets each verdict beside the registered one, from the evidence in ``registered``."""
         tables = self.tables(names)
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
-        self.progress.begin(self.spec_path, out, self.runs_dir, len(tables), len(arms), self.planned_runs(arms))
+        self.launcher.progress.begin(self.spec_path, out, self.runs_dir, len(tables), len(arms), self.planned_runs(arms))
         self.check(out)
         self.tune(arms)
         needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
@@ -480,10 +488,10 @@ class Reproduction(Tuning):
         # drivers wait here. (A launcher runs jobs, not a search that decides its next trial from the last.)
         if self.jobs == 1:  # (in this thread: a profile sees the runs)
             for study in studies:
-                self.tuned(study)
+                self.studies.tuned(study)
         else:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-                list(pool.map(self.tuned, studies))
+                list(pool.map(self.studies.tuned, studies))
 
     def report_runs(self, tables: dict[str, Table], arms: dict[str, Arm], needs: dict[str, dict[str, Need]]
                     ) -> tuple[dict[str, Path], SeedLedger | None]:
@@ -499,7 +507,7 @@ class Reproduction(Tuning):
         ledger = self.record_seeds({name: sorted({s for a in self.arms(t) for s in seeds[a.key]}) for name, t in tables.items()},
                                    seeds, arms)
         report_runs = {key: self.arm_runs(arm, seeds[key]) for key, arm in arms.items()}
-        self.launch_stage("report", list(report_runs.values()), self.jobs)
+        self.launcher.launch_stage("report", list(report_runs.values()), self.jobs)
         return {key: runs.directory for key, runs in report_runs.items()}, ledger
 
     def write_pages(self, tables: dict[str, Table], out: Path, directories: dict[str, Path],

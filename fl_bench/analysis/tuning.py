@@ -8,7 +8,9 @@ import copy
 import dataclasses
 import functools
 import shutil
+import threading
 import time
+from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from fl_bench.analysis.search_spaces import contains, search_space, search_space_text
-from fl_bench.analysis.launch import REPRODUCTION_NOT_WRITTEN, Runs, StageLauncher, ended_runs, multirun
+from fl_bench.analysis.launch import REPRODUCTION_NOT_WRITTEN, Launcher, Runs, ended_runs, multirun
 from fl_bench.analysis.protocol import Confirm
-from fl_bench.analysis.sweep_file import Study
+from fl_bench.analysis.sweep_file import Study, SweepFile
 from fl_bench.errors import ConfigError
 from fl_bench.runs.atomic import replace_text
 from fl_bench.runs.run_dir import FINISHED, finished_runs, writing
@@ -48,10 +50,17 @@ class Tuned:
                    float(found.get("wall_seconds", 0.0)), found.get("space"))
 
 
-class Tuning(StageLauncher):
-    """A reproduction's studies, tuned (its subclass sets ``spec``, ``protocol``, ``spaces``, ``smoke``, ``retune``
-    (False: only kept settings are read), ``tuned_dir`` and
-    ``_study_locks``, a lock per study: a nested study waits for its special case)."""
+class Studies:
+    """A reproduction's studies (``spec``'s, searched in ``spaces``), tuned through ``launcher`` with the
+    reproduction's ``workload``, kept under ``tuned_dir``; a ``smoke`` point never tunes (it reads a kept
+    setting, else the algorithm's defaults), nor does a held-out check (``retune`` False: only kept settings
+    are read). A nested study waits for its special case (a lock per study)."""
+
+    def __init__(self, spec: SweepFile, spaces: tuple[Path, ...], workload: list[str], tuned_dir: Path,
+                 launcher: Launcher, smoke: bool, retune: bool = True):
+        self.spec, self.protocol, self.spaces, self.workload = spec, spec.protocol, spaces, workload
+        self.tuned_dir, self.launcher, self.smoke, self.retune = tuned_dir, launcher, smoke, retune
+        self._study_locks = defaultdict(threading.Lock)
 
     def tuned(self, study: str) -> Tuned:
         """The study's best setting; tuned now unless already on file under the same protocol (smoke
@@ -95,12 +104,12 @@ class Tuning(StageLauncher):
             raise ValueError(f"study {study}: {path} holds no setting tuned under this protocol, its space and overrides: "
                              "a held-out check reuses the kept tuned settings; run the registered reproduction first")
         previous = self._previous(kept, spec)
-        self._check_sweep_file()
-        sweep_dir = self.runs_dir / f"tune_{study}"
+        self.launcher.check_sweep_file()
+        sweep_dir = self.launcher.runs_dir / f"tune_{study}"
         shutil.rmtree(sweep_dir, ignore_errors=True)  # a study of another protocol is not continued
         started = time.perf_counter()
         command = multirun([
-            *self._launcher_overrides(1),  # (a trial's seeds one after another on this machine, as --jobs studies run)
+            *self.launcher.launcher_settings(1),  # (a trial's seeds one after another on this machine, as --jobs studies run)
             *self.workload, *spec.overrides, f"hparams_search={spec.space}",
             f"hydra.sweeper.n_trials={tuner.trials}", f"hydra.sweeper.n_startup_trials={tuner.startup_trials}",
             f"hydra.sweeper.objective={tuner.objective}", f"hydra.sweeper.direction={tuner.direction}",
@@ -113,9 +122,9 @@ class Tuning(StageLauncher):
             f"hydra.sweep.dir={sweep_dir}",
         ])
         planned = tuner.trials * max(1, len(tuner.seeds))  # (each trial's runs: fewer if a small space ends it)
-        with self.progress.stage(f"tune_{study}", planned, 0, planned, 1,
+        with self.launcher.progress.stage(f"tune_{study}", planned, 0, planned, 1,
                                  functools.partial(ended_runs, sweep_dir, (*FINISHED, "pruned", "failed"))):
-            self._run(command, sweep_dir)
+            self.launcher.run(command, sweep_dir)
         result = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))
         result.update(study=study, **made, previous=previous, wall_seconds=time.perf_counter() - started)
         _save_tuned(path, result)
@@ -154,11 +163,11 @@ class Tuning(StageLauncher):
         if not self.retune:
             raise ValueError(f"study {study}: {self.tuned_dir / (study + '.yaml')} holds no confirmation under this protocol: "
                              "a held-out check reuses the kept tuned settings; run the registered reproduction first")
-        stage_runs = [Runs(self.runs_dir / f"confirm_{study}" / str(number), tuple(self.workload),
+        stage_runs = [Runs(self.launcher.runs_dir / f"confirm_{study}" / str(number), tuple(self.workload),
                            (*spec.overrides, *(f"{k}={v}" for k, v in finalist["params"].items())),
                            (*(s for s in tuner.seeds if s not in finalist["per_seed"]), *confirm.seeds),
                            f"study {study}'s finalist {number}") for number, finalist in enumerate(finalists)]
-        self.launch_stage(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
+        self.launcher.launch_stage(f"confirm_{study}", stage_runs, at_once=1)  # (as its search: --jobs studies run side by side)
         candidates = []
         for finalist, runs in zip(finalists, stage_runs):
             summaries = finished_runs(runs.directory).values()

@@ -51,9 +51,9 @@ def test_a_held_out_check_reruns_the_kept_settings_on_its_seeds_into_its_own_dir
     """FedBuff Table 2 on seeds 721-740: no tuning, no pilot, no ledger; the report runs (the kept settings,
     each seed of the held-out ones) in <runs_dir>_held_out_721-740; then the comparison."""
     seeds = list(range(721, 741))
-    repro = Reproduction(FEDBUFF, smoke=False, runs_dir=None, jobs=1, held_out_seeds=seeds)
-    assert repro.runs_dir == Path("multirun/fedbuff_smoke_held_out_721-740") and repro.seeds == seeds
-    repro.runs_dir = tmp_path / "runs"  # (where the default would be, in this test's directory)
+    assert Reproduction(FEDBUFF, False, None, 1, held_out_seeds=seeds).runs_dir == Path("multirun/fedbuff_smoke_held_out_721-740")
+    repro = Reproduction(FEDBUFF, smoke=False, runs_dir=tmp_path / "runs", jobs=1, held_out_seeds=seeds)
+    assert repro.seeds == seeds
     commands, compared = [], []
 
     def fake_run(command, log_dir, check=True):  # each job's run finishes
@@ -62,7 +62,7 @@ def test_a_held_out_check_reruns_the_kept_settings_on_its_seeds_into_its_own_dir
             write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
         return True
 
-    monkeypatch.setattr(repro, "_run", fake_run)
+    monkeypatch.setattr(repro.launcher, "run", fake_run)
     monkeypatch.setattr(repro, "check", lambda out: None)  # (composing every arm: tests/analysis/test_reproduce.py)
     monkeypatch.setattr(repro, "table_evidence", lambda *args: None)  # (the pages: tests of the report)
     monkeypatch.setattr(repro, "write_pages", lambda *args: None)
@@ -71,7 +71,7 @@ def test_a_held_out_check_reruns_the_kept_settings_on_its_seeds_into_its_own_dir
     jobs = [job for command in commands for job in launched_jobs(command)]
     assert len(commands) == 1 and not any("hparams_search" in word for word in commands[0])  # one stage: the report
     assert sorted({int(job["seed"]) for job in jobs}) == seeds and len(jobs) == 3 * len(seeds)  # 3 arms
-    kept = repro.tuned("fedbuff_k1").params
+    kept = repro.studies.tuned("fedbuff_k1").params
     assert kept and all(any(job.get(key) == str(value) for job in jobs) for key, value in kept.items())
     assert not (tmp_path / "runs" / "report_seeds.json").exists()  # the registered ledger is not this check's
     assert compared == [(tmp_path / "results", tmp_path / "out", ["fedbuff_table2_smoke"], FEDBUFF, seeds)]
@@ -88,4 +88,4 @@ def test_a_held_out_check_never_tunes_and_uses_no_seed_of_the_protocol(tmp_path)
     repro = Reproduction(spec, smoke=False, runs_dir=tmp_path / "runs", jobs=1, held_out_seeds=list(range(721, 741)))
     with pytest.raises(ValueError, match="study fedbuff: .* holds no setting tuned under this protocol.*run the "
                                          "registered reproduction first"):
-        repro.tuned("fedbuff")
+        repro.studies.tuned("fedbuff")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fl_bench.analysis.launch import Launcher
 from fl_bench.analysis.reproduce import Reproduction
 from fl_bench.runs.claim import claim_path, claimed, holder
 from fl_bench.runs.run_dir import finished_runs
@@ -86,7 +87,7 @@ def test_a_stage_is_one_multirun_of_every_arm_s_runs_to_do_through_the_chosen_la
                 write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
         return False
 
-    monkeypatch.setattr(repro, "_run", fake_run)
+    monkeypatch.setattr(repro.launcher, "run", fake_run)
     with still_running:
         for _ in range(2):
             with pytest.raises(RuntimeError, match=r"^1 run is still running \(arm 'fedavg', seed 2: pid \d+ on .*\): run "
@@ -126,7 +127,7 @@ def test_the_ledger_and_the_sweep_file_are_checked_before_any_run_is_launched(tm
     report seeds are known), and a sweep file edited after the driver read it before the next stage."""
     spec = _spec(tmp_path, power={"pilot_seeds": [101, 102, 103], "cap": 5})
     launched = []
-    monkeypatch.setattr(Reproduction, "_run", lambda self, command, log_dir, check=True: launched.append(command))
+    monkeypatch.setattr(Launcher, "run", lambda self, command, log_dir, check=True: launched.append(command))
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "report_seeds.json").write_text("{}")
     with pytest.raises(ValueError, match="report_seeds.json is not a ledger of report seeds"):
@@ -146,10 +147,10 @@ def test_jobs_is_local_cores_n_jobs_for_a_stage_and_one_for_a_search_unless_over
     --override is every command's."""
     spec = Path(__file__).parents[2] / "sweeps" / "fedstaleweight_smoke.yaml"
     repro = Reproduction(spec, smoke=True, runs_dir=None, jobs=2)
-    assert repro._launcher_overrides(1) == ["hydra/launcher=local_cores", "hydra.launcher.n_jobs=1"]
-    assert repro._launcher_overrides(2) == ["hydra/launcher=local_cores", "hydra.launcher.n_jobs=2"]
+    assert repro.launcher.launcher_settings(1) == ["hydra/launcher=local_cores", "hydra.launcher.n_jobs=1"]
+    assert repro.launcher.launcher_settings(2) == ["hydra/launcher=local_cores", "hydra.launcher.n_jobs=2"]
     mine = Reproduction(spec, smoke=True, runs_dir=None, jobs=2, overrides=["hydra.launcher.n_jobs=4"])
-    assert mine._launcher_overrides(1) == ["hydra/launcher=local_cores", "hydra.launcher.n_jobs=4"]
+    assert mine.launcher.launcher_settings(1) == ["hydra/launcher=local_cores", "hydra.launcher.n_jobs=4"]
     assert "hydra.launcher.n_jobs=4" not in mine.workload
 
 

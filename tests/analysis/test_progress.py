@@ -105,14 +105,14 @@ def test_the_reproduction_says_where_the_pages_go_and_each_stage_s_runs(tmp_path
     """FedStaleWeight's file (untuned, no pilot) with a launch that leaves finished runs: the first line, the
     report stage's lines, and on a second invocation the same runs reused."""
     repro = Reproduction(FEDSTALEWEIGHT, smoke=False, runs_dir=tmp_path / "runs", jobs=2)
-    repro.progress = Progress(clock=Clock())
+    repro.launcher.progress = Progress(clock=Clock())
 
     def fake_run(command, log_dir, check=True):  # what a finished launch leaves
         for job in launched_jobs(command):
             write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
         return True
 
-    monkeypatch.setattr(repro, "_run", fake_run)
+    monkeypatch.setattr(repro.launcher, "run", fake_run)
     monkeypatch.setattr(repro, "check", lambda out: None)  # (composing every arm: tests/analysis/test_reproduce.py)
     monkeypatch.setattr(repro, "table_evidence", lambda *args: None)  # (the pages: tests of the report)
     monkeypatch.setattr(repro, "write_pages", lambda *args: None)

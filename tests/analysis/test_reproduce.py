@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from fl_bench.analysis.report import ratios_of_means
 from fl_bench.errors import ConfigError
+from fl_bench.analysis.launch import Launcher
 from fl_bench.analysis.reproduce import Arm, Reproduction
 from fl_bench.analysis.tuning import Tuned
 from fl_bench.runs.run_dir import finished_runs
@@ -99,13 +100,13 @@ def test_an_arm_reruns_only_when_its_command_changed(tmp_path, monkeypatch):
             write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
         return True
 
-    monkeypatch.setattr(repro, "_run", fake_run)
+    monkeypatch.setattr(repro.launcher, "run", fake_run)
     arm = Arm("K=10", "fedbuff", ())
-    repro.launch_stage("report", [repro.arm_runs(arm)], 1)
-    repro.launch_stage("report", [repro.arm_runs(arm)], 1)
+    repro.launcher.launch_stage("report", [repro.arm_runs(arm)], 1)
+    repro.launcher.launch_stage("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 1  # the second time found the runs of the same command
-    monkeypatch.setattr(repro, "tuned", lambda study: Tuned({"algorithm.client_lr": 0.5}))
-    repro.launch_stage("report", [repro.arm_runs(arm)], 1)
+    monkeypatch.setattr(repro.studies, "tuned", lambda study: Tuned({"algorithm.client_lr": 0.5}))
+    repro.launcher.launch_stage("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 2 and calls[1][0]["algorithm.client_lr"] == "0.5"  # a new setting reruns
     assert len(finished_runs(tmp_path / arm.key)) == 1  # (the earlier setting's run removed)
 
@@ -181,8 +182,8 @@ def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s
         OmegaConf.save(OmegaConf.create({"best_params": best}), log_dir / "optimization_results.yaml")
         return True
 
-    monkeypatch.setattr(repro, "_run", fake_run)
-    assert repro.tuned("fedavgm").params["algorithm.server_optimizer.momentum"] == 0.9
+    monkeypatch.setattr(repro.launcher, "run", fake_run)
+    assert repro.studies.tuned("fedavgm").params["algorithm.server_optimizer.momentum"] == 0.9
     assert len(commands) == 2 and "algorithm=fedavg" in commands[0]  # the special case was tuned first
     for command in commands:
         assert {"hydra.sweeper.n_trials=32", "hydra.sweeper.n_startup_trials=10", "hydra.sweeper.seeds=[100,101]",
@@ -190,15 +191,15 @@ def test_a_nested_study_starts_from_its_special_case_s_best_under_the_protocol_s
                 "hydra/launcher=local_cores", "hydra.launcher.n_jobs=1"} <= set(command)  # a trial's seeds one at a time
     assert ("hydra.sweeper.enqueue=[{algorithm.client_lr:0.3,algorithm.server_optimizer.lr:2.0,"
             "algorithm.server_optimizer.momentum:0.0}]") in commands[1]
-    repro.tuned("fedavgm")
+    repro.studies.tuned("fedavgm")
     assert len(commands) == 2  # both on file under this protocol: reused
     changed = Reproduction(_spec(tmp_path, {"trials": 40}, fedavg=FEDAVG, fedavgm=FEDAVGM), smoke=False, runs_dir=None, jobs=1)
-    monkeypatch.setattr(changed, "_run", fake_run)
-    changed.tuned("fedavgm")
+    monkeypatch.setattr(changed.launcher, "run", fake_run)
+    changed.studies.tuned("fedavgm")
     assert len(commands) == 4 and "hydra.sweeper.n_trials=40" in commands[3]  # another protocol: tuned again
     widened = {"algorithm.client_lr": "tag(log, interval(1e-3, 1000.0))", "algorithm.server_optimizer.lr": "x"}
     monkeypatch.setattr("fl_bench.analysis.tuning.search_space_text", lambda space, spaces: widened)
-    changed.tuned("fedavg")
+    changed.studies.tuned("fedavg")
     assert len(commands) == 5  # a space with other ranges: tuned again
 
 
@@ -240,11 +241,11 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
                        log_dir / "optimization_results.yaml")
         return True
 
-    monkeypatch.setattr(repro, "_run", fake_run)
-    fedavg = repro.tuned("fedavg")
+    monkeypatch.setattr(repro.launcher, "run", fake_run)
+    fedavg = repro.studies.tuned("fedavg")
     assert fedavg.params == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0}
     assert fedavg.value == 15.0 and fedavg.per_seed == {100: 14.0, 101: 14.0, 102: 15.0, 103: 15.0}
-    fedavgm = repro.tuned("fedavgm")
+    fedavgm = repro.studies.tuned("fedavgm")
     assert fedavgm.params == {lr: 0.1, "algorithm.server_optimizer.lr": 1.0, mom: 0.0}
     # two searches, each then its finalists in one launch (two; three, the start the third), one run at a time
     assert [len(launched_jobs(c)) if "hydra/sweeper=fl_bench_jobs" in c else "search" for c in commands] == [
@@ -252,21 +253,21 @@ def test_the_finalists_run_on_the_confirmation_seeds_and_the_one_whose_worst_see
     assert all("hydra/launcher=local_cores" in c and "hydra.launcher.n_jobs=1" in c for c in commands)
     assert "hydra.sweeper.enqueue=[{algorithm.client_lr:0.1,algorithm.server_optimizer.lr:1.0,algorithm.server_optimizer.momentum:0.0}]" in commands[2]
     assert [job["seed"] for job in launched_jobs(commands[1])] == ["102", "103"] * 2
-    repro.tuned("fedavgm")
+    repro.studies.tuned("fedavgm")
     assert len(commands) == 4  # the search and the confirmation on file: reused
     assert ("the settings earlier tunings kept also ran on seeds 102, 103 (an earlier setting on the tuning seeds as "
             "well), and the one with the worst seed over all 4 seeds was kept") in repro.protocol.describe(nested=True)
     smoke = Reproduction(spec, smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
-    assert smoke.tuned("fedavg").params == fedavg.params  # a smoke point runs the confirmed setting
+    assert smoke.studies.tuned("fedavg").params == fedavg.params  # a smoke point runs the confirmed setting
     unconfirmed = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=True, runs_dir=tmp_path / "smoke", jobs=1)
-    assert unconfirmed.tuned("fedavg").params == {lr: 0.3, "algorithm.server_optimizer.lr": 1.0}  # the search's
+    assert unconfirmed.studies.tuned("fedavg").params == {lr: 0.3, "algorithm.server_optimizer.lr": 1.0}  # the search's
 
     # Searched again under another protocol, the search misses lr 0.1; the setting the earlier tuning kept
     # is a finalist still, runs on the tuning seeds too, and holds where the new search's best collapses.
     again = Reproduction(_spec(tmp_path, {"confirm": confirm, "trials": 40}, fedavg=FEDAVG), smoke=False,
                          runs_dir=tmp_path / "runs", jobs=1)
-    monkeypatch.setattr(again, "_run", fake_run)
-    assert again.tuned("fedavg").params == fedavg.params
+    monkeypatch.setattr(again.launcher, "run", fake_run)
+    assert again.studies.tuned("fedavg").params == fedavg.params
     assert [job["seed"] for job in launched_jobs(commands[-1]) if job[lr] == "0.1"] == ["100", "101", "102", "103"]
 
 
@@ -283,7 +284,7 @@ def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_
     """FedBuff Table 6's K=1000 setting: 57,000 trips on the tuning seeds, most report seeds missing the
     target (a median the unstable guard cannot see as an outlier)."""
     repro = Reproduction(_spec(tmp_path, None, fedavg=FEDAVG), smoke=False, runs_dir=None, jobs=1)
-    monkeypatch.setattr(repro, "tuned", lambda study: Tuned({}, 57000.0))
+    monkeypatch.setattr(repro.studies, "tuned", lambda study: Tuned({}, 57000.0))
     arm, shifted = Arm("fedbuff K=1000", "fedavg", ()), Arm("K=1", "fedavg", ("algorithm.buffer_size=1",))
     for a, values in ((arm, [100000, 120000, 77000, 110000, 100000]), (shifted, [300000] * 5)):
         for seed, value in enumerate(values):
@@ -292,7 +293,7 @@ def test_a_tuned_setting_far_worse_on_the_report_seeds_than_on_its_tuning_seeds_
     text = repro.held_out([arm, shifted], directories)
     assert text.startswith("Guard, held-out:") and "fedbuff K=1000 (trips_to_target_or_shortfall 57,000 on tuning seeds 100, 101" in text
     assert "median 100,000 on the report seeds" in text and "K=1" not in text.replace("K=1000", "")  # another setting is not compared
-    monkeypatch.setattr(repro, "tuned", lambda study: Tuned({}, 90000.0))  # within 1.5x: nothing to say
+    monkeypatch.setattr(repro.studies, "tuned", lambda study: Tuned({}, 90000.0))  # within 1.5x: nothing to say
     assert repro.held_out([arm], directories) == ""
 
 
@@ -301,7 +302,7 @@ def test_an_arm_is_made_of_finished_runs_only_and_its_unfinished_seeds_run_again
     kept), and a seed that still does not finish stops the table in one line naming it with the first line of
     its own error."""
     repro = Reproduction(SPEC, smoke=False, runs_dir=tmp_path, jobs=1)
-    monkeypatch.setattr(repro, "tuned", lambda study: Tuned({}))
+    monkeypatch.setattr(repro.studies, "tuned", lambda study: Tuned({}))
     outcomes = [{1: "completed", 2: "interrupted"}, {2: "failed"}, {2: "completed"}]
     calls = []
 
@@ -316,17 +317,17 @@ def test_an_arm_is_made_of_finished_runs_only_and_its_unfinished_seeds_run_again
                 (run / "summary.json").write_text(json.dumps({**summary, "status": status, "error": f"{status} for a reason"}))
         return False
 
-    monkeypatch.setattr(repro, "_run", fake_run)
+    monkeypatch.setattr(repro.launcher, "run", fake_run)
     runs = repro.arm_runs(Arm("K=10", "fedbuff", ()), [1, 2])
     log = tmp_path / "launch" / "report" / "reproduce.log"
     with pytest.raises(RuntimeError) as stop:
-        repro.launch_stage("report", [runs], 1)
+        repro.launcher.launch_stage("report", [runs], 1)
     assert str(stop.value) == f"arm 'K=10' did not finish on seed 2: status interrupted: interrupted for a reason (log: {log})"
     with pytest.raises(RuntimeError, match="did not finish on seed 2: status failed: failed for a reason"):
-        repro.launch_stage("report", [runs], 1)
+        repro.launcher.launch_stage("report", [runs], 1)
     assert calls[1] == ["2"]  # seed 1's finished run was kept
-    repro.launch_stage("report", [runs], 1)
-    repro.launch_stage("report", [runs], 1)
+    repro.launcher.launch_stage("report", [runs], 1)
+    repro.launcher.launch_stage("report", [runs], 1)
     assert len(calls) == 3 and sorted(_seeds(runs.directory)) == [1, 2]  # all finished: reused
 
 
@@ -398,7 +399,7 @@ def test_the_ledger_is_written_before_the_first_report_run(tmp_path, monkeypatch
         assert stage == "report" and ledger["arms"][runs.directory.name]["seeds"] == list(runs.seeds) == [1, 2, 3, 4, 5]
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(repro, "launch_stage", launch)
+    monkeypatch.setattr(repro.launcher, "launch_stage", launch)
     with pytest.raises(RuntimeError, match="stop here"):
         repro.run(["t"], tmp_path / "out")
 
@@ -424,7 +425,7 @@ def test_a_misspelt_arm_override_stops_the_reproduction_before_any_directory_or_
     spec = tmp_path / "mine.yaml"
     spec.write_text(text.replace(old, old + " overrides: [algorithm.staleness_emaa=0.3],"))
     ran = []
-    monkeypatch.setattr(Reproduction, "_run", lambda self, command, log_dir, check=True: ran.append(command))
+    monkeypatch.setattr(Launcher, "run", lambda self, command, log_dir, check=True: ran.append(command))
     repro = Reproduction(spec, smoke=True, runs_dir=tmp_path / "runs", jobs=1, every_arm=every_arm)
     with pytest.raises(ValueError, match=r"arm 'fedstaleweight alg1' \(fedstaleweight_alg1\) does not run: "
                                          r"algorithm.staleness_emaa is not a key of algorithm=fedstaleweight: did you mean"):
@@ -467,6 +468,6 @@ def test_the_runs_directory_named_absolute_reuses_the_runs_its_relative_name_mad
     arm = Arm("K=10", "fedbuff", ())
     for runs_dir in (Path("multirun"), tmp_path / "multirun"):
         repro = Reproduction(SPEC, smoke=True, runs_dir=runs_dir, jobs=1)
-        monkeypatch.setattr(repro, "_run", fake_run)
-        repro.launch_stage("report", [repro.arm_runs(arm)], 1)
+        monkeypatch.setattr(repro.launcher, "run", fake_run)
+        repro.launcher.launch_stage("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 1 and finished_runs(tmp_path / "multirun" / arm.key)  # made once, kept
