@@ -204,7 +204,7 @@ def test_the_privacy_table_finds_the_best_method_per_epsilon():
     import numpy as np
     import pandas as pd
 
-    from fl_bench.analysis.report import privacy_markdown, privacy_table
+    from fl_bench.analysis.sections import privacy_markdown, privacy_table
 
     runs = pd.DataFrame({
         "algorithm": ["fedbuff", "fedbuff", "fedbuff", "fedavgm", "fedavgm", "fedbuff"],

@@ -37,25 +37,11 @@ import pandas as pd  # noqa: E402
 from fl_bench.analysis import blocks  # noqa: E402
 from fl_bench.analysis.forest import normalised, plot_forest  # noqa: E402
 from fl_bench.analysis.verdict import EVIDENCE_SOURCE, evidence, evidence_markdown, evidence_section  # noqa: E402
-from fl_bench.analysis import sections  # noqa: E402
 from fl_bench.analysis.measures import MEASURES  # noqa: E402
 from fl_bench.analysis.run_frames import Frames, load_runs, load_wandb_runs, rounds_view  # noqa: E402
 from fl_bench.analysis.sections import report_measures, save_figure, section_of  # noqa: E402
 from fl_bench.errors import ConfigError  # noqa: E402
 from fl_bench.schema import load_plugins  # noqa: E402
-
-# The sections' tables moved to fl_bench.analysis.sections; callers that import them from here still find them.
-MOVED = ("trips_to_target_table", "best_accuracy_table", "costs_table", "privacy_table", "ratios_of_means",
-         "differences_of_means", "to_target_markdown", "accuracy_markdown", "costs_markdown", "privacy_markdown",
-         "plot_privacy", "plot_concurrency")
-
-
-def __getattr__(name: str):
-    """A name of :data:`MOVED`, from fl_bench.analysis.sections (a module's ``__getattr__``, PEP 562)."""
-    if name in MOVED:
-        return getattr(sections, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def summary_block(name: str, table: pd.DataFrame, measure: str) -> str:
     """The page's table (means and spreads, as data) as its ``<name>.csv`` keeps it (``table``, read back), as

@@ -63,12 +63,6 @@ def toy_frames() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 
 def test_every_measure_a_report_page_shows_has_the_section_of_its_page_kind():
-    from fl_bench.analysis import report, sections
-
-    # the sections' tables moved out of the report; callers that import them from there still find them
-    assert all(getattr(report, name) is getattr(sections, name) for name in report.MOVED)
-    with pytest.raises(AttributeError):
-        report.no_such_table
     assert set(report_measures()) == {name for name, m in MEASURES.items() if m.page != "fairness"}
     for name in report_measures():
         assert section_of(name) is SECTIONS[MEASURES[name].page]

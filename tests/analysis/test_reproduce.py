@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from fl_bench.analysis.report import ratios_of_means
+from fl_bench.analysis.sections import ratios_of_means
 from fl_bench.errors import ConfigError
 from fl_bench.analysis.launch import Launcher
 from fl_bench.analysis.reproduce import Arm, Reproduction
