@@ -28,6 +28,17 @@ def _seeded_torch():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _one_intra_op_thread():
+    """Every test computes with one torch intra-op thread, as every run does (``threads=1``, the default, which
+    fl_bench.numerics.kernels sets inside a run): a test that trains outside a run (build_experiment, a client's
+    trips, a model's batched forward) took torch's default of one thread per core, and beside the suite's other
+    xdist worker (one per core) OpenMP's threads stalled at every barrier (a test of 1 s took 12)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def compose_run_config(*overrides: str, config_dir: str = CONFIG_DIR):
     """The typed Config for these overrides (progress bar off), as ``python -m fl_bench`` builds it."""
     from fl_bench.runs.config import to_config

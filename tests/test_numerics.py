@@ -69,6 +69,7 @@ def test_what_portable_numerics_cannot_promise_is_refused(override, message):
 
 
 def test_portable_kernels_are_set_inside_the_run_and_restored_after_it(monkeypatch):
+    torch.set_num_threads(2)  # (tests compute with one thread, tests/conftest.py: a count that is not portable's 1)
     threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
     with numerics.kernels("portable", None):
         assert torch.get_num_threads() == 1 and not torch.backends.mkldnn.enabled
