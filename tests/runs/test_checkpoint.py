@@ -83,8 +83,9 @@ class Killed(BaseException):
      "dataset.num_centres=10"),  # each straggler's last merge round (eq. 8 read so), the shared input centres
     ("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=0.5", "dp.restart_every=7",
      "dp.max_participations=2"),  # the tree's nodes, the noise RNG, each client's uploads and the discarded ones
-    ("algorithm=ca2fl",),  # every client's cached update and their mean h_t
-    ("algorithm=ca2fl", "algorithm.cache_mean_over=seen"),  # and the count of clients seen before a step
+    # (400 trips, not 1,200: the checkpoint at every step holds every client's cached update; writing them was most of the time)
+    ("algorithm=ca2fl", "max_trips=400"),  # every client's cached update and their mean h_t
+    ("algorithm=ca2fl", "algorithm.cache_mean_over=seen", "max_trips=400"),  # and the count of clients seen before a step
     ("algorithm=fadas", "algorithm.delay_rule=divide",
      "algorithm.server_optimizer.bias_correction=true"),  # AMSGrad's m, v, vhat and step count; delay-adaptive rates
     ("algorithm=fedgbo", "algorithm.optimizer=adam", "max_trips=400", "concurrency=20", "eval_every=100"),  # the global statistics s_t in every broadcast
