@@ -9,7 +9,7 @@ import pytest
 
 from fl_bench.analysis import held_out
 from fl_bench.analysis.reproduce import Reproduction
-from helpers.runs import job_run_dir, launched_jobs, write_finished_run
+from helpers.runs import launched_jobs, runs_only
 
 REPO = Path(__file__).parents[2]
 FEDBUFF = REPO / "sweeps" / "fedbuff_smoke.yaml"
@@ -54,18 +54,7 @@ def test_a_held_out_check_reruns_the_kept_settings_on_its_seeds_into_its_own_dir
     assert Reproduction(FEDBUFF, False, None, 1, held_out_seeds=seeds).runs_dir == Path("multirun/fedbuff_smoke_held_out_721-740")
     repro = Reproduction(FEDBUFF, smoke=False, runs_dir=tmp_path / "runs", jobs=1, held_out_seeds=seeds)
     assert repro.seeds == seeds
-    commands, compared = [], []
-
-    def fake_run(command, log_dir, check=True):  # each job's run finishes
-        commands.append(command)
-        for job in launched_jobs(command):
-            write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
-        return True
-
-    monkeypatch.setattr(repro.launcher, "run", fake_run)
-    monkeypatch.setattr(repro, "check", lambda out: None)  # (composing every arm: tests/analysis/test_reproduce.py)
-    monkeypatch.setattr(repro, "table_evidence", lambda *args: None)  # (the pages: tests of the report)
-    monkeypatch.setattr(repro, "write_pages", lambda *args: None)
+    commands, compared = runs_only(repro, monkeypatch), []
     monkeypatch.setattr(held_out, "write_comparison", lambda *args: compared.append(args) or "0 of 2 verdicts moved")
     repro.run(["fedbuff_table2_smoke"], tmp_path / "out", registered=tmp_path / "results")
     jobs = [job for command in commands for job in launched_jobs(command)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fl_bench.analysis.progress import Progress, Stage, duration
 from fl_bench.analysis.reproduce import Reproduction
-from helpers.runs import job_run_dir, launched_jobs, write_finished_run
+from helpers.runs import runs_only
 
 FEDSTALEWEIGHT = Path(__file__).parents[2] / "sweeps" / "fedstaleweight_smoke.yaml"
 
@@ -107,15 +107,7 @@ def test_the_reproduction_says_where_the_pages_go_and_each_stage_s_runs(tmp_path
     repro = Reproduction(FEDSTALEWEIGHT, smoke=False, runs_dir=tmp_path / "runs", jobs=2)
     repro.launcher.progress = Progress(clock=Clock())
 
-    def fake_run(command, log_dir, check=True):  # what a finished launch leaves
-        for job in launched_jobs(command):
-            write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
-        return True
-
-    monkeypatch.setattr(repro.launcher, "run", fake_run)
-    monkeypatch.setattr(repro, "check", lambda out: None)  # (composing every arm: tests/analysis/test_reproduce.py)
-    monkeypatch.setattr(repro, "table_evidence", lambda *args: None)  # (the pages: tests of the report)
-    monkeypatch.setattr(repro, "write_pages", lambda *args: None)
+    runs_only(repro, monkeypatch)  # (a launch that leaves finished runs)
     for _ in range(2):
         repro.run([], tmp_path / "out")
     lines = capsys.readouterr().out.splitlines()

@@ -64,3 +64,22 @@ def killed_and_resumed(overrides: tuple[str, ...], run_dir: Path, after_version:
     with pytest.raises(Stop), kernels(cfg.numerics, cfg.threads):  # as run_experiment computes
         run.execute(None)
     run_experiment(compose_run_config(*overrides), run_dir)
+
+
+def runs_only(repro, monkeypatch) -> list[list[str]]:
+    """``repro`` (fl_bench.analysis.reproduce.Reproduction) with a launch that leaves each job's run finished and
+    nothing composed or written around it (the arm check, the evidence and the pages: their own tests'); returns
+    the list the launched commands go into."""
+    commands: list[list[str]] = []
+
+    def fake_run(command, log_dir, check=True):
+        commands.append(command)
+        for job in launched_jobs(command):
+            write_finished_run(job_run_dir(job), {"seed": int(job["seed"])})
+        return True
+
+    monkeypatch.setattr(repro.launcher, "run", fake_run)
+    monkeypatch.setattr(repro, "check", lambda out: None)
+    monkeypatch.setattr(repro, "table_evidence", lambda *args: None)
+    monkeypatch.setattr(repro, "write_pages", lambda *args: None)
+    return commands
