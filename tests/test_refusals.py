@@ -574,6 +574,8 @@ REFUSALS = [
      "--held-out-seeds '721-': give seeds as FIRST-LAST or a comma-separated list of seeds and ranges"),
     (REPRODUCE, [str(REPO / "sweeps" / "fedbuff_smoke.yaml"), "--held-out-seeds", "1-20"], {},
      "--held-out-seeds: seeds [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] are the protocol's own"),
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--registered", "{tmp}"], {},
+     "--registered {tmp}: it names the registered results a held-out check compares with: use it with --held-out-seeds"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--smoke", "--held-out-seeds", "721-740"], {},
      "--held-out-seeds reruns the registered protocol on new report seeds: use it without --smoke"),
     (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--in-process", "--jobs", "2"], {},

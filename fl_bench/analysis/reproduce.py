@@ -587,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--held-out-seeds", metavar="SEEDS", help="rerun the registered protocol on report seeds it never "
                         "used (e.g. 721-740 or 721,725,730-735; at most its cap), the kept tuned settings reused, into "
                         "directories of its own, and set each verdict beside the registered one (fl_bench.analysis.held_out)")
-    parser.add_argument("--registered", type=Path, default=Path("results"),
+    parser.add_argument("--registered", type=Path,
                         help="with --held-out-seeds: where the registered pages and evidence are (default results)")
     return parser
 
@@ -598,9 +598,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         seeds = held_out.parse_seeds(args.held_out_seeds) if args.held_out_seeds is not None else None
+        if args.registered is not None and seeds is None:  # (it would be ignored)
+            raise ValueError(f"--registered {args.registered}: it names the registered results a held-out check compares "
+                             "with: use it with --held-out-seeds")
         out = args.out or (Path("results") / "held_out" / f"{args.spec.stem}_{held_out.label(seeds)}" if seeds else Path("results"))
         Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process,
-                     args.launcher, seeds).run(args.tables, out, args.publish, args.dry_run, args.registered)
+                     args.launcher, seeds).run(args.tables, out, args.publish, args.dry_run, args.registered or Path("results"))
     except (ValueError, RuntimeError, FileNotFoundError, FLBenchError) as error:
         parser.exit(1, f"fl_bench.analysis.reproduce: error: {error}\n")
 
