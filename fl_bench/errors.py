@@ -22,6 +22,14 @@ class DivergenceError(FLBenchError):
         super().__init__(message)
         self.trips, self.server_step = trips, server_step
 
+    def advice(self, rates: str) -> str:
+        """What to change: ``rates`` (lower the learning rates that sized the steps), unless the run diverged
+        before its first step, where the initial model's loss was not finite, which no rate causes."""
+        if self.server_step == 0:
+            return ("the loss was not finite before any training step, on the initial model, which no learning rate "
+                    "causes: check the task's loss (the model's output and the loss function on it, e.g. a log of 0)")
+        return rates
+
 
 class NoProgressError(FLBenchError):
     """A run that ended without a single server step: its model never changed, so it is no result."""

@@ -380,6 +380,12 @@ REFUSALS = [
      "SkipsEveryBatch.training_step returned None"),
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.NotALightningModule"], {},
      f"task.module._target_={MODULES}.NotALightningModule is not a LightningModule class"),
+    # ... whose loss is NaN from the start: the initial model is to blame, not a learning rate, and the finished run
+    # in the directory stays, the diverged one beside it
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.LogOfZero"], {}, "training diverged (validation loss nan) "
+     "after 0 trips, server step 0: the loss was not finite before any training step, on the initial model, which no "
+     "learning rate causes: check the task's loss (the model's output and the loss function on it, e.g. a log of 0); "
+     "{tmp}/run keeps the completed run it held (another config's), and this diverged run is in {tmp}/run/.diverged"),
     # ... written wrongly in the ways users do: refused while the run is built, before its first trip
     *[(FL_BENCH, [*LIGHTNING, f"task.module._target_={MISTAKES}.{name}", *extra], {}, words) for name, extra, words in (
         ("DetachedLoss", [], "DetachedLoss.training_step returned a loss that does not require grad"),
@@ -866,7 +872,8 @@ def test_bad_input_stops_with_one_line_and_leaves_an_earlier_run_whole(
     prog = {FL_BENCH: "fl_bench", TRACES: "fl_bench", DATA: "fl_bench", REPRODUCE: "fl_bench.analysis.reproduce",
             SCOREBOARD: "fl_bench.analysis.scoreboard"}[command]
     assert lines[0].startswith(f"{prog}: error: {words.replace('{tmp}', str(tmp_path))}"), lines[0]
-    assert _digests(run) == before  # the finished run there is untouched, its cli.log included
+    beside = (".diverged/",)  # where a diverged run goes when the directory held a completed one (run_dir.BESIDE)
+    assert {k: v for k, v in _digests(run).items() if not k.startswith(beside)} == before  # untouched, cli.log included
     assert not (run / ".replaced").exists()
 
 

@@ -77,6 +77,8 @@ RUN_FILES = {
     "checkpoint.pt.sha256": "its SHA-256, verified before the checkpoint is read",
     ".lock": "an `flock` held while a run uses the directory (the kernel drops it when the process dies)",
     ".replaced": "an earlier run of the directory, moved aside while a new one runs there",
+    ".diverged": "a run that diverged where a completed run of another config stood, which stays in its place",
+    ".pruned": "a tuning trial pruned where a completed run of another config stood, which stays in its place",
     "cli.log": "the run's log: evaluations, checkpoints, resumes, the summary line (the console shows only warnings, "
                "the progress bar and the result line)",
     "task_metrics.csv": "`task=lightning`: what the module's `self.log` sent, at each evaluation (below)",
@@ -120,7 +122,7 @@ def run_files() -> str:
     run_dir, checkpoint = _import("fl_bench.runs.run_dir"), _import("fl_bench.runs.checkpoint")
     callbacks, centralized = _import("fl_bench.runs.callbacks"), _import("fl_bench.runs.centralized")
     names = (*run_dir.RESULT_FILES, run_dir.SUMMARY, checkpoint.CHECKPOINT, checkpoint.CHECKPOINT + ".sha256", run_dir.LOCK,
-             run_dir.REPLACED, *sorted(run_dir._HYDRA_ENTRIES), callbacks.TaskMetricsLog(None)._path(_Run()).name,
+             run_dir.REPLACED, *run_dir.BESIDE.values(), *sorted(run_dir._HYDRA_ENTRIES), callbacks.TaskMetricsLog(None)._path(_Run()).name,
              f"{centralized.CHECKPOINTS}/last.ckpt", "lightning_logs/", "wandb/")
     return _table(("file", "what it holds"), _described(names, RUN_FILES, "run directory's files"))
 

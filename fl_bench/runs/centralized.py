@@ -459,8 +459,9 @@ class CentralizedRun:
         except DivergenceError as error:
             status = "diverged"
             diverged.update(trips=error.trips, server_step=error.server_step)
-            raise DivergenceError(f"training diverged ({error}) after {error.trips} rounds: lower algorithm.client_lr "
-                                  f"({cfg.algorithm.client_lr})", error.trips, error.server_step) from None
+            advice = error.advice(f"lower algorithm.client_lr ({cfg.algorithm.client_lr})")
+            raise DivergenceError(f"training diverged ({error}) after {error.trips} rounds: {advice}", error.trips,
+                                  error.server_step) from None
         finally:
             summary = self.summary(status, diverged, time.perf_counter() - started)
             for callback in self.callbacks:

@@ -430,7 +430,7 @@ class Run:
         except DivergenceError as error:
             status = "diverged"
             diverged.update(trips=error.trips, server_step=error.server_step)
-            advice = f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}"
+            advice = error.advice(f"lower algorithm.client_lr ({cfg.algorithm.client_lr}){_server_step_knob(cfg.algorithm)}")
             if checkpoint is not None and not self.evaluated_since_resume:
                 advice = (f"this run went on from {CHECKPOINT} at trips {self.resumed_at[-1]} and diverged before its "
                           f"first evaluation since: suspect the checkpoint if the run was healthy before it (run again with "
@@ -481,7 +481,8 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
         try:
             finished = _finished_summary(directory, cfg, config)
             if finished is not None:
-                directory.replaced()  # a replacement killed after its run finished: the earlier run goes now
+                if (kept := _replaced(directory, finished["status"])) is not None:  # a replacement killed after
+                    logger.warning("%s", kept)                                      # its run finished: settled now
                 return finished
             if cfg.resume is False or not (run_dir / run.checkpoint_name).exists():  # starts over: keep the earlier run
                 directory.set_aside()
@@ -496,23 +497,34 @@ def run_experiment(cfg: Config, run_dir: Path, hydra_files: dict[str, Any] | Non
             remove_partial_checkpoints(run_dir)
             with writing(run_dir):  # (metrics.csv and trips.csv grow as the run goes: a disk can fill)
                 summary = run.execute(checkpoint)
-        except DivergenceError:  # a result: it replaces the earlier run
-            _replaced(directory)
+        except DivergenceError as error:  # a result, which replaces the earlier run unless that one completed
+            kept = _replaced(directory, "diverged")
+            if kept is not None:
+                raise DivergenceError(f"{error}; {kept}", error.trips, error.server_step) from None
             raise
-        except KeyboardInterrupt:  # resumable: the earlier run stays aside until this one finishes
+        except KeyboardInterrupt:  # resumable: the earlier run stays aside until this one ends
             raise
         except BaseException:  # no result: the earlier run comes back
             directory.restore()
             raise
-        _replaced(directory)
+        kept = _replaced(directory, summary["status"])
+        if kept is not None:
+            logger.warning("%s", kept)
         return summary
 
 
-def _replaced(directory: RunDirectory) -> None:
-    """The run finished: the earlier run set aside goes, with a warning if it was a finished one."""
+def _replaced(directory: RunDirectory, status: str) -> str | None:
+    """The run ended ``status`` (completed, diverged, pruned). A completed run replaces the earlier run set
+    aside, with a warning if that one had finished; another keeps a completed earlier run in its place and
+    goes beside it: the line saying so (None: it replaced the earlier run)."""
+    kept = directory.keep_completed(status) if status != "completed" else None
+    if kept is not None:
+        return (f"{directory.path} keeps the completed run it held (another config's), and this {status} run is in "
+                f"{kept}")
     earlier = directory.replaced()
     if earlier is not None and earlier.get("status") in ("completed", "diverged"):
         logger.warning("%s held a finished run (%s): replaced by this run", directory.path, earlier["status"])
+    return None
 
 
 def _run_other_process(cfg: Config, run_dir: Path, config: dict[str, Any], callbacks: list[Callback]) -> dict[str, Any]:

@@ -7,11 +7,13 @@ a second live run refuses, naming the holder, instead of the last writer silentl
 
 A run that starts over in a directory holding an earlier run (another config's finished run,
 ``resume=false``, a failed run's files) first moves that run aside into ``<run dir>/.replaced/``
-(:meth:`RunDirectory.set_aside`). When the new run finishes (completed or diverged: a result), the
-earlier one is deleted (:meth:`RunDirectory.replaced`); when it fails, for bad input or mid-run, its
-files are deleted and the earlier run moved back, byte for byte (:meth:`RunDirectory.restore`). An
-interrupted run keeps it aside: the same command resumes the new run, and ``.replaced/`` holds the old
-one until that run finishes.
+(:meth:`RunDirectory.set_aside`). A run never gives way to a worse one: when the new run completes,
+the earlier one is deleted (:meth:`RunDirectory.replaced`); when it ends diverged or pruned and the
+earlier one completed, the completed run moves back and the new one goes to ``<run dir>/.diverged/``
+(``.pruned/``), where the error line says it is (:meth:`RunDirectory.keep_completed`); when it fails,
+for bad input or mid-run, its files are deleted and the earlier run moved back, byte for byte
+(:meth:`RunDirectory.restore`). An interrupted run keeps the earlier one aside: the same command
+resumes the new run, and ``.replaced/`` holds the old one until that run ends.
 
 A run is a result only when it finished (:func:`unfinished`): its ``summary.json`` is written last,
 atomically, with status completed or diverged and the size of every file the run wrote before it, and
@@ -46,6 +48,8 @@ FINISHED = ("completed", "diverged")  # results; pruned (a tuning trial stopped 
 RESULT_FILES = ("metrics.csv", "trips.csv", "model.pt", "model.pt.sha256", ".hydra/config.yaml", ".hydra/hydra.yaml",
                 ".hydra/overrides.yaml")
 REPLACED = ".replaced"  # an earlier run, moved aside while a new one runs in its directory
+# Where a run that ended no better than the completed one it would replace goes, by its status
+BESIDE = {"diverged": ".diverged", "pruned": ".pruned"}
 # What Hydra puts in a run directory before the run starts: its (empty) job log.
 _HYDRA_ENTRIES = {"cli.log"}
 
@@ -130,6 +134,28 @@ class RunDirectory:
         for entry in list(self._aside.iterdir()):
             entry.rename(self.path / entry.name)
         self._aside.rmdir()
+
+    def keep_completed(self, status: str) -> Path | None:
+        """The new run ended ``status`` (diverged, pruned: no better than a completed run): when the earlier
+        run set aside completed, it moves back and the new run's files go to ``<run dir>/.<status>/``
+        (replacing an earlier such attempt). Returns that directory (None: nothing completed was set aside,
+        and the new run stays where it is)."""
+        earlier = finished_summary(self._aside) if self._aside.exists() else None
+        if earlier is None or earlier.get("status") != "completed":
+            return None
+        kept = self.path / BESIDE[status]
+        _move_file_logs(self.path, kept)  # the new run's last log lines follow its files, not into the earlier cli.log
+        moved = self._entries()
+        kept.mkdir()
+        for entry in moved:
+            entry.rename(kept / entry.name)
+        for entry in list(self._aside.iterdir()):
+            if entry.name == kept.name:  # an earlier such attempt: this one supersedes it
+                shutil.rmtree(entry)
+                continue
+            entry.rename(self.path / entry.name)
+        self._aside.rmdir()
+        return kept
 
     def replaced(self) -> dict[str, Any] | None:
         """A finished run: delete the earlier one set aside. Returns its summary (None: none was set aside,
@@ -252,6 +278,18 @@ def writing(path: Path, consequence: str = RUN_NOT_WRITTEN) -> Iterator[None]:
             raise  # (only torch.save's zip writer reports a failed write as a RuntimeError)
         detail = str(error).splitlines()[0].rpartition("] ")[2].strip(" .")
         raise ResultNotWritten(f"cannot write {path}: the write stopped part-way ({detail}); {consequence}") from None
+
+
+def _move_file_logs(source: Path, destination: Path) -> None:
+    """Point the logging file handlers writing into ``source`` at the same file names in ``destination``
+    (closed: they reopen there on their next line)."""
+    source = source.resolve()
+    for logger in [logging.root, *(item for item in logging.root.manager.loggerDict.values()
+                                    if isinstance(item, logging.Logger))]:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).resolve().parent == source:
+                handler.close()
+                handler.baseFilename = str(Path(destination).resolve() / Path(handler.baseFilename).name)
 
 
 def _close_file_logs(directory: Path, detach: bool = False) -> None:

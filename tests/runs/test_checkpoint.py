@@ -123,7 +123,8 @@ def test_every_algorithm_resumes_bit_for_bit_from_any_checkpoint(tmp_path, monke
 
 
 def test_a_checkpoint_of_another_config_is_refused_and_resume_false_starts_over(tmp_path, monkeypatch):
-    monkeypatch.setattr(Run, "execute", lambda self, checkpoint: checkpoint)  # stop before running
+    monkeypatch.setattr(Run, "execute", lambda self, checkpoint: {"status": "completed",  # stop before running
+                                                                 "resumed": checkpoint is not None})
     cfg = compose_run_config(*WORKLOAD)
     from fl_bench.runs.checkpoint import save_checkpoint
     from fl_bench.runs.experiment import result_config
@@ -132,8 +133,8 @@ def test_a_checkpoint_of_another_config_is_refused_and_resume_false_starts_over(
     other = compose_run_config(*WORKLOAD, "algorithm.client_lr=0.5")
     with pytest.raises(ConfigError, match=r"another config \(algorithm.client_lr: [\d.]+ -> 0.5\)"):
         run_experiment(other, tmp_path)
-    assert run_experiment(compose_run_config(*WORKLOAD, "progress=true"), tmp_path) is not None  # display keys may change
-    assert run_experiment(compose_run_config(*WORKLOAD, "algorithm.client_lr=0.5", "resume=false"), tmp_path) is None
+    assert run_experiment(compose_run_config(*WORKLOAD, "progress=true"), tmp_path)["resumed"]  # display keys may change
+    assert not run_experiment(compose_run_config(*WORKLOAD, "algorithm.client_lr=0.5", "resume=false"), tmp_path)["resumed"]
     with pytest.raises(ConfigError, match="resume=true but .* holds no checkpoint.pt"):
         run_experiment(compose_run_config(*WORKLOAD, "resume=true"), tmp_path / "empty")
 

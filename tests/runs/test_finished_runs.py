@@ -96,3 +96,55 @@ def test_a_failed_run_keeps_the_first_line_of_its_error_in_its_summary(tmp_path,
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["error"] == "ValueError: the evaluation broke"
     assert unfinished(tmp_path / "run") == "status failed"
+
+
+def test_a_run_that_ends_worse_than_a_completed_one_never_takes_its_place(tmp_path, finished, compose_config, monkeypatch):
+    """Each way a run can end, into a directory holding another config's completed run: diverged (twice) and
+    pruned keep the completed run where it was and go to .diverged/ (.pruned/), the line saying so; failed
+    deletes itself and moves it back; interrupted keeps it whole in .replaced/ until the same command,
+    resumed, completes, which replaces it."""
+    from fl_bench.errors import DivergenceError
+    from fl_bench.runs.callbacks import Callback
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
+    before = _digests(run_dir)
+
+    def whole() -> bool:
+        return {k: v for k, v in _digests(run_dir).items() if not k.startswith((".diverged/", ".pruned/"))} == before
+
+    for attempt in range(2):  # the second attempt's files replace the first's
+        with pytest.raises(DivergenceError) as error:
+            run_experiment(compose_config(*RUN, "algorithm.server_optimizer.lr=1e30", f"seed={attempt}"), run_dir)
+        assert str(error.value).endswith(f"; {run_dir} keeps the completed run it held (another config's), and this "
+                                         f"diverged run is in {run_dir / '.diverged'}"), error.value
+        assert whole() and not (run_dir / ".replaced").exists()
+        kept = json.loads((run_dir / ".diverged" / "summary.json").read_text())
+        assert kept["status"] == "diverged" and kept["seed"] == attempt and unfinished(run_dir / ".diverged") is None
+
+    class Prune(Callback):  # the tuner stops the trial at its first evaluation
+        def on_evaluation(self, run, progress, row):
+            return True
+
+    monkeypatch.setattr(experiment, "final_status", lambda callbacks, status: "pruned")
+    assert run_experiment(compose_config(*RUN, "seed=5"), run_dir, callbacks=[Prune()])["status"] == "pruned"
+    assert whole() and json.loads((run_dir / ".pruned" / "summary.json").read_text())["status"] == "pruned"
+    monkeypatch.undo()
+
+    class Stop(Callback):  # Ctrl-C at the first evaluation after trip 0
+        def on_evaluation(self, run, progress, row):
+            if progress.trips:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(compose_config(*RUN, "seed=7"), run_dir, callbacks=[Stop()])
+    aside = {k.removeprefix(".replaced/"): v for k, v in _digests(run_dir).items() if k.startswith(".replaced/")}
+    assert {k: v for k, v in aside.items() if not k.startswith((".diverged/", ".pruned/"))} == before  # whole, aside
+    with pytest.raises(ValueError, match="the failure"):  # a failure now: the completed run comes back
+        monkeypatch.setattr(experiment.Run, "execute", lambda self, checkpoint: (_ for _ in ()).throw(ValueError("the failure")))
+        run_experiment(compose_config(*RUN, "seed=7"), run_dir)
+    monkeypatch.undo()
+    assert whole() and not (run_dir / ".replaced").exists()
+    summary = run_experiment(compose_config(*RUN, "seed=7"), run_dir)  # completed: replaces it, and what stood beside it
+    assert summary["status"] == "completed" and summary["seed"] == 7
+    assert not any((run_dir / name).exists() for name in (".replaced", ".diverged", ".pruned"))

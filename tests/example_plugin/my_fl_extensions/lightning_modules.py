@@ -191,6 +191,17 @@ class NoTrainingStep(_Linear):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+class LogOfZero(NoTrainingStep):
+    """A loss that is NaN on every batch from the start (a log of 0 times 0): no learning rate is to blame."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return (torch.log(torch.zeros(())) * 0 + F.cross_entropy(self(x), y))
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self.training_step(batch, batch_idx))
+
+
 class SkipsEveryBatch(NoTrainingStep):
     """A training_step that returns None (Lightning skips such a batch) on every batch."""
 
