@@ -2,6 +2,7 @@
 DP-SGD's noise, the server seeing only the noised aggregate, and (epsilon, delta) from dp-accounting."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -9,7 +10,8 @@ import torch
 
 from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
-from fl_bench.privacy.accounting import calibrate, epsilon, participation_sensitivity, tree_depth, tree_sensitivity
+from fl_bench.privacy.accounting import (LEAST_NOISE, calibrate, epsilon, participation_sensitivity, tree_depth,
+                                        tree_sensitivity)
 from fl_bench.privacy.mechanism import PrivateAggregation, TreeAggregator, _Noise, clip_
 
 
@@ -114,6 +116,45 @@ def test_calibration_finds_the_noise_for_the_target_epsilon(mechanism, extra):
     sigma = calibrate(mechanism, 6.0, 600, 1e-7, **extra)
     assert epsilon(mechanism, sigma, 600, 1e-7, **extra) == pytest.approx(6.0, rel=1e-2)
     assert epsilon(mechanism, sigma * 0.9, 600, 1e-7, **extra) > 6.0
+
+
+def test_a_target_beyond_the_calibrations_range_is_refused_naming_the_range():
+    """Above the epsilon at the least noise searched, dp-accounting's bracket search fails: one line giving the
+    largest target this run calibrates, which calibrates."""
+    most = epsilon("ftrl", LEAST_NOISE, 2, 1e-7)
+    for target in (1e9, most * 1.01):
+        with pytest.raises(ConfigError) as refused:
+            calibrate("ftrl", target, 2, 1e-7)
+        stated = re.fullmatch(rf"dp.target_epsilon={target} is not allowed: for this run \(2 server steps, "
+                              r"dp.delta=1e-07\) sigma can be calibrated for a target epsilon of at most (\S+), the "
+                              r"epsilon at noise multiplier 0.001, the least noise the calibration searches: give a "
+                              r"smaller dp.target_epsilon, or set dp.noise_multiplier with dp.target_epsilon=null",
+                              str(refused.value))
+        assert stated, refused.value
+    assert most * 0.999 <= float(stated.group(1)) <= most  # rounded down: the stated bound itself calibrates
+    sigma = calibrate("ftrl", float(stated.group(1)), 2, 1e-7)
+    assert LEAST_NOISE <= sigma <= LEAST_NOISE + 2e-4 and epsilon("ftrl", sigma, 2, 1e-7) <= float(stated.group(1))
+    with pytest.raises(ConfigError, match=r"^dp.target_epsilon=inf is not allowed: must be a finite number > 0"):
+        calibrate("ftrl", math.inf, 2, 1e-7)
+    # DP-SGD's accountant fails on the noise the search tries past it (math domain error): refused before that
+    with pytest.raises(ConfigError, match=r"^dp.target_epsilon=1000000000.0 is not allowed: for this run \(1 server "
+                                          r"step, dp.delta=1e-07\) sigma can be calibrated for a target epsilon of at "
+                                          r"most 4e\+06, the epsilon at noise multiplier 0.001"):
+        calibrate("dpsgd", 1e9, 1, 1e-7, num_clients=1000, per_step=100)
+
+
+def test_a_calibration_the_accountant_cannot_make_is_one_line_not_its_traceback(monkeypatch):
+    import dp_accounting
+
+    def fails(*args, **kwargs):
+        raise dp_accounting.mechanism_calibration.NoBracketIntervalFoundError("Unable to find bracketing interval")
+
+    monkeypatch.setattr(dp_accounting, "calibrate_dp_mechanism", fails)
+    with pytest.raises(ConfigError, match=r"^dp.target_epsilon=1e-12 is not allowed: the accountant cannot calibrate "
+                                          r"sigma for it for this run \(5 server steps, dp.delta=1e-07\) \(dp-accounting: "
+                                          r"Unable to find bracketing interval\): it needs more noise than the "
+                                          r"calibration searches .*; give a larger dp.target_epsilon, of at most 1.65e\+06$"):
+        calibrate("ftrl", 1e-12, 5, 1e-7)
 
 
 def test_the_seeds_of_a_multirun_share_one_calibration(monkeypatch):

@@ -20,6 +20,7 @@ from fl_bench.privacy.mechanism import PrivateAggregation
 logger = logging.getLogger(__name__)
 
 REPLACE_ONE_SENSITIVITY = 2.0  # of a sum of updates clipped to L, in units of L (DP-SGD's adjacency)
+LEAST_NOISE = 1e-3  # the smallest noise multiplier calibrate() searches: a larger target epsilon is refused
 
 
 def tree_depth(steps: int) -> int:
@@ -113,14 +114,40 @@ def calibrate(mechanism: str, target_epsilon: float, steps: int, delta: float, n
     seconds a calibration."""
     import dp_accounting
 
+    def refused(why: str) -> ConfigError:
+        return ConfigError(f"dp.target_epsilon={target_epsilon} is not allowed: {why}")
+
+    if not math.isfinite(target_epsilon) or target_epsilon <= 0:
+        raise refused("must be a finite number > 0 (or null: dp.noise_multiplier sets the noise)")
+    where = f"this run ({steps} server step{'s' * (steps != 1)}, dp.delta={delta})"
+    # dp-accounting's search for a bracket (from LEAST_NOISE up) finds none for a target above the epsilon at
+    # LEAST_NOISE: it tries ever more noise, where DP-SGD's accountant fails, and its errors say neither
+    most = epsilon(mechanism, LEAST_NOISE, steps, delta, num_clients, per_step, sensitivity)
+    if target_epsilon > most:
+        raise refused(f"for {where} sigma can be calibrated for a target epsilon of at most {_at_most(most)}, the "
+                      f"epsilon at noise multiplier {LEAST_NOISE:g}, the least noise the calibration searches: give "
+                      f"a smaller dp.target_epsilon, or set dp.noise_multiplier with dp.target_epsilon=null")
     try:
         return float(dp_accounting.calibrate_dp_mechanism(
             lambda: _accountant(mechanism),
             lambda sigma: _event(mechanism, sigma, steps, num_clients, per_step, sensitivity),
-            target_epsilon, delta, dp_accounting.mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-4))
-    except (ValueError, RuntimeError) as error:
-        raise ConfigError(f"dp.target_epsilon={target_epsilon} is unreachable for {steps} steps at dp.delta={delta}: "
-                          f"{str(error).splitlines()[0]}") from None
+            target_epsilon, delta, dp_accounting.mechanism_calibration.LowerEndpointAndGuess(LEAST_NOISE, 1.0), tol=1e-4))
+    except (ValueError, RuntimeError, dp_accounting.mechanism_calibration.NoBracketIntervalFoundError) as error:
+        # (below the epsilon at LEAST_NOISE, so it is the small end: dp-accounting's search doubles the noise
+        # 30 times from 1)
+        raise refused(f"the accountant cannot calibrate sigma for it for {where} (dp-accounting: "
+                      f"{str(error).splitlines()[0]}): it needs more noise than the calibration searches (noise "
+                      f"multipliers from {LEAST_NOISE:g} to about 2^31); give a larger dp.target_epsilon, of at most "
+                      f"{_at_most(most)}") from None
+
+
+def _at_most(value: float) -> str:
+    """``value`` to three significant digits, rounded down: a number no larger than it."""
+    shown = float(f"{value:.3g}")
+    if shown > value:
+        digit = 10.0 ** (math.floor(math.log10(value)) - 2)
+        shown = float(f"{shown - digit:.3g}")
+    return f"{shown:.3g}"
 
 
 def spent(aggregation: PrivateAggregation, delta: float, target_epsilon: float | None,

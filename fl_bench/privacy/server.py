@@ -157,7 +157,9 @@ class PrivateDPConfig(DPConfig):
         require(math.isfinite(self.clip) and self.clip > 0, d + "clip", self.clip, "must be > 0")
         require(self.noise_multiplier is None or self.noise_multiplier >= 0, d + "noise_multiplier",
                  self.noise_multiplier, "must be >= 0 or null")
-        require(self.target_epsilon is None or self.target_epsilon > 0, d + "target_epsilon", self.target_epsilon, "must be > 0 or null")
+        require(self.target_epsilon is None or (math.isfinite(self.target_epsilon) and self.target_epsilon > 0),
+                d + "target_epsilon", self.target_epsilon, "must be > 0 and finite, or null (dp.noise_multiplier sets the "
+                "noise)")
         require(self.target_epsilon is not None or self.noise_multiplier is not None, d + "noise_multiplier",
                  self.noise_multiplier, "set it or dp.target_epsilon")
         require(0 < self.delta < 1, d + "delta", self.delta, "must be in (0, 1)")
