@@ -226,8 +226,11 @@ def fetch(url: str, directory: Path, what_next: str, log: Callable[[str], None] 
     except (OSError, ValueError, requests.exceptions.RequestException) as error:
         failed = f"cannot download {source} ({_reason(error)})"
         if refused is not None:
+            # (a file checked by its bytes: a copy whose content is the same, gzipped again, is still refused)
+            by_bytes = "" if url in CONTENT_REGISTRY else (f" ({target.name} is checked by its bytes: only the file "
+                                                           f"as published passes, not its content compressed again)")
             raise DataMissingError(f"{refused} and {failed}: delete it or replace it with {faithful}, and "
-                                   f"{what_next}") from None
+                                   f"{what_next}{by_bytes}") from None
         fix = f"download it by hand to {target}" if source == url else f"download {url} by hand to {target}"
         raise DataMissingError(f"{failed}: {fix} and {what_next}") from None
     _replaced(refused, f"a download from {source}")

@@ -11,6 +11,7 @@ import hashlib
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -366,3 +367,39 @@ def test_a_file_is_taken_from_the_raw_directory_then_the_system_copy_then_the_mi
                        f"using the system copy {system_copy / names[3]}"]
     assert data_mirror.total_requests() == 1
     assert all((raw / name).read_bytes() == files[FMNIST_HOST + name] for name in names)
+
+
+def test_files_put_by_hand_where_the_line_says_gunzipped_and_gzipped_again_are_accepted(
+        data_mirror, tmp_path, monkeypatch):
+    """Issue 71: offline, the line names each file to download by hand and where to put it; the four, gunzipped
+    and gzipped again by hand (other bytes, the same content) and put there, are what the next run takes."""
+    files = fmnist_files(monkeypatch)
+    offline, raw = data_mirror.unreachable_url(), tmp_path / "data" / "raw" / "fmnist"
+    for url, content in files.items():
+        with download_settings(offline, False), pytest.raises(DataMissingError) as missing:
+            fetch(url, raw, "run again", log=lambda _: None)
+        asked = re.search(r": download (\S+) by hand to (\S+) and run again$", str(missing.value))
+        assert asked and asked.group(1) == url, missing.value
+        again = gzip.compress(gzip.decompress(content), compresslevel=6)  # `gzip -d FILE; gzip FILE`
+        assert again != content
+        Path(asked.group(2)).write_bytes(again)
+    prepare_command(*fmnist_args(tmp_path, offline))  # no download: every file accepted by its content
+    assert data_mirror.total_requests() == 0
+    assert sorted(p.name for p in raw.glob("*.gz")) == sorted(url.rsplit("/", 1)[1] for url in files)
+
+
+def test_a_file_checked_by_its_bytes_and_gzipped_again_is_refused_saying_only_the_published_bytes_pass(
+        data_mirror, tmp_path, capsys):
+    files = publish_mnist(data_mirror)
+    raw = tmp_path / "data" / "raw" / "mnist"
+    raw.mkdir(parents=True)
+    again = gzip.compress(gzip.decompress(files[TRAIN_IMAGES]), compresslevel=1)
+    (raw / "train-images-idx3-ubyte.gz").write_bytes(again)  # (the first fetched)
+    with pytest.raises(SystemExit):
+        prepare_command("mnist", f"data_root={tmp_path / 'data'}", f"data_mirror={data_mirror.unreachable_url()}")
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"fl_bench: error: {raw / 'train-images-idx3-ubyte.gz'} is refused (its bytes have SHA-256 "
+                          f"{hashlib.sha256(again).hexdigest()}, not {REGISTRY[TRAIN_IMAGES][7:]}) and cannot download ")
+    assert err.endswith("(train-images-idx3-ubyte.gz is checked by its bytes: only the file as published passes, not its "
+                        "content compressed again)"), err
