@@ -346,8 +346,12 @@ class LightningTask(nn.Module):
             if raised is error:
                 raise
             raise raised from error
-        loss = output.get("loss") if isinstance(output, dict) else output
         name = type(self.module).__qualname__
+        if isinstance(output, dict) and "loss" not in output:  # (Lightning refuses it too; not a skipped batch)
+            keys = ", ".join(repr(key) for key in output) or "none"
+            raise ConfigError(f"{name}.training_step returned a dict without 'loss' (its keys: {keys}): return the "
+                              f"loss as a scalar tensor, a dict with it under 'loss', or None to skip the batch")
+        loss = output.get("loss") if isinstance(output, dict) else output
         if loss is not None and not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
             shape = f"a tensor of shape {list(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
             raise ConfigError(f"{name}.training_step returned {shape}: return the loss as a scalar tensor, a dict "

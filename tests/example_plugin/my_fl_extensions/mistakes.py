@@ -10,9 +10,9 @@ import lightning as L
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
-from my_fl_extensions.datamodules import BlobsDataset, blobs
+from my_fl_extensions.datamodules import BlobsDataset
 
 
 class Classifier(L.LightningModule):
@@ -44,6 +44,15 @@ class DetachedLoss(Classifier):
 class IntLoss(Classifier):
     def training_step(self, batch, batch_idx):
         return 1
+
+
+class DictWithoutLoss(Classifier):
+    """Returns its loss in a dict under another name (Lightning requires 'loss' there)."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        return {"train_loss": F.cross_entropy(logits, y), "logits": logits.detach()}
 
 
 class LogsAString(Classifier):
