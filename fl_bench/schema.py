@@ -13,7 +13,8 @@ becomes objects, before any work starts.
 A package outside ``fl_bench`` adds components the same way: its modules use ``@schema`` and are
 imported before Hydra composes, which :func:`load_plugins` does for the modules named by the
 ``fl_bench.plugins`` entry point group (an installed package) and by the ``FL_BENCH_PLUGINS``
-environment variable (comma-separated modules; anything importable). A plugin package's own YAML
+environment variable (comma-separated modules; anything importable); a plugin whose ``@schema`` names a group
+no config reads (``algoritm``: :func:`config_groups`) is refused, not ignored. A plugin package's own YAML
 options, in a ``conf/`` directory inside the package (package data: ``conf/<group>/<option>.yaml``),
 are on every command's config search path without ``hydra.searchpath`` (:func:`plugin_conf_dirs`, read by
 the Hydra search path plugin ``hydra_plugins/fl_bench_plugins``).
@@ -27,6 +28,7 @@ import importlib.util
 import inspect
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass, fields, is_dataclass
 from importlib.metadata import entry_points
@@ -44,6 +46,9 @@ T = TypeVar("T", bound=type)
 SCHEMAS: dict[str, dict[str, type]] = {}
 PLUGINS_ENTRY_POINTS = "fl_bench.plugins"
 PLUGINS_VARIABLE = "FL_BENCH_PLUGINS"
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"  # fl_bench's own options (fl_bench.runs.cli's config_path)
+# (group, name, class) of each registration while load_plugins imports a plugin module (None: not importing one)
+_registering: list[tuple[str, str, type]] | None = None
 
 
 def require(ok: bool, key: str, value: Any, allowed: str) -> None:
@@ -80,6 +85,8 @@ def schema(group: str, name: str, target: Callable | str | None = None) -> Calla
         if taken is not None and import_path(taken) != import_path(cls):
             raise ConfigError(f"{group} option {name!r} is registered twice: by {import_path(taken)} and "
                               f"{import_path(cls)} (choose another name)")
+        if taken is None and _registering is not None:
+            _registering.append((group, name, cls))
         options[name] = cls
         ConfigStore.instance().store(group=f"schema/{group}", name=name, node=cls)
         return cls
@@ -162,15 +169,65 @@ def _quiet_pkg_searchpath_warnings() -> None:
                                                   rf"is not available\.", category=UserWarning)
 
 
+def config_groups() -> list[str]:
+    """The groups a ``@schema`` class can be registered under, where an option's YAML reads it
+    (``/schema/<group>``): the directories of fl_bench's ``conf/`` (a nested one by its own name:
+    ``algorithm/server_optimizer`` is ``server_optimizer``; not Hydra's own), the groups fl_bench's own modules
+    register, and the directories of each plugin's ``conf/`` (a plugin's own group, with its options there)."""
+    groups = {group for group, options in SCHEMAS.items()
+              if any(cls.__module__.split(".")[0] == "fl_bench" for cls in options.values())}
+    for conf in [CONF_DIR, *plugin_conf_dirs()]:
+        for directory in conf.rglob("*") if conf.is_dir() else ():
+            if directory.is_dir() and directory.relative_to(conf).parts[0] != "hydra":
+                groups.add(directory.name)
+    return sorted(groups)
+
+
+def _unregister(registered: list[tuple[str, str, type]]) -> None:
+    """Undo ``registered``'s registrations: SCHEMAS' and the ConfigStore's."""
+    repo = ConfigStore.instance().repo.get("schema", {})
+    for group, name, _ in registered:
+        SCHEMAS.get(group, {}).pop(name, None)
+        if not SCHEMAS.get(group, True):
+            del SCHEMAS[group]
+        repo.get(group, {}).pop(f"{name}.yaml", None)
+        if group in repo and not repo[group]:
+            del repo[group]
+
+
+def _check_groups(module: str, source: str, registered: list[tuple[str, str, type]], imported: list[str]) -> None:
+    """ConfigError for the first of ``registered`` (what importing plugin ``module`` registered) whose group no
+    config reads: no option of it could ever be chosen, so the plugin would be ignored without a word. What the
+    plugin's own package registered and imported (of ``imported``) is undone, so that it is refused again when
+    loaded again (in the same process: a test's)."""
+    groups = config_groups() if registered else []
+    for group, _, cls in registered:
+        if group in groups:
+            continue
+        top = module.split(".")[0]
+        own = {name for name in imported if name == top or name.startswith(top + ".")}
+        _unregister([entry for entry in registered if entry[2].__module__ in own or entry[0] not in groups])
+        for name in own:
+            del sys.modules[name]
+        close = difflib.get_close_matches(group, groups, n=1)
+        hint = f": did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"plugin module {module!r} (from {source}) registers {cls.__qualname__} under group {group!r}, "
+                          f"which is not a config group{hint} (the groups: {', '.join(groups)}; a group of the "
+                          f"plugin's own needs its options in conf/<group>/ inside its package)")
+
+
 def load_plugins() -> None:
     """Import every plugin module (their ``@schema`` classes register themselves); ConfigError naming the
-    module and the first line of its error for one that cannot be imported, whatever it raised."""
+    module and the first line of its error for one that cannot be imported, whatever it raised, or for one that
+    registers a schema under a group that is not a config group (:func:`config_groups`: a misspelt group)."""
+    global _registering
     from_environment = set(_from_environment())
     for module in plugin_modules():
         source = PLUGINS_VARIABLE if module in from_environment else f"entry point group {PLUGINS_ENTRY_POINTS}"
         if module.startswith("."):  # (import_module would ask for a package to resolve it against)
             raise ConfigError(f"plugin module {module!r} (from {source}) is not allowed: give its full dotted name "
                               f"(my_package.module): a relative name has no package to start from")
+        before, _registering = set(sys.modules), []
         try:
             importlib.import_module(module)
         except ImportError as err:
@@ -182,4 +239,7 @@ def load_plugins() -> None:
             first = str(err).strip().splitlines()
             raise ConfigError(f"plugin module {module!r} (from {source}) cannot be imported: "
                               f"{': '.join([type(err).__name__, *first[:1]])}") from None
+        finally:
+            registered, _registering = _registering, None
+        _check_groups(module, source, registered, [name for name in sys.modules if name not in before])
     _quiet_pkg_searchpath_warnings()

@@ -4,6 +4,7 @@ range checks as the built-in ones."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -102,6 +103,36 @@ def test_an_option_name_is_registered_once():
         @schema("delay", "uniform", "somewhere.Else")
         class Another:
             pass
+
+
+def test_a_schema_registered_under_no_config_group_is_refused_naming_the_nearest_and_each_load_refuses_it(
+        tmp_path, monkeypatch):
+    from hydra.core.config_store import ConfigStore
+
+    from fl_bench.schema import SCHEMAS
+
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    monkeypatch.setenv("FL_BENCH_PLUGINS", "broken.misspelt_group")
+    for _ in range(2):  # refused and undone: loaded again in this process, it is refused again, not taken
+        with pytest.raises(ConfigError, match=r"^plugin module 'broken.misspelt_group' \(from FL_BENCH_PLUGINS\) "
+                                              r"registers MisspeltGroupConfig under group 'algoritm', which is not a "
+                                              r"config group: did you mean algorithm\? \(the groups: algorithm, "
+                                              r"availability, .*server_optimizer, speed, task;"):
+            load_plugins()
+        assert "algoritm" not in SCHEMAS
+    # a group of the plugin's own, with its options in its package's conf/<group>/, is a config group
+    site = tmp_path / "site"
+    (site / "own_group" / "conf" / "aggregator").mkdir(parents=True)
+    (site / "own_group" / "__init__.py").write_text(
+        "from fl_bench.schema import schema\n\n\n@schema('aggregator', 'own_mean')\nclass OwnMeanConfig:\n    k: int = 1\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("FL_BENCH_PLUGINS", "own_group")
+    monkeypatch.setitem(SCHEMAS, "aggregator", {})  # (this test's registrations, gone after it)
+    monkeypatch.setitem(ConfigStore.instance().repo["schema"], "aggregator", {})
+    monkeypatch.setitem(sys.modules, "own_group", None)  # (the module imported below: removed after the test)
+    del sys.modules["own_group"]
+    load_plugins()
+    assert "own_mean" in SCHEMAS["aggregator"]
 
 
 @pytest.mark.parametrize("override, words", [
