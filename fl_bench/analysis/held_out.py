@@ -8,8 +8,8 @@ again: a study without a kept setting of this protocol is refused) on the given 
 protocol's cap of report seeds, into a runs directory of its own (``<runs_dir>_held_out_<seeds>``), and
 writes the tables' pages and evidence as a reproduction does into its own directory (default
 ``results/held_out/<sweep file>_<seeds>/``); then :func:`write_comparison` sets each verdict beside the
-registered one (the evidence files under ``--registered``, default ``results/``) in ``held_out.md`` and
-``held_out.csv``, and says which moved. A held-out verdict that moves reads as: the registered one rested on
+registered one (the evidence files under ``--registered``, default the sweep file's repository's
+``results/``, checked before the runs) in ``held_out.md`` and ``held_out.csv``, and says which moved. A held-out verdict that moves reads as: the registered one rested on
 its seeds.
 """
 
@@ -49,17 +49,25 @@ def label(seeds: list[int]) -> str:
     return f"{seeds[0]}-{seeds[-1]}" if consecutive and len(seeds) > 1 else "_".join(map(str, seeds))
 
 
-def compare(registered: Path, held_out: Path, tables: list[str]) -> pd.DataFrame:
-    """Per arm with a verdict in either: its registered effect and verdict (``registered``/<table>_evidence.csv)
-    beside the held-out ones (``held_out``/...), and whether the verdict moved. A table never registered there
-    is refused (there is nothing to check against)."""
-    rows = []
+def check_registered(registered: Path, tables: list[str]) -> None:
+    """ValueError in one line unless ``registered`` holds each table's registered evidence (checked before a
+    held-out check's runs, not after them)."""
     for table in tables:
         path = registered / f"{table}_evidence.csv"
         if not path.is_file():
             raise ValueError(f"{path} does not exist: the held-out check compares with the registered evidence; give "
-                             "--registered the directory the registered reproduction wrote (default results)")
-        before = read_evidence(path).set_index("arm")
+                             "--registered the directory the registered reproduction wrote (default: the sweep file's "
+                             "repository's results)")
+
+
+def compare(registered: Path, held_out: Path, tables: list[str]) -> pd.DataFrame:
+    """Per arm with a verdict in either: its registered effect and verdict (``registered``/<table>_evidence.csv)
+    beside the held-out ones (``held_out``/...), and whether the verdict moved. A table never registered there
+    is refused (there is nothing to check against)."""
+    check_registered(registered, tables)
+    rows = []
+    for table in tables:
+        before = read_evidence(registered / f"{table}_evidence.csv").set_index("arm")
         after = read_evidence(held_out / f"{table}_evidence.csv").set_index("arm")
         for arm in after.index:
             old = before.loc[arm] if arm in before.index else None

@@ -1,6 +1,14 @@
 """The runs stage of a reproduction: each stage's runs (a study's confirmation, the pilot, the report runs)
 launched through Hydra's launcher as one multirun of the fl_bench_jobs sweeper, each seed's run a job of
-its own, reusing the runs the same command made (fl_bench.analysis.reproduce drives it)."""
+its own, reusing the runs the same command made (fl_bench.analysis.reproduce drives it).
+
+Every command a launch starts (a stage's multirun, a study's search) runs in a process group of its own, with
+the processes it starts in turn (joblib's loky workers, each running a run): stopping the driver stops them
+all (:func:`stopped_on_signal`: SIGTERM, SIGINT, SIGHUP, or an error leaving it), and a command that ends
+(killed by itself, or its loky workers orphaned by a killed Hydra process) leaves none of its group behind
+(:func:`stop_group`). Each is sent SIGTERM first, which a run answers by writing its checkpoint and stopping
+(fl_bench.runs.interrupt), then SIGKILL after ``STOP_GRACE`` seconds. A SLURM launcher's tasks are SLURM's
+(they run on; their claims keep a later driver from running them twice)."""
 
 from __future__ import annotations
 
@@ -9,10 +17,14 @@ import functools
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,11 +174,133 @@ class Launcher:
             if self.in_process:  # command is [python, -m, fl_bench, ...]
                 code = run_in_process(command[3:], log)
             else:
-                code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+                code = run_in_group(command, log)
         if code != 0 and check:
             raise RuntimeError(f"{' '.join(command[2:])} failed (exit {code}): "
                                f"{_error_in_log(log_dir / 'reproduce.log') or 'no error line'} (its log: {log_dir}/reproduce.log)")
         return code == 0
+
+
+# ------------------------------------------------------------------ the processes a launch starts
+
+STOP_GRACE = 10.0  # seconds a stopped process group has after SIGTERM (a run writes its checkpoint), then SIGKILL
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_groups: dict[int, subprocess.Popen] = {}  # the process groups of the commands under way, by group id
+_groups_lock = threading.Lock()
+_stopping = threading.Event()  # set once the driver was told to stop: no command starts after it
+
+
+class Stopped(KeyboardInterrupt):
+    """The driver was stopped by ``signum`` (SIGTERM, SIGINT, SIGHUP); raised in its main thread once every
+    process group its launches started was told to stop (a KeyboardInterrupt: what Ctrl-C raises)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return f"stopped by {signal.Signals(self.signum).name}"
+
+
+def run_in_group(command: list[str], log: TextIO) -> int:
+    """``command`` in a process group of its own (a new session), its output into ``log``; its exit status
+    (negative: the signal that killed it). When it ends, or the wait is left (a signal, an error), the
+    processes of its group still alive are stopped (:func:`stop_group`): a Hydra process killed by itself
+    leaves no loky worker running a run."""
+    if _stopping.is_set():
+        raise Stopped(signal.SIGTERM)
+    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with _groups_lock:
+        _groups[child.pid] = child
+    try:
+        return child.wait()
+    finally:
+        try:
+            stop_group(child)
+        finally:
+            with _groups_lock:
+                _groups.pop(child.pid, None)
+
+
+def stop_group(child: subprocess.Popen, grace: float | None = None) -> None:
+    """Every process of ``child``'s group (``child`` leads it: its group id is its pid) ended: SIGTERM, then
+    SIGKILL to those still alive after ``grace`` seconds (default STOP_GRACE); ``child`` reaped."""
+    grace = STOP_GRACE if grace is None else grace
+    if not _group_alive(child.pid) and child.poll() is not None:
+        return
+    _signal_group(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=grace)
+    while _group_alive(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)  # (its other processes, orphaned: not this process's children, so not waited for)
+    if _group_alive(child.pid):
+        _signal_group(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+def stop_groups(signum: int = signal.SIGTERM) -> None:
+    """Every command under way told to stop (``signum`` to each process group), no command started after it."""
+    _stopping.set()
+    with _groups_lock:
+        groups = list(_groups)
+    for group in groups:
+        _signal_group(group, signum)
+
+
+@contextlib.contextmanager
+def stopped_on_signal():
+    """While the block runs (the reproduction driver's command), SIGTERM, SIGINT and SIGHUP stop every process
+    group a launch started (:func:`stop_groups`) and raise :class:`Stopped` in the main thread; however the block
+    is left early (that, or an error), the groups still under way are ended before it returns (:func:`stop_group`).
+    Only the main thread can take signals: elsewhere the block only ends the groups left."""
+    main = threading.current_thread() is threading.main_thread()
+
+    def handle(signum, frame):
+        # (a run answers SIGTERM by its checkpoint; a second signal while they stop kills them at once)
+        stop_groups(signal.SIGKILL if _stopping.is_set() else signal.SIGTERM)
+        raise Stopped(signum)
+
+    previous = {signum: signal.signal(signum, handle) for signum in STOP_SIGNALS} if main else {}
+    try:
+        yield
+    except BaseException:
+        _stopping.set()
+        with _groups_lock:
+            children = list(_groups.values())
+        for child in children:
+            stop_group(child)
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _stopping.clear()
+
+
+def _signal_group(group: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of group ``group`` is alive (a zombie, ended but not yet reaped, is not)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # (not Linux: a zombie counts as alive)
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # (the command's name, in parentheses, may hold spaces)
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
+            return True
+    return False
 
 
 @contextlib.contextmanager

@@ -116,13 +116,26 @@ class Progress:
         with self._lock:
             print(line, file=out or self.out or sys.stdout, flush=True)
 
-    def begin(self, sweep_file: Path, out: Path, runs_dir: Path, tables: int, arms: int, planned: dict[str, int | str]
-              ) -> None:
-        """The first line: where the pages and the runs go, and what is planned (runs per stage, a number
-        where it is known, else when it will be)."""
+    def begin(self, sweep_file: Path, out: Path, runs_dir: Path, tables: int, arms: int, planned: dict[str, int | str],
+              searches: str = "") -> None:
+        """The first line: where the pages and the runs go, the settings to search (``searches``: how many
+        studies and for how long, said before any search starts; none where nothing is tuned), and what is
+        planned (runs per stage, a number where it is known, else when it will be)."""
         stages = ", ".join(f"{stage} {n}" if isinstance(n, int) else f"{stage} ({n})" for stage, n in planned.items())
         self.say(f"{sweep_file}: pages go to {out}/, runs to {runs_dir}/; {_count(tables, 'table')}, {_count(arms, 'arm')}; "
-                 f"runs planned: {stages or 'none'}")
+                 + (f"{searches}; " if searches else "") + f"runs planned: {stages or 'none'}")
+
+    @staticmethod
+    def searches(studies: list[str], kept_in: Path, seconds: float | None, at_once: int) -> str:
+        """The first line's part on the settings to search: ``studies`` (none: every setting kept in ``kept_in``),
+        ``seconds`` their searches' estimate (None: not known before their first runs end), ``at_once`` side by side."""
+        if not studies:
+            return f"settings to search: none (kept in {kept_in}/)"
+        side = f" at --jobs {at_once}" if at_once > 1 and len(studies) > 1 else ""
+        when = (f"about {duration(seconds)}{side} (as earlier searches kept in {kept_in}/ took)" if seconds is not None
+                else f"their time unknown until their first runs end (no earlier search kept in {kept_in}/)")
+        return (f"settings to search: {len(studies)} {'study' if len(studies) == 1 else 'studies'} "
+                f"({', '.join(studies)}), {when}")
 
     @contextlib.contextmanager
     def stage(self, name: str, planned: int, reused: int, to_run: int, jobs: int, count: Callable[[], int]

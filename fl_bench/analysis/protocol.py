@@ -113,10 +113,10 @@ class Protocol:
     MIN_PILOT_SEEDS: ClassVar[int] = 3
 
     def check(self, studies: dict, spaces: tuple[Path, ...], path: Path) -> None:
-        """ConfigError naming ``path`` unless the protocol holds: seeds >= 0, real dates in order, the tuner's
-        objective and direction, MIN_REPORT_SEEDS distinct report seeds; a complete tuner (null only if no study
-        names a space) with MIN_TRIALS trials and MIN_TUNING_SEEDS tuning seeds, none a report seed; seeds of
-        the pilot and the confirmation apart from the others; each tuned study's paper values and special case
+        """ConfigError naming ``path`` unless the protocol holds: seeds >= 0, each listed once, real dates in
+        order, the tuner's objective and direction, MIN_REPORT_SEEDS distinct report seeds; a complete tuner
+        (null only if no study names a space) with MIN_TRIALS trials and MIN_TUNING_SEEDS tuning seeds, none a
+        report seed; seeds of the pilot and the confirmation apart from the others; each tuned study's paper values and special case
         inside its space (found in ``spaces``), and special cases that form no cycle."""
         try:
             self._check(studies, spaces)
@@ -129,9 +129,14 @@ class Protocol:
                            ("protocol.power.pilot_seeds", self.power.pilot_seeds if self.power else []),
                            ("protocol.tuner.seeds", tuner.seeds if tuner else []),
                            ("protocol.tuner.confirm.seeds", confirm.seeds if confirm else [])):
+            first: dict[int, int] = {}
             for i, seed in enumerate(seeds):
                 if seed < 0:
                     raise ValueError(f"{key}[{i}]={seed!r} is not allowed: seeds are integers >= 0")
+                if seed in first:  # (a seed listed twice runs once: the list would count it twice)
+                    raise ValueError(f"{key}[{i}]={seed!r} is not allowed: seed {seed} is also {key}[{first[seed]}]: "
+                                     "list each seed once")
+                first[seed] = i
         self._check_dates()
         if tuner:
             _choose("protocol.tuner.objective", tuner.objective, OBJECTIVES)

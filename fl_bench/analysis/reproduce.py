@@ -27,7 +27,17 @@ studies searched side by side, each one run at a time (a TPE search is sequentia
 from the trials before it). Each job claims its run directory (fl_bench.runs.claim), so a run is never
 run twice at once, also by a reproduction started again while the first one's SLURM tasks still run; a
 task that dies leaves its run unfinished, and the next invocation launches it again. The driver can be
-stopped and started again at any time.
+stopped and started again at any time: SIGTERM, SIGINT (Ctrl-C) or SIGHUP stops every process it started,
+each command's process group (the Hydra process and joblib's loky workers, and the runs in them, which write
+their checkpoints: fl_bench.analysis.launch.stopped_on_signal), and exits 128 + the signal in one line.
+
+The sweep file's ``runs_dir`` and ``tuned_dir``, and the default ``--out`` and ``--registered`` (``results``),
+are read from the sweep file's repository (the nearest directory above it with pyproject.toml or .git, else
+its own directory: fl_bench.analysis.sweep_file.repository_of), never from the working directory, so the
+command finds the kept settings and runs from anywhere; paths given on the command line are read from the
+working directory. The first line says how many studies will be searched and about how long that takes
+(from the earlier searches kept in tuned_dir), before any search starts, and a second line where those
+studies' settings are kept under this protocol in the working directory's own ``tuned_dir`` instead.
 
 Every arm of the file (not only those this command runs: a smoke point's reference arm) is composed as
 it would run and checked, so that a misspelt override stops the reproduction in one line before any
@@ -74,7 +84,8 @@ from fl_bench.analysis import held_out, scoreboard
 from fl_bench.analysis.fairness import write_fairness
 from fl_bench.analysis.guards import tuned_edges
 from fl_bench.analysis.verdict import evidence, evidence_markdown, fill_notes, paper_effect, samples
-from fl_bench.analysis.launch import LAUNCHER_OVERRIDE, REPRODUCTION_NOT_WRITTEN, Launcher, Runs, launcher_keys
+from fl_bench.analysis.launch import (LAUNCHER_OVERRIDE, REPRODUCTION_NOT_WRITTEN, Launcher, Runs, Stopped, launcher_keys,
+                                      stopped_on_signal)
 from fl_bench.analysis.measures import MEASURES, Measure
 from fl_bench.analysis.power import Need, seeds_needed, table_seeds
 from fl_bench.analysis.protocol import Protocol, spaces_of
@@ -82,7 +93,7 @@ from fl_bench.analysis.report import write_report
 from fl_bench.analysis.run_frames import Frames, load_runs, rounds_view
 from fl_bench.analysis.scoreboard import write_table_evidence
 from fl_bench.analysis.seed_ledger import SeedLedger
-from fl_bench.analysis.sweep_file import SweepFile, Table, load_sweep_file
+from fl_bench.analysis.sweep_file import SweepFile, Table, load_sweep_file, repository_of, resolved
 from fl_bench.analysis.tuning import Studies
 from fl_bench.errors import FLBenchError
 from fl_bench.runs.config import register_configs
@@ -122,6 +133,9 @@ class Reproduction:
     def __init__(self, spec_path: Path, smoke: bool, runs_dir: Path | None, jobs: int, overrides: list[str] = (),
                  every_arm: bool = False, in_process: bool = False, launcher: str = "local_cores",
                  held_out_seeds: list[int] | None = None):
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"--jobs {jobs} is not allowed: it is how many runs (and studies' searches) go at once on "
+                             "this machine: an integer >= 1")
         register_configs()  # plugin components the arms name (FL_BENCH_PLUGINS); one that cannot be imported is one line
         # the launcher's settings go to the commands that launch runs, not into the runs' own (or their commands)
         launcher_settings = [o for o in overrides if LAUNCHER_OVERRIDE.match(o)]
@@ -225,18 +239,26 @@ class Reproduction:
         setting = (*self.spec.studies[arm.study].overrides, *(f"{k}={v}" for k, v in best.items()), *arm.overrides)
         return Runs((base or self.runs_dir) / arm.key, tuple(self.workload), setting, tuple(seeds), f"arm {arm.label!r}")
 
-    def planned_runs(self, arms: dict[str, Arm]) -> dict[str, int | str]:
+    def searches(self, arms: dict[str, Arm]) -> dict[str, str]:
+        """The studies :meth:`tune` will tune for ``arms`` (fl_bench.analysis.tuning.Studies.to_search: each with its
+        first stage, "search" or "confirm"; read from the kept files, nothing launched); none at a smoke point, in
+        a held-out check, or without a tuner."""
+        if self.protocol.tuner is None or self.smoke or not self.studies.retune:
+            return {}
+        studies = {self.spec.studies[arm.study].setting_of or arm.study for arm in arms.values()}
+        return self.studies.to_search(sorted(studies))
+
+    def planned_runs(self, arms: dict[str, Arm], searches: dict[str, str] | None = None) -> dict[str, int | str]:
         """The runs each stage will launch for ``arms`` (by key; each an ``Arm``), by stage name as its lines name
-        it: a number where it is known before any run (a search's is its budget, fewer if its kept setting or
-        a small space ends it), else when it is known."""
-        studies = sorted({self.spec.studies[arm.study].setting_of or arm.study for arm in arms.values()})
+        it: a number where it is known before any run (a search's is its budget, fewer if a small space ends it;
+        a study whose setting is kept has none), else when it is known. ``searches``: :meth:`searches`'s."""
         tuner, power = self.protocol.tuner, self.protocol.power
         planned: dict[str, int | str] = {}
-        for study in studies if tuner is not None and not self.smoke and self.studies.retune else []:
-            if self.spec.studies[study].space is not None:
+        for study, stage in (self.searches(arms) if searches is None else searches).items():
+            if stage == "search":
                 planned[f"tune_{study}"] = tuner.trials * max(1, len(tuner.seeds))
-                if tuner.confirm is not None:
-                    planned[f"confirm_{study}"] = "after its search"
+            if tuner.confirm is not None:
+                planned[f"confirm_{study}"] = "after its search" if stage == "search" else "its finalists"
         pilot = power and not self.smoke and not self.held_out_seeds
         if pilot:
             planned["pilot"] = len(arms) * len(power.pilot_seeds)
@@ -451,8 +473,19 @@ class Reproduction:
         as a W&B Report (fl_bench.analysis.wandb_report; its runs need ``--override logger=wandb``). A held-out
         check then sets each verdict beside the registered one, from the evidence in ``registered``."""
         tables = self.tables(names)
+        if self.held_out_seeds:  # (the registered evidence it compares with: before the runs, not after them)
+            held_out.check_registered(registered, list(tables))
         arms = {arm.key: arm for table in tables.values() for arm in self.arms(table)}
-        self.launcher.progress.begin(self.spec_path, out, self.runs_dir, len(tables), len(arms), self.planned_runs(arms))
+        searches = self.searches(arms)
+        progress = self.launcher.progress
+        plan = (progress.searches(list(searches), self.tuned_dir, self.studies.search_estimate(
+            [study for study, stage in searches.items() if stage == "search"], self.jobs), self.jobs)
+            if self.protocol.tuner is not None and not self.smoke and not self.held_out_seeds else "")
+        progress.begin(self.spec_path, out, self.runs_dir, len(tables), len(arms), self.planned_runs(arms, searches),
+                       plan)
+        elsewhere = self.kept_elsewhere(list(searches))
+        if elsewhere:
+            progress.say(elsewhere)
         self.check(out)
         self.tune(arms)
         needs = self.power(tables, arms)  # {} without a power rule (or at a smoke point)
@@ -463,6 +496,31 @@ class Reproduction:
         if self.held_out_seeds:
             summary = held_out.write_comparison(registered, out, list(tables), self.spec_path, self.held_out_seeds)
             print(f"held-out check: {out / 'held_out.md'}: {summary}")
+
+    def kept_elsewhere(self, studies: list[str]) -> str:
+        """A line where settings of ``studies`` (to be searched) are kept under this protocol in the working
+        directory's own tuned_dir (the file's tuned_dir read from the working directory, or from its repository):
+        a sweep file copied out of its repository, whose settings stayed behind. Empty where none is."""
+        if not studies:
+            return ""
+        mine = self.tuned_dir.absolute()
+        try:
+            within = mine.relative_to(repository_of(self.spec_path))
+        except ValueError:  # (an absolute tuned_dir elsewhere: the file names it itself)
+            return ""
+        for other in dict.fromkeys([Path.cwd() / within, repository_of(Path.cwd()) / within]):
+            if other == mine or not other.is_dir():
+                continue
+            there = Studies(self.spec, self.spaces, self.workload, other, self.launcher, self.smoke)
+            try:
+                kept = [study for study in studies if study not in there.to_search(studies)]
+            except (ValueError, FLBenchError):  # (a damaged file there: not these settings)
+                continue
+            if kept:
+                return (f"{other}/ keeps the settings of {', '.join(kept)} under this protocol, and {self.tuned_dir}/ "
+                        f"(the sweep file's tuned_dir, read from its repository) does not: stop now and copy them "
+                        f"there, or set tuned_dir, to reuse them")
+        return ""
 
     def check(self, out: Path) -> None:
         """Before any directory is made or any run starts: every arm of the file, as this mode would run it,
@@ -490,8 +548,11 @@ class Reproduction:
             for study in studies:
                 self.studies.tuned(study)
         else:
-            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            pool = ThreadPoolExecutor(max_workers=self.jobs)
+            try:
                 list(pool.map(self.studies.tuned, studies))
+            finally:  # (stopped or failed: the studies not started yet never start)
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def report_runs(self, tables: dict[str, Table], arms: dict[str, Arm], needs: dict[str, dict[str, Need]]
                     ) -> tuple[dict[str, Path], SeedLedger | None]:
@@ -564,8 +625,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m fl_bench.analysis.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     parser.add_argument("tables", nargs="*", help="tables to make (default: all in the file)")
-    parser.add_argument("--out", type=Path, help="where the pages go (default: results; a held-out check's: "
-                        "results/held_out/<sweep file>_<seeds>)")
+    parser.add_argument("--out", type=Path, help="where the pages go (default: the sweep file's repository's results; a "
+                        "held-out check's: results/held_out/<sweep file>_<seeds> there)")
     parser.add_argument("--runs-dir", type=Path, help="where runs go (default: the file's runs_dir)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once on this machine (--launcher local_cores: its "
                         "n_jobs), and studies searched at once")
@@ -587,8 +648,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--held-out-seeds", metavar="SEEDS", help="rerun the registered protocol on report seeds it never "
                         "used (e.g. 721-740 or 721,725,730-735; at most its cap), the kept tuned settings reused, into "
                         "directories of its own, and set each verdict beside the registered one (fl_bench.analysis.held_out)")
-    parser.add_argument("--registered", type=Path,
-                        help="with --held-out-seeds: where the registered pages and evidence are (default results)")
+    parser.add_argument("--registered", type=Path, help="with --held-out-seeds: where the registered pages and evidence "
+                        "are (default: the sweep file's repository's results)")
     return parser
 
 
@@ -597,15 +658,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        seeds = held_out.parse_seeds(args.held_out_seeds) if args.held_out_seeds is not None else None
-        if args.registered is not None and seeds is None:  # (it would be ignored)
-            raise ValueError(f"--registered {args.registered}: it names the registered results a held-out check compares "
-                             "with: use it with --held-out-seeds")
-        out = args.out or (Path("results") / "held_out" / f"{args.spec.stem}_{held_out.label(seeds)}" if seeds else Path("results"))
-        Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm, args.in_process,
-                     args.launcher, seeds).run(args.tables, out, args.publish, args.dry_run, args.registered or Path("results"))
+        with stopped_on_signal():  # (stopped, every process it started is stopped with it)
+            seeds = held_out.parse_seeds(args.held_out_seeds) if args.held_out_seeds is not None else None
+            if args.registered is not None and seeds is None:  # (it would be ignored)
+                raise ValueError(f"--registered {args.registered}: it names the registered results a held-out check "
+                                 "compares with: use it with --held-out-seeds")
+            results = resolved("results", args.spec)  # (the sweep file's repository's, as its own paths)
+            out = args.out or (results / "held_out" / f"{args.spec.stem}_{held_out.label(seeds)}" if seeds else results)
+            reproduction = Reproduction(args.spec, args.smoke, args.runs_dir, args.jobs, args.override, args.every_arm,
+                                        args.in_process, args.launcher, seeds)
+            reproduction.run(args.tables, out, args.publish, args.dry_run, args.registered or results)
     except (ValueError, RuntimeError, FileNotFoundError, FLBenchError) as error:
         parser.exit(1, f"fl_bench.analysis.reproduce: error: {error}\n")
+    except Stopped as stop:
+        parser.exit(128 + stop.signum, f"fl_bench.analysis.reproduce: {stop}: every process it started was stopped "
+                    "(unfinished runs keep their checkpoints); run the same command again to go on\n")
 
 
 if __name__ == "__main__":

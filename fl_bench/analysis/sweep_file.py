@@ -9,10 +9,21 @@ case's ``set`` of config values).
 
 Every check happens here, once, and every refusal is one ConfigError naming the file, the key (with the
 closest valid key), the value and what is allowed: a misspelt key, a value of the wrong type or a missing
-field; names that refer to each other (an arm's study, a table's reference arm, an arm's ``vs`` and
-``special_case``, a study's ``setting_of``); table names that are file names, and an arm's ``paper`` values
-in the shape its table's measure reads; and the protocol's rules (seeds, dates, budgets, disjoint seeds,
-search spaces), :class:`fl_bench.analysis.protocol.Protocol`'s."""
+field; names that are strings and texts that are no YAML boolean (an unquoted ``yes`` is true, which
+OmegaConf would make 'True'); names that refer to each other (an arm's study, a table's reference arm, an
+arm's ``vs`` and ``special_case``, a study's ``setting_of``), and an arm compared with itself whose paper
+values or claim nothing would read; table names that are file names, and an arm's ``paper`` values in the
+shape its table's measure reads; and the protocol's rules (seeds, dates, budgets, disjoint seeds, each seed
+listed once, search spaces), :class:`fl_bench.analysis.protocol.Protocol`'s.
+
+The file's paths (``runs_dir``, ``tuned_dir``), where relative, are read from the file's repository, never from
+the working directory: the nearest directory above the file that holds ``pyproject.toml`` or ``.git`` (a copy
+of fl_bench: ``sweeps/x.yaml``'s ``results/tuned/x`` is that repository's ``results/tuned/x``), or the file's
+own directory where none does (:func:`repository_of`). So a reproduction started from anywhere finds the
+settings and runs the file's repository keeps; loaded, they are paths relative to the working directory where
+they lie under it (what a reproduction started from the repository's root always read and wrote), else
+absolute (:func:`resolved`). The overrides the runs take (``data_root=...``) are the runs' own, read where
+the runs start, as on the command line."""
 
 from __future__ import annotations
 
@@ -20,6 +31,7 @@ import copy
 import difflib
 import functools
 import math
+import os
 import re
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -167,7 +179,33 @@ def load_sweep_file(path: Path, spaces: tuple[Path, ...] | None = None) -> Sweep
     if not path.is_file():
         raise ConfigError(f"{path} does not exist: give a sweep file, e.g. sweeps/fedbuff_smoke.yaml")
     stat = path.stat()
-    return copy.deepcopy(_checked(path, stat.st_mtime_ns, stat.st_size, tuple(spaces or spaces_of())))
+    spec = copy.deepcopy(_checked(path, stat.st_mtime_ns, stat.st_size, tuple(spaces or spaces_of())))
+    spec.runs_dir, spec.tuned_dir = (str(resolved(given, path)) for given in (spec.runs_dir, spec.tuned_dir))
+    return spec
+
+
+REPOSITORY_MARKERS = ("pyproject.toml", ".git")  # what marks a repository's root (fl_bench's, or a user's)
+
+
+def repository_of(path: Path) -> Path:
+    """The directory a sweep file's relative paths are read from: the nearest directory above the file ``path``
+    (or a directory ``path``, from itself) that holds pyproject.toml or .git, else the file's own directory."""
+    path = Path(os.path.normpath(Path(path).absolute()))
+    start = path if path.is_dir() else path.parent
+    return next((directory for directory in (start, *start.parents)
+                 if any((directory / marker).exists() for marker in REPOSITORY_MARKERS)), start)
+
+
+def resolved(given: str | Path, sweep_file: Path) -> Path:
+    """A path of the sweep file ``sweep_file`` (``given`` as written there) read from its repository
+    (:func:`repository_of`), never from the working directory: a relative one relative to the working directory
+    where it lies under it (``results/tuned/x`` from the repository's root), else absolute; an absolute one as
+    written."""
+    if Path(given).is_absolute():
+        return Path(given)
+    found = Path(os.path.normpath(repository_of(sweep_file) / given))
+    cwd = Path.cwd()
+    return found.relative_to(cwd) if found.is_relative_to(cwd) else found
 
 
 @functools.lru_cache(maxsize=64)
@@ -191,6 +229,10 @@ def _checked(path: Path, mtime_ns: int, size: int, spaces: tuple[Path, ...]) -> 
         raise ConfigError(f"{path} is a W&B sweep (program, method, parameters): run it with `wandb sweep {path}`; "
                           "python -m fl_bench.analysis.reproduce takes a reproduction's sweep file")
     _check_amendments_quoted(raw, path)
+    found = _misshapen(raw, SweepFile, "")  # (before OmegaConf, which turns a name true into 'True' and names no key)
+    if found is not None:
+        key, value, allowed = found
+        raise ConfigError(f"{path}: {key}={value!r} is not allowed: {allowed}")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(SweepFile), raw)
         typed = OmegaConf.to_container(merged, throw_on_missing=True)
@@ -264,13 +306,13 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
     if not (error.full_key or error.key):  # (a list where a mapping belongs, or the reverse: OmegaConf names no key)
         found = _misshapen(raw, SweepFile, "")
         if found is not None:
-            key, value, expected = found
-            return f"{key}={value!r} is not allowed: it must be {expected}"
+            key, value, allowed = found
+            return f"{key}={value!r} is not allowed: {allowed}"
     key = str(error.full_key or error.key)
     if isinstance(error, ConfigKeyError) and is_dataclass(error.object_type):
         allowed = [f.name for f in fields(error.object_type)]
-        close = difflib.get_close_matches(str(error.key), allowed, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}? " if close else ""
+        close = _closest_key(str(error.key), allowed)
+        hint = f"did you mean {close}? " if close else ""
         return f"{key} is not a key of {_what(error.object_type)}: {hint}(its keys: {', '.join(allowed)})"
     expected = _describe(_field_type(key))
     if "Missing mandatory value" in str(error):
@@ -278,31 +320,60 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
     return f"{key}={_value_at(raw, key)!r} is not allowed: it must be {expected}"
 
 
-def _misshapen(value: Any, tp: Any, key: str) -> tuple[str, Any, str] | None:
-    """The first place where ``value`` is not the mapping or list the schema's ``tp`` asks for (or a mapping's
-    key is not a name): (key, value, what is allowed), None where every shape fits."""
-    tp = _unwrap(tp)
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
+# What a field holds, in words, where the schema's type says too little (a headline's rows are 'TABLE: ARM'
+# strings): (class, field) -> (the field's text, its items' text)
+_ROWS = "a list of 'TABLE: ARM' strings (an arm of one of this file's tables each)"
+FIELD_TEXT = {("Headline", "rows"): (_ROWS, "a 'TABLE: ARM' string"),
+              ("Headline", "readings"): ("a mapping of readings (each a name) to lists of 'TABLE: ARM' strings", _ROWS)}
+# YAML (1.1, as PyYAML reads it) turns these unquoted words into booleans: a name or a text written so
+# would become 'True' or 'False'
+_BOOLEAN = "YAML reads an unquoted true, false, yes, no, on or off as a boolean"
+
+
+def _closest_key(key: str, keys: list[str]) -> str | None:
+    """The key of ``keys`` that ``key`` most likely misspells: of those alike (difflib's), the one sharing the
+    longest beginning with it, then the most alike (``tolerance_reason`` is ``tolerance_why``, not ``tolerance``)."""
+    close = difflib.get_close_matches(key, keys, n=len(keys), cutoff=0.6)
+    shared = lambda option: len(os.path.commonprefix([key, option]))  # noqa: E731
+    return max(close, key=lambda option: (shared(option), -close.index(option)), default=None)
+
+
+def _misshapen(value: Any, tp: Any, key: str, text: str | None = None, item_text: str | None = None
+               ) -> tuple[str, Any, str] | None:
+    """The first place where ``value`` (the file as YAML read it) is not the mapping or list the schema's ``tp``
+    asks for, a mapping's key is not a name (a string), or a string of the schema is a YAML boolean: (key,
+    value, what is allowed), None where every shape fits. ``text`` and ``item_text``: what the value and its
+    items hold, in words, where the type says too little (FIELD_TEXT)."""
+    plain = _unwrap(tp)
+    origin, args = typing.get_origin(plain), typing.get_args(plain)
+    allowed = f"it must be {text or _describe(tp)}"
     if value is None:
         return None
-    if is_dataclass(tp) or origin is dict:
+    if is_dataclass(plain) or origin is dict:
         if not isinstance(value, dict):
-            return key or "the file", value, _describe(tp)
-        hints = typing.get_type_hints(tp) if is_dataclass(tp) else {}
+            return key or "the file", value, allowed
+        hints = typing.get_type_hints(plain) if is_dataclass(plain) else {}
         for name, item in value.items():
-            where = f"{key}.{name}" if key else str(name)
             if not isinstance(name, str):
-                return where, item, f"under a name (a string key), not {type(name).__name__} {name!r}"
-            found = _misshapen(item, hints.get(name, Any) if is_dataclass(tp) else args[1], where)
+                return (f"{key or 'the file'} name", name,
+                        f"a name is a string ({_BOOLEAN}, and an unquoted number as a number: quote it)")
+            where = f"{key}.{name}" if key else name
+            if is_dataclass(plain):
+                texts = FIELD_TEXT.get((plain.__name__, name), (None, None))
+                found = _misshapen(item, hints.get(name, Any), where, *texts)
+            else:
+                found = _misshapen(item, args[1], where, item_text)
             if found is not None:
                 return found
     elif origin is list:
         if not isinstance(value, list):
-            return key, value, _describe(tp)
+            return key, value, allowed
         for i, item in enumerate(value):
-            found = _misshapen(item, args[0], f"{key}[{i}]")
+            found = _misshapen(item, args[0], f"{key}[{i}]", item_text)
             if found is not None:
                 return found
+    elif plain is str and isinstance(value, bool):
+        return key, value, f"{allowed} ({_BOOLEAN}: quote it)"
     return None
 
 
@@ -440,7 +511,8 @@ def _check_names(spec: SweepFile, path: Path) -> None:
                 if other == label:
                     _refuse(path, f"{where}.arms.{label}.{key}", other, "it names the arm itself: name the other arm "
                             "of the table that changes one thing")
-            _check_paper(arm, label, table.measure, f"{where}.arms.{label}", path)
+            _check_paper(arm, table.measure, f"{where}.arms.{label}", path)
+            _check_compared_with_itself(label, table, f"{where}.arms.{label}", path)
             _check_claim(arm, arms.get(arm.vs or table.reference), table.measure, f"{where}.arms.{label}", path)
         _check_fidelity(table, where, path)
         _check_notes(table.notes, arms, f"{path}: {where}.notes", known, len(spec.headlines))
@@ -486,11 +558,13 @@ def _check_headlines(spec: SweepFile, path: Path, known: Any) -> None:
             if not paper_effect(arm, found.arms.get(arm.vs or found.reference), found.measure):
                 _refuse(path, key, row, "that arm tests no paper number (no paper: in it), so it has no "
                         "verdict to answer the headline with: name an arm that has one")
-        if len(set(headline.rows)) < len(headline.rows):
-            _refuse(path, where, headline.rows, "each row once: a row named twice would count twice")
+        for key, listed in [(where, headline.rows), *((f"headlines[{i}].readings.{name}", listed)
+                                                      for name, listed in headline.readings.items())]:
+            if len(set(listed)) < len(listed):
+                _refuse(path, key, listed, "each row once: a row named twice would count twice")
 
 
-def _check_paper(arm: ArmSpec, label: str, measure: str, where: str, path: Path) -> None:
+def _check_paper(arm: ArmSpec, measure: str, where: str, path: Path) -> None:
     """The arm's ``paper`` gives only keys its table's measure reads (PAPER_KEYS), each in its shape."""
     keys = PAPER_KEYS[MEASURES[measure].kind]
     paper = arm.paper or {}
@@ -505,12 +579,34 @@ def _check_paper(arm: ArmSpec, label: str, measure: str, where: str, path: Path)
     if {"accuracy", "difference"} <= set(paper):
         _refuse(path, f"{where}.paper", paper, "give accuracy or difference, not both (with accuracy the verdict reads "
                 "the difference of accuracies, and difference would be ignored)")
-    # vs naming the arm itself compares it with none: a base for others (hfl_smoke's per-dataset HFL arms),
-    # whose paper values read only in a comparison would be ignored
-    compared = [key for key in COMPARED_ONLY if key in paper]
-    if arm.vs == label and compared:
-        _refuse(path, f"{where}.vs", label, f"it names the arm itself, which compares it with none and leaves its "
-                f"paper.{compared[0]} unread: name another arm of the table")
+
+
+def _check_compared_with_itself(label: str, table: Table, where: str, path: Path) -> None:
+    """An arm compared with itself (its ``vs`` names it, or it is the table's reference and names no other) is
+    compared with none: a base for others (hfl_smoke's per-dataset HFL arms). Its paper values read only in a
+    comparison (COMPARED_ONLY) and its claim would never be judged, and its paper.accuracy is read only as the
+    base of the arms compared with it: each of them refused where nothing reads it."""
+    arm = table.arms[label]
+    if (arm.vs or table.reference) != label:
+        return
+    if arm.vs is not None:
+        key, value, what = f"{where}.vs", arm.vs, "it names the arm itself, which compares it with none"
+        fix = "name another arm of the table"
+    else:
+        key, value, what = f"{where}.paper", arm.paper, "the table's reference arm is compared with none"
+        fix = "give it vs: ANOTHER ARM"
+    paper = arm.paper or {}
+    compared = [name for name in COMPARED_ONLY if name in paper]
+    if compared:
+        _refuse(path, key, value, f"{what} and leaves its paper.{compared[0]} unread: {fix}")
+    if arm.claim != "side" or arm.tolerance is not None:
+        given = f"claim: {arm.claim}" + (f", tolerance: {arm.tolerance:g}" if arm.tolerance is not None else "")
+        _refuse(path, key, value, f"{what}, so its {given} is never judged: {fix}")
+    based = [other for name, other in table.arms.items() if name != label and (other.vs or table.reference) == label
+             and (other.paper or {}).get("accuracy") is not None]
+    if "accuracy" in paper and not based:
+        _refuse(path, key, value, f"{what}, and no arm of the table with a paper.accuracy is compared with it, so its "
+                f"paper.accuracy is read by nothing: {fix}, or compare an arm with it (vs: {label!r})")
 
 
 def _check_claim(arm: ArmSpec, vs: ArmSpec | None, measure: str, where: str, path: Path) -> None:
@@ -526,6 +622,9 @@ def _check_claim(arm: ArmSpec, vs: ArmSpec | None, measure: str, where: str, pat
                 "(not only bounds such as '>0'): use claim: side")
     tolerance = arm.tolerance
     if tolerance is None:
+        if arm.tolerance_why is not None:
+            _refuse(path, f"{where}.tolerance_why", arm.tolerance_why, "it gives the reason for a tighter tolerance, and "
+                    "the arm sets none: set tolerance too, or remove tolerance_why")
         return
     if claim == "side":
         _refuse(path, f"{where}.tolerance", tolerance, "a side claim has no tolerance: set claim: size or closeness")
@@ -533,8 +632,8 @@ def _check_claim(arm: ArmSpec, vs: ArmSpec | None, measure: str, where: str, pat
     if not (1 if kind == "ratio" else 0) < tolerance <= widest:
         _refuse(path, f"{where}.tolerance", tolerance, f"a table may only tighten the default rule: "
                 f"{'a factor in (1, ' if kind == 'ratio' else 'points in (0, '}{widest:g}]")
-    if not arm.tolerance_why:
-        _refuse(path, f"{where}.tolerance_why", arm.tolerance_why, "a tighter tolerance needs its reason")
+    if not (arm.tolerance_why or "").strip():
+        _refuse(path, f"{where}.tolerance_why", arm.tolerance_why, "a tighter tolerance needs its reason (a sentence)")
 
 
 def _paper_value_ok(key: str, value: Any) -> bool:

@@ -50,6 +50,14 @@ class Tuned:
                    float(found.get("wall_seconds", 0.0)), found.get("space"))
 
 
+class _WouldLaunch(Exception):
+    """Raised where a study's search or confirmation would be launched while :meth:`Studies.to_search` plans."""
+
+    def __init__(self, study: str, stage: str):
+        super().__init__(study, stage)
+        self.study, self.stage = study, stage
+
+
 class Studies:
     """A reproduction's studies (``spec``'s, searched in ``spaces``), tuned through ``launcher`` with the
     reproduction's ``workload``, kept under ``tuned_dir``; a ``smoke`` point never tunes (it reads a kept
@@ -61,6 +69,55 @@ class Studies:
         self.spec, self.protocol, self.spaces, self.workload = spec, spec.protocol, spaces, workload
         self.tuned_dir, self.launcher, self.smoke, self.retune = tuned_dir, launcher, smoke, retune
         self._study_locks = defaultdict(threading.Lock)
+        self._planning = False  # (to_search: read the kept files, launch nothing)
+
+    def to_search(self, studies: list[str]) -> dict[str, str]:
+        """Of ``studies`` and the studies they take a setting from (a special case, a setting_of), those that
+        :meth:`tuned` would tune now, each with its first stage to launch ("search", or "confirm" where only the
+        confirmation of a kept search is missing), the ones they start from first; read only: nothing is
+        launched. A study whose special case is searched is searched after it (it starts from its setting)."""
+        involved: list[str] = []
+
+        def add(study: str) -> None:
+            spec = self.spec.studies[study]
+            for base in (spec.setting_of, spec.special_case.study if spec.special_case else None):
+                if base is not None and base not in involved:
+                    add(base)
+            if study not in involved:
+                involved.append(study)
+
+        for study in studies:
+            add(study)
+        found: dict[str, str] = {}
+        self._planning = True
+        try:
+            for study in involved:
+                if self.spec.studies[study].setting_of is not None or self.spec.studies[study].space is None:
+                    continue  # (not tuned: another study's setting, or a fixed one)
+                try:
+                    self.tuned(study)
+                except _WouldLaunch as would:
+                    found[study] = would.stage if would.study == study else "search"
+        finally:
+            self._planning = False
+        return found
+
+    def search_estimate(self, studies: list[str], at_once: int) -> float | None:
+        """Seconds the searches of ``studies`` may take, ``at_once`` side by side: each study's earlier search's wall
+        time as its file under tuned_dir keeps it (under any protocol), else the mean of the other files' there
+        (a confirmation's time not counted); None where no file there keeps one."""
+        walls = {}
+        for path in sorted(self.tuned_dir.glob("*.yaml")) if self.tuned_dir.is_dir() else []:
+            try:
+                wall = float(_kept(path).get("wall_seconds") or 0.0)
+            except (ConfigError, TypeError, ValueError):
+                continue
+            if wall > 0:
+                walls[path.stem] = wall
+        if not walls or not studies:
+            return None
+        mean = sum(walls.values()) / len(walls)
+        return sum(walls.get(study, mean) for study in studies) / max(1, min(at_once, len(studies)))
 
     def tuned(self, study: str) -> Tuned:
         """The study's best setting; tuned now unless already on file under the same protocol (smoke
@@ -100,6 +157,8 @@ class Studies:
         # (a file from before the ranking was kept cannot name finalists: searched again)
         if all(kept.get(key) == value for key, value in made.items()) and ("ranked" in kept or tuner.confirm is None):
             return kept
+        if self._planning:
+            raise _WouldLaunch(study, "search")
         if not self.retune:  # (a held-out check: fl_bench.analysis.held_out)
             raise ValueError(f"study {study}: {path} holds no setting tuned under this protocol, its space and overrides: "
                              "a held-out check reuses the kept tuned settings; run the registered reproduction first")
@@ -160,6 +219,8 @@ class Studies:
             return kept["best"]
         if self.smoke:
             return None
+        if self._planning:
+            raise _WouldLaunch(study, "confirm")
         if not self.retune:
             raise ValueError(f"study {study}: {self.tuned_dir / (study + '.yaml')} holds no confirmation under this protocol: "
                              "a held-out check reuses the kept tuned settings; run the registered reproduction first")

@@ -56,6 +56,11 @@ def test_a_held_out_check_reruns_the_kept_settings_on_its_seeds_into_its_own_dir
     assert repro.seeds == seeds
     commands, compared = runs_only(repro, monkeypatch), []
     monkeypatch.setattr(held_out, "write_comparison", lambda *args: compared.append(args) or "0 of 2 verdicts moved")
+    with pytest.raises(ValueError, match="fedbuff_table2_smoke_evidence.csv does not exist: the held-out check compares"):
+        repro.run(["fedbuff_table2_smoke"], tmp_path / "out", registered=tmp_path / "results")  # (before any run)
+    assert not commands
+    (tmp_path / "results").mkdir()
+    shutil.copy(REPO / "results" / "fedbuff_table2_smoke_evidence.csv", tmp_path / "results")
     repro.run(["fedbuff_table2_smoke"], tmp_path / "out", registered=tmp_path / "results")
     jobs = [job for command in commands for job in launched_jobs(command)]
     assert len(commands) == 1 and not any("hparams_search" in word for word in commands[0])  # one stage: the report

@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -152,6 +154,98 @@ def test_jobs_is_local_cores_n_jobs_for_a_stage_and_one_for_a_search_unless_over
     mine = Reproduction(spec, smoke=True, runs_dir=None, jobs=2, overrides=["hydra.launcher.n_jobs=4"])
     assert mine.launcher.launcher_settings(1) == ["hydra/launcher=local_cores", "hydra.launcher.n_jobs=4"]
     assert "hydra.launcher.n_jobs=4" not in mine.workload
+
+
+# ------------------------------------------------------------------------------------- stopping
+
+# A reproduction's process tree in small: the driver (fl_bench.analysis.launch's stopping, a Launcher's run) starts
+# a "Hydra process" that starts two "loky workers" and waits, each process waiting for a signal; the Hydra process
+# writes their process ids to a file (argv[1]) once all have started.
+HYDRA = """
+import os, signal, subprocess, sys
+workers = [subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"]) for _ in range(2)]
+with open(sys.argv[1] + ".part", "w") as ids:
+    ids.write(" ".join(map(str, [os.getpid(), *(worker.pid for worker in workers)])))
+os.replace(sys.argv[1] + ".part", sys.argv[1])
+signal.pause()
+"""
+DRIVER = """
+import sys
+from pathlib import Path
+from fl_bench.analysis.launch import Launcher, Stopped, stopped_on_signal
+directory = Path(sys.argv[1])
+launcher = Launcher(directory, (), "local_cores", frozenset(), (), False, directory, "")
+try:
+    with stopped_on_signal():
+        ok = launcher.run([sys.executable, "-c", sys.argv[2], str(directory / "ids")], directory, check=False)
+except Stopped as stop:
+    sys.exit(128 + stop.signum)
+print("returned", ok, flush=True)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended but not reaped by its parent, has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _within(seconds: float, done) -> bool:
+    """Whether ``done()`` holds within ``seconds`` (polled, not waited for a fixed time)."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes' states in /proc")
+@pytest.mark.parametrize("stopped", ["driver and Hydra process", "Hydra process"])
+def test_stopping_the_driver_stops_every_process_it_started(stopped, tmp_path):
+    """SIGTERM to the driver and its Hydra process at once (a user stopping a reproduction) leaves no process of its
+    tree running: the loky workers, orphaned by their Hydra process, are stopped with its process group, and the
+    driver exits 128 + 15. SIGTERM to the Hydra process alone: the driver's launch returns (a failed command) and the
+    workers it left are stopped before it does."""
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), HYDRA], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    ids = tmp_path / "ids"
+    tree: list[int] = []
+    try:
+        assert _within(10, ids.exists), "the tree did not start"
+        tree = [int(pid) for pid in ids.read_text().split()]
+        hydra = tree[0]  # (then its two workers)
+        assert all(map(_alive, tree))
+        if stopped == "driver and Hydra process":
+            os.kill(driver.pid, signal.SIGTERM)
+        os.kill(hydra, signal.SIGTERM)
+        assert driver.wait(timeout=10) == (128 + signal.SIGTERM if stopped.startswith("driver") else 0)
+        assert _within(5, lambda: not any(map(_alive, tree))), [pid for pid in tree if _alive(pid)]
+        if stopped == "Hydra process":
+            assert driver.stdout.read() == "returned False\n"
+    finally:
+        for pid in [driver.pid, *tree]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        driver.wait()
+
+
+def test_a_stopped_reproduction_says_so_in_one_line_and_exits_128_plus_the_signal(monkeypatch, capsys):
+    from fl_bench.analysis import reproduce
+    from fl_bench.analysis.launch import Stopped
+
+    def stopped(*args, **kwargs):
+        raise Stopped(signal.SIGTERM)
+
+    monkeypatch.setattr(reproduce, "Reproduction", stopped)
+    with pytest.raises(SystemExit) as stop:
+        reproduce.main([str(REPO / "sweeps" / "hfl_smoke.yaml")])
+    assert stop.value.code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == ("fl_bench.analysis.reproduce: stopped by SIGTERM: every process it started was "
+                                       "stopped (unfinished runs keep their checkpoints); run the same command again "
+                                       "to go on\n")
 
 
 # ------------------------------------------------------------------------------------- end to end

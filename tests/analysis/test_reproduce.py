@@ -2,18 +2,21 @@
 sweep file (what CI can afford), and the direction column says what the ratios say."""
 
 import json
+import shutil
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 import pytest
 from omegaconf import OmegaConf
 
 from fl_bench.analysis.sections import ratios_of_means
 from fl_bench.errors import ConfigError
 from fl_bench.analysis.launch import Launcher
+from fl_bench.analysis.protocol import spaces_of
 from fl_bench.analysis.reproduce import Arm, Reproduction
 from fl_bench.analysis.tuning import Tuned
 from fl_bench.runs.run_dir import finished_runs
@@ -473,3 +476,86 @@ def test_the_runs_directory_named_absolute_reuses_the_runs_its_relative_name_mad
         monkeypatch.setattr(repro.launcher, "run", fake_run)
         repro.launcher.launch_stage("report", [repro.arm_runs(arm)], 1)
     assert len(calls) == 1 and finished_runs(tmp_path / "multirun" / arm.key)  # made once, kept
+
+
+def test_a_sweep_file_s_paths_are_read_from_its_repository_from_any_working_directory(tmp_path, monkeypatch, capsys):
+    """Issue 71: run from another directory, a sweep file's tuned_dir and runs_dir (and the default --out and
+    --registered) are its repository's (the nearest directory above it with pyproject.toml or .git), so its kept
+    settings are found and nothing is searched; a copy outside any repository reads them from its own directory,
+    and the first line says how many studies it would search, with a line naming the settings the working
+    directory keeps. From the repository's root the paths are what they always were."""
+    from fl_bench.analysis import reproduce
+    from fl_bench.analysis.sweep_file import load_sweep_file
+
+    repo, elsewhere, loose = tmp_path / "repo", tmp_path / "elsewhere", tmp_path / "loose"
+    (repo / "sweeps").mkdir(parents=True), elsewhere.mkdir(), loose.mkdir()
+    (repo / "pyproject.toml").write_text("")
+    spec = repo / "sweeps" / "fedgbo_smoke.yaml"
+    spec.write_text((SPEC.parent / "fedgbo_smoke.yaml").read_text())
+    shutil.copytree(SPEC.parents[1] / "results" / "tuned" / "fedgbo_smoke", repo / "results" / "tuned" / "fedgbo_smoke")
+    shutil.copy(spec, loose)
+    for cwd, tuned, runs in ((elsewhere, repo / "results/tuned/fedgbo_smoke", repo / "multirun/fedgbo_smoke"),
+                             (repo / "sweeps", repo / "results/tuned/fedgbo_smoke", repo / "multirun/fedgbo_smoke"),
+                             (repo, Path("results/tuned/fedgbo_smoke"), Path("multirun/fedgbo_smoke"))):
+        monkeypatch.chdir(cwd)
+        loaded = load_sweep_file(spec)
+        assert (loaded.tuned_dir, loaded.runs_dir) == (str(tuned), str(runs)), cwd
+    assert load_sweep_file(loose / "fedgbo_smoke.yaml").tuned_dir == str(loose / "results/tuned/fedgbo_smoke")
+
+    # (the special cases' compositions are test_every_paper_s_sweep_file_states_a_protocol_...'s)
+    monkeypatch.setattr(Reproduction, "_check_special_cases", lambda self: None)
+    monkeypatch.setattr(Reproduction, "check", lambda self, out: pytest.fail("stop here"))
+    ran = []
+    monkeypatch.setattr(Launcher, "run", lambda self, command, log_dir, check=True: ran.append(command))
+    for cwd, sweep_file in ((elsewhere, spec), (repo, loose / "fedgbo_smoke.yaml")):
+        monkeypatch.chdir(cwd)
+        with pytest.raises(pytest.fail.Exception, match="stop here"):
+            Reproduction(sweep_file, smoke=False, runs_dir=tmp_path / "runs", jobs=2).run([], tmp_path / "out")
+    first, again, kept_there = capsys.readouterr().out.splitlines()
+    assert ("; settings to search: none (kept in {}/); runs planned: pilot 40, report (after the pilot)"
+            .format(repo / "results/tuned/fedgbo_smoke")) in first
+    studies = "fedavg, afo, fedgbo, fedmax, fedprox, mfl, mimelite, mimexlite"
+    assert (f"; settings to search: 8 studies ({studies}), their time unknown until their first runs end (no earlier "
+            f"search kept in {loose / 'results/tuned/fedgbo_smoke'}/); runs planned: tune_fedavg 64, ") in again
+    assert kept_there == (f"{repo / 'results/tuned/fedgbo_smoke'}/ keeps the settings of {studies} under this protocol, "
+                          f"and {loose / 'results/tuned/fedgbo_smoke'}/ (the sweep file's tuned_dir, read from its "
+                          "repository) does not: stop now and copy them there, or set tuned_dir, to reuse them")
+    assert not ran
+
+    # the command's default --out and --registered: the repository's results
+    given = []
+
+    class Given:
+        def __init__(self, *args):
+            pass
+
+        def run(self, tables, out, publish, dry_run, registered):
+            given.append((out, registered))
+
+    monkeypatch.setattr(reproduce, "Reproduction", Given)
+    monkeypatch.chdir(elsewhere)
+    reproduce.main([str(spec)])
+    reproduce.main([str(spec), "--held-out-seeds", "721-725"])
+    assert given == [(repo / "results", repo / "results"), (repo / "results/held_out/fedgbo_smoke_721-725", repo / "results")]
+
+
+def test_the_first_line_says_how_long_the_searches_take_from_the_earlier_ones(tmp_path):
+    """A study to search (its tuned file gone) is estimated from its earlier search's wall time, else from the mean
+    of those kept beside it, the studies searched side by side."""
+    from fl_bench.analysis.progress import Progress
+    from fl_bench.analysis.sweep_file import load_sweep_file
+    from fl_bench.analysis.tuning import Studies
+
+    tuned = tmp_path / "tuned"
+    shutil.copytree(SPEC.parents[1] / "results" / "tuned" / "fedgbo_smoke", tuned)
+    (tuned / "mfl.yaml").unlink()
+    (tuned / "afo.yaml").write_text((tuned / "afo.yaml").read_text().replace("trials: 32", "trials: 40"))
+    spec = load_sweep_file(SPEC.parent / "fedgbo_smoke.yaml")
+    studies = Studies(spec, spaces_of(), spec.workload, tuned, None, smoke=False)
+    assert studies.to_search(["afo", "mfl", "fedavg"]) == {"afo": "search", "mfl": "search"}
+    walls = {path.stem: float(yaml.safe_load(path.read_text())["wall_seconds"]) for path in tuned.glob("*.yaml")}
+    mean = sum(walls.values()) / len(walls)
+    assert studies.search_estimate(["afo", "mfl"], 2) == (walls["afo"] + mean) / 2
+    assert studies.search_estimate(["afo", "mfl"], 1) == walls["afo"] + mean
+    assert Progress.searches(["afo", "mfl"], tuned, 7200.0, 2) == (
+        f"settings to search: 2 studies (afo, mfl), about 2 h at --jobs 2 (as earlier searches kept in {tuned}/ took)")
