@@ -381,3 +381,27 @@ def test_long_guards_and_causes_go_to_numbered_notes_so_that_rows_stay_one_line_
     board = (RESULTS / "README.md").read_text()
     rows = [line for line in board.splitlines() if line.startswith("| [")]
     assert rows and max(len(cell.strip()) for row in rows for cell in row.split("|")[8:]) <= LONG_CELL + 2
+
+
+# ----------------------------------------------------------------- what the scoreboard reads is checked (issue 71)
+def test_a_partial_reproduction_is_read_as_its_record_says_and_every_verdict_form_is_known(tmp_path):
+    """The refusal rows (tests/test_refusals.py) show each bad record and evidence file stopped in one line; what
+    they cannot show is what is let through. A record lists all its sweep file's tables while a reproduction may
+    make some only: a table its sweep file registers without an evidence file is listed as such, and a headline's
+    row naming an arm its sweep file registers that was not run reads no verdict, as before the checks."""
+    import shutil
+
+    shutil.copy(RESULTS / "hfl_smoke_paper.yaml", tmp_path)  # two tables; only the first made here
+    made = pd.read_csv(RESULTS / "hfl_convex_smoke_evidence.csv", dtype=str, keep_default_na=False)
+    made[made["arm"] != "digits S-SGD"].to_csv(tmp_path / "hfl_convex_smoke_evidence.csv", index=False)  # not run
+    board = scoreboard.gather(tmp_path, [SWEEPS / "hfl_smoke.yaml"])
+    assert board.tables == [("HFL (AD-SGD, 2021)", "hfl_convex_smoke", True),
+                            ("HFL (AD-SGD, 2021)", "hfl_convex_smoke_final", False)]
+    assert "[hfl_convex_smoke](hfl_convex_smoke.md) digits S-SGD (stand-in): no verdict (degenerate or not run)" in \
+        scoreboard.headline_lines(board, "HFL (AD-SGD, 2021)")[0]
+    # every verdict the rule gives (fl_bench.analysis.verdict.verdict), numbers and bounds included; nothing else
+    for said in ("reproduces", "differs", "inconclusive", "not reached", "paper split", "tuning failed",
+                 "underpowered at 30 seeds", "same side, 0.18x the paper's", "same side, more than 3.8x the paper's",
+                 "same side, 27x the paper's gap", "same side, 1e+02x the paper's", "same side, infx the paper's"):
+        assert scoreboard.VERDICT.fullmatch(said), said
+    assert not any(scoreboard.VERDICT.fullmatch(said) for said in ("maybe", "same side", "underpowered", "Reproduces"))
