@@ -337,6 +337,18 @@ REFUSALS = [
         ("algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
         ("algorithm.reduction=sum", "algorithm.reduction='sum'", "'mean'"),
         ("algorithm.server_optimizer.lr=2", "algorithm.server_optimizer.lr=2.0", "1.0"))],
+    # ... and a built-in's, every algorithm alike: a sweep over a knob must not give identical runs of a method
+    # that ignores it
+    *[(FL_BENCH, [f"algorithm={name}", bad], {}, f"{shown} is not allowed with algorithm={name}: its code does not read "
+       f"it ({schema}.uses is empty); leave it at {default}") for name, schema, bad, shown, default in (
+        ("ca2fl", "CA2FLConfig", "algorithm.staleness_exponent=2", "algorithm.staleness_exponent=2.0", "0.5"),
+        ("ca2fl", "CA2FLConfig", "algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
+        ("centralized", "CentralizedConfig", "algorithm.staleness_exponent=2", "algorithm.staleness_exponent=2.0", "0.5"),
+        ("centralized", "CentralizedConfig", "algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
+        ("fedstaleweight", "FedStaleWeightConfig", "algorithm.step_normalisation=fednova",
+         "algorithm.step_normalisation='fednova'", "'none'"))],
+    (FL_BENCH, ["algorithm=fedgbo", "algorithm.reduction=sum"], {}, "algorithm.reduction='sum' is not allowed with "
+     "algorithm=fedgbo: its code does not read it (FedGBOConfig.uses lists only weighting); leave it at 'mean'"),
     # device behaviour
     (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: 3, start: 1, end: 2}]"], {},
      "behaviour.outages[0].clients=3 is not allowed: must be a non-empty list of integer client ids"),

@@ -39,8 +39,6 @@ class ServerAlgorithm(Server):
     # trips must step with local_update() at algorithm.client_lr, never with an optimizer of their own
     # (a task=lightning module's configure_optimizers; fl_bench.clients.lightning_trainer).
     reads_client_rule: ClassVar[bool] = False
-    # It can weight uploads by their local steps (``algorithm.step_normalisation=fednova``); others refuse it
-    normalises_steps: ClassVar[bool] = False
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes: np.ndarray | None = None):
         """``cfg``: the algorithm's config; ``params``: the initial flat model, which the algorithm
@@ -51,10 +49,6 @@ class ServerAlgorithm(Server):
         self.num_clients = num_clients
         self.client_sizes = np.ones(num_clients, dtype=np.int64) if client_sizes is None else np.asarray(client_sizes)
         self.version = 0  # server steps taken so far
-        normalisation = getattr(cfg, "step_normalisation", "none")
-        if normalisation != "none" and not self.normalises_steps:
-            raise ConfigError(f"algorithm.step_normalisation={normalisation} is not allowed with algorithm={cfg.name}: "
-                              f"only FedBuff and the FedAvg family normalise by local steps; use step_normalisation=none")
 
     def broadcast(self) -> Broadcast:
         """The current model version as clients download it (override to send extra state)."""
@@ -293,13 +287,14 @@ def _built_in(cls: type) -> bool:
 
 def declared_uses(cls: type, target: str) -> tuple[str, ...]:
     """The shared server knobs (SHARED_SERVER_KEYS) that the algorithm ``target`` of config class ``cls`` reads:
-    the ``uses`` that ``cls`` or a plugin class above it declares; one declared by a built-in algorithm's
-    schema only where ``target`` is (a subclass of) that algorithm, whose code the declaration describes.
-    None otherwise: an algorithm written from ServerAlgorithm reads none of them."""
+    a built-in schema's ``uses`` (its own or inherited); for a plugin's, the ``uses`` that ``cls`` or a plugin
+    class above it declares, and one declared by a built-in algorithm's schema only where ``target`` is (a
+    subclass of) that algorithm, whose code the declaration describes. None otherwise: an algorithm written
+    from ServerAlgorithm reads none of them."""
     from hydra.utils import get_object
 
     owner = next(klass for klass in cls.__mro__ if "uses" in vars(klass))
-    if owner is cls or not _built_in(owner):
+    if owner is cls or not _built_in(owner) or _built_in(cls):
         return tuple(owner.uses)
     try:
         inherited = issubclass(get_object(target), get_object(vars(owner)["_target_"]))
@@ -314,10 +309,10 @@ class AlgorithmConfig(ClientConfig):
     Table 4).
 
     ``uses`` declares which of the shared server knobs (:data:`SHARED_SERVER_KEYS`) the algorithm's code
-    reads. An algorithm from outside fl_bench (a plugin) refuses, in one line before any run, every other
-    one set to anything but its schema's default: a knob it inherits and ignores would be a silent wrong
-    result. (The built-in algorithms declare theirs too, but are not refused: the papers' presets set a
-    knob such as weighting for every method of a comparison, FedLaAvg's included.)"""
+    reads (tests/algorithms/test_algorithms.py checks each built-in's against what its code reads). Every
+    algorithm, built in or a plugin's, refuses in one line before any run every other one set to anything
+    but its schema's default: a knob it inherits and ignores would be a silent wrong result (a sweep over
+    staleness_exponent would give identical CA2FL runs)."""
 
     # (a ClassVar: a declaration of the class, not a config key)
     uses: ClassVar[tuple[str, ...]] = ()
@@ -346,18 +341,17 @@ class AlgorithmConfig(ClientConfig):
         choice(a + "reduction", self.reduction, REDUCTIONS)
         choice(a + "step_normalisation", self.step_normalisation, STEP_NORMALISATIONS)
         require(self.staleness_exponent >= 0, a + "staleness_exponent", self.staleness_exponent, "must be >= 0")
-        if not _built_in(type(self)):
-            self._refuse_unread()
+        self._refuse_unread()
 
     def _refuse_unread(self) -> None:
-        """ConfigError naming the first shared server knob that this plugin algorithm does not read and
-        that is set to anything but its default."""
+        """ConfigError naming the first shared server knob that this algorithm does not read and that is set
+        to anything but its default."""
         cls = type(self)
         uses = declared_uses(cls, self._target_)
         unknown = [key for key in uses if key not in SHARED_SERVER_KEYS]
         require(not unknown, f"{cls.__name__}.uses", list(uses), f"name shared server knobs: {', '.join(SHARED_SERVER_KEYS)}")
         declared = f"{cls.__name__}.uses " + (f"lists only {', '.join(uses)}" if uses else "is empty")
-        fix = f"if the algorithm reads it, add it to {cls.__name__}.uses"
+        fix = "" if _built_in(cls) else f", or if the algorithm reads it, add it to {cls.__name__}.uses"
         for spec in dataclasses.fields(self):
             if spec.name not in SHARED_SERVER_KEYS or spec.name in uses:
                 continue
@@ -373,7 +367,7 @@ class AlgorithmConfig(ClientConfig):
             else:
                 shown, leave = f"algorithm.{spec.name}={value!r}", repr(default)
             raise ConfigError(f"{shown} is not allowed with algorithm={self.name}: its code does not read it "
-                              f"({declared}); leave it at {leave}, or {fix}")
+                              f"({declared}); leave it at {leave}{fix}")
 
 
 LATE_UPLOADS = ("drop", "deliver")

@@ -39,7 +39,6 @@ class FedBuff(ServerAlgorithm):
     """
 
     step_policy = BufferedAsync
-    normalises_steps = True
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)

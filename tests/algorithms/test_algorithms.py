@@ -1,6 +1,7 @@
 """Server algorithm math on tiny cases computed by hand."""
 
 import contextlib
+import dataclasses
 
 import numpy as np
 import pytest
@@ -106,8 +107,9 @@ def test_fednova_normalises_each_update_by_its_local_steps():
 def test_fednova_is_refused_where_it_cannot_act():
     from fl_bench.algorithms.fedstaleweight import FedStaleWeightConfig
 
-    with pytest.raises(ConfigError, match="algorithm.step_normalisation=fednova is not allowed with algorithm=fedstaleweight"):
-        build(FedStaleWeightConfig(step_normalisation="fednova"), torch.zeros(2), 4)
+    with pytest.raises(ConfigError, match="algorithm.step_normalisation='fednova' is not allowed with "
+                                          "algorithm=fedstaleweight: its code does not read it"):
+        FedStaleWeightConfig(step_normalisation="fednova")
     with pytest.raises(ConfigError, match="dp=ftrl is not allowed with algorithm.step_normalisation=fednova"):
         fedbuff([0.0], step_normalisation="fednova").dp_check("ftrl")
     server = fedbuff([0.0], step_normalisation="fednova")
@@ -233,6 +235,22 @@ class _Recording:
         return getattr(self._cfg, key)
 
 
+def test_every_server_knob_an_algorithm_inherits_is_one_it_must_declare_reading():
+    """A knob added to the configs every algorithm inherits is either the client's or the step policy's (read
+    for every algorithm by the trainer and the engine) or a shared server knob, which an algorithm that does
+    not declare it refuses: none slips through unchecked."""
+    from fl_bench.algorithms.base import AlgorithmConfig, AsyncConfig, SyncConfig
+    from fl_bench.clients.local_update import ClientConfig
+
+    def keys(cls):
+        return {spec.name for spec in dataclasses.fields(cls)}
+
+    step_policy = {"buffer_size", "cohort", "over_selection", "deadline", "fixed_rounds", "late_uploads"}
+    inherited = (keys(AsyncConfig) | keys(SyncConfig)) - keys(ClientConfig) - {"name", "_target_"}
+    assert inherited - step_policy == set(SHARED_SERVER_KEYS)
+    assert keys(AlgorithmConfig) - keys(ClientConfig) - {"name", "_target_"} <= set(SHARED_SERVER_KEYS)
+
+
 BUILT_IN = [name for name, cls in SCHEMAS["algorithm"].items() if cls.__module__.startswith("fl_bench.") and name != "centralized"]
 
 
@@ -253,6 +271,5 @@ def test_each_built_in_algorithm_declares_the_shared_server_knobs_its_code_reads
     with contextlib.suppress(ConfigError):
         server.dp_check("ftrl")
     read = recording.read & set(SHARED_SERVER_KEYS)
-    refused = set() if algorithm.normalises_steps else {"step_normalisation"}  # ServerAlgorithm refuses it for them
-    assert set(cfg.uses) <= read <= set(cfg.uses) | refused, (name, read, cfg.uses)
+    assert read == set(cfg.uses), (name, read, cfg.uses)
 
