@@ -168,6 +168,30 @@ def write_files(tmp: Path) -> None:
                                                     "(0,1) HFL: {study: hfl, tried: [{arm: '(0,1) HFL', changes: waits}],"))
     for name, table in (("path", "../../escaped_table"), ("dot", ".hidden"), ("nul", '"a\\0b"')):
         (tmp / f"table_{name}.yaml").write_text(_replace(hfl, "  hfl_convex_smoke:", f"  {table}:"))
+    # issue 71: sweep files that were read silently or refused vaguely. A claim's reason: blank, without a
+    # tolerance, misspelt (the reason's key, not tolerance)
+    for name, claim in (("why_blank", "claim: closeness, tolerance: 1, tolerance_why: '   ',"),
+                        ("why_alone", "claim: closeness, tolerance_why: tight,"),
+                        ("why_misspelt", "claim: closeness, tolerance: 1, tolerence_why: tight,"),
+                        ("why_reason", "claim: closeness, tolerance: 1, tolerance_reason: tight,")):
+        (tmp / f"claim_{name}.yaml").write_text(_replace(hfl, ssgd, f"paper: {{accuracy: 84.58}}, {claim}"))
+    # a headline's reading naming a row twice; rows and a reading given as one string
+    centres = '["hfl_convex_smoke: (0,0) centres S-SGD"]'
+    (tmp / "reading_twice.yaml").write_text(_replace(hfl, centres, centres[:-1] + ', "hfl_convex_smoke: (0,0) centres S-SGD"]'))
+    (tmp / "reading_text.yaml").write_text(_replace(hfl, centres, "x"))
+    (tmp / "rows_text.yaml").write_text(_replace(hfl, headline, '    rows: x\n    old_rows: ["hfl_convex_smoke: (0,0) S-SGD", '))
+    # YAML's booleans (true, yes, on) where a name or a text belongs: OmegaConf made them 'True'
+    (tmp / "paper_true.yaml").write_text(_replace(hfl, "paper: HFL (AD-SGD, 2021)", "paper: true"))
+    (tmp / "arm_yes.yaml").write_text(_replace(hfl, "      (0,1) HFL: {study: hfl,", "      yes: {study: hfl}\n      (0,1) HFL: {study: hfl,"))
+    (tmp / "arm_paper_true.yaml").write_text(_replace(hfl, "paper: {accuracy: 84.58}", "paper: true"))
+    # an arm compared with itself (its vs, or the reference without one) whose paper or claim nothing reads
+    (tmp / "vs_itself_accuracy.yaml").write_text(_replace(hfl, 'vs: "(0,0) HFL", ' + ssgd, 'vs: "(0,0) S-SGD", paper: {accuracy: 84.58},'))
+    hfl_base = '(0,0) HFL: {study: hfl, overrides: [dataset.gamma=0, dataset.xi=0], vs: "(0,0) HFL", paper: {accuracy: 83.41}'
+    (tmp / "vs_itself_claim.yaml").write_text(_replace(hfl, hfl_base + "}", hfl_base + ", claim: closeness}"))
+    (tmp / "reference_difference.yaml").write_text(_edit("fedstaleweight_smoke", "buffered_fedavg:     {study: buffered_fedavg}",
+                                                         'buffered_fedavg:     {study: buffered_fedavg, paper: {difference: [">0"]}}'))
+    # a report seed listed twice
+    (tmp / "report_twice.yaml").write_text(_replace(hfl, pool, pool.replace("[1, 2,", "[1, 1,")))
     with open(tmp / "list.pkl", "wb") as f:
         pickle.dump([1, 2, 3], f)
     board = tmp / "board"  # the scoreboard's: sweep directories (one table, hfl_convex_smoke) and --out directories
@@ -190,6 +214,44 @@ def write_files(tmp: Path) -> None:
         (board / f"record_{name}").mkdir()  # a record written before issue 68 (no table's fidelity), or mistyped
         (board / f"record_{name}" / "hfl_smoke_paper.yaml").write_bytes(content)
         shutil.copy(REPO / "results" / "hfl_convex_smoke_evidence.csv", board / f"record_{name}")
+    # the scoreboard's checks of what it reads (issue 71, item 3): the committed HFL record and its two tables'
+    # evidence in board/check_NAME, one thing changed in each (a file given as None is left out)
+    kept = (REPO / "results" / "hfl_smoke_paper.yaml").read_text()
+    made = {f"{t}_evidence.csv": (REPO / "results" / f"{t}_evidence.csv").read_text()
+            for t in ("hfl_convex_smoke", "hfl_convex_smoke_final")}
+    first_rows = ("  rows:\n  - 'hfl_convex_smoke: (0,0) S-SGD'\n  - 'hfl_convex_smoke: (0,1) S-SGD'\n"
+                  "  - 'hfl_convex_smoke: digits S-SGD'\n")
+    second_row = "  - 'hfl_convex_smoke: (0,1) S-SGD'\n"
+    for name, record, files in (
+            ("rows_text", _replace(kept, first_rows, "  rows: 'hfl_convex_smoke: (0,0) S-SGD'\n"), {}),
+            ("headlines_numbers", kept.split("headlines:\n")[0] + "headlines: [1, 2]\n", {}),
+            ("no_rows", _replace(kept, first_rows, ""), {}),
+            ("rows_key", _replace(kept, first_rows, first_rows.replace("rows:", "rowz:")), {}),
+            ("rows_empty", _replace(kept, first_rows, "  rows: []\n"), {}),
+            ("row_no_arm", _replace(kept, second_row, "  - 'hfl_convex_smoke'\n"), {}),
+            ("row_arm", _replace(kept, second_row, "  - 'hfl_convex_smoke: (0,1) SGD'\n"), {}),
+            ("row_table", _replace(kept, second_row, "  - 'hfl_convx_smoke: (0,1) S-SGD'\n"), {}),
+            ("row_twice", _replace(kept, second_row, "  - 'hfl_convex_smoke: (0,0) S-SGD'\n"), {}),
+            ("key_twice", _replace(kept, "paper: HFL (AD-SGD, 2021)\n", "paper: HFL (AD-SGD, 2021)\npaper: HFL\n"), {}),
+            ("fidelity_level", _replace(kept, "level: stand-in", "level: standin"), {}),
+            ("table_misspelt", _replace(kept, "- hfl_convex_smoke\n", "- hfl_convx_smoke\n"), {}),
+            ("copy", kept, {"hfl_smoke_copy_paper.yaml": kept}),  # (hfl_smoke_copy_ sorts before hfl_smoke_paper)
+            ("copy_old", kept, {"hfl_smoke_copy_paper.yaml": _replace(kept, "sweep_file: hfl_smoke.yaml\n", "")}),
+            ("renamed", None, {"hfl_paper.yaml": kept}),
+            ("no_record", None, {}),
+            ("partial", kept, {"hfl_convex_smoke_final_evidence.csv": None}),
+            ("verdict", kept, {"hfl_convex_smoke_evidence.csv": _replace(
+                made["hfl_convex_smoke_evidence.csv"], "\"same side, 34x the paper's gap\"", "maybe")}),
+            ("measure", kept, {"hfl_convex_smoke_evidence.csv": _replace(
+                made["hfl_convex_smoke_evidence.csv"], ",best_accuracy,", ",tripz,")}),
+            ("table_column", kept, {"hfl_convex_smoke_final_evidence.csv": _replace(
+                made["hfl_convex_smoke_final_evidence.csv"], ",hfl_convex_smoke_final,", ",hfl_convex_smoke,")})):
+        (board / f"check_{name}").mkdir()
+        for file, text in {"hfl_smoke_paper.yaml": record, **made, **files}.items():
+            if text is not None:
+                (board / f"check_{name}" / file).write_text(text)
+    (board / "sweeps_fedgbo").mkdir()  # a sweep directory without hfl_smoke.yaml
+    shutil.copy(REPO / "sweeps" / "fedgbo_smoke.yaml", board / "sweeps_fedgbo")
     for root, files in (("wrong_plain", {"fmnist/train-images-idx3-ubyte": WRONG_IDX}),
                         ("wrong_gz", {"fmnist/train-images-idx3-ubyte.gz": gzip.compress(WRONG_IDX),
                                       "mnist/train-images-idx3-ubyte.gz": WRONG_IDX})):
@@ -253,6 +315,18 @@ REFUSALS = [
      "dp.max_participations=None is not allowed: must be set with dp.target_epsilon"),
     (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=12", "max_trips=2000"], {},
      "dp.max_participations=1 lets 1000 clients upload 1000 times, and this run's budget is 2000 uploads"),
+    # a target epsilon DP's calibration cannot reach: above the epsilon at the least noise it searches (dp-accounting's
+    # NoBracketIntervalFoundError, or for DP-SGD its accountant's math domain error, before), or not finite
+    (FL_BENCH, ["dp=ftrl", "dp.target_epsilon=1e9"], {}, "dp.target_epsilon=1000000000.0 is not allowed: for this run "
+     "(6 server steps, dp.delta=1e-07) sigma can be calibrated for a target epsilon of at most 1.65e+06, the epsilon at "
+     "noise multiplier 0.001, the least noise the calibration searches: give a smaller dp.target_epsilon, or set "
+     "dp.noise_multiplier with dp.target_epsilon=null"),
+    (FL_BENCH, ["dp=dpsgd", "algorithm=fedavg", "algorithm.weighting=uniform", "dp.target_epsilon=1e9"], {},
+     "dp.target_epsilon=1000000000.0 is not allowed: for this run (1 server step, dp.delta=1e-07) sigma can be "
+     "calibrated for a target epsilon of at most 4e+06, the epsilon at noise multiplier 0.001, the least noise the "
+     "calibration searches"),
+    *[(FL_BENCH, [dp, "dp.target_epsilon=inf"], {}, "dp.target_epsilon=inf is not allowed: must be > 0 and finite, or "
+       "null (dp.noise_multiplier sets the noise)") for dp in ("dp=ftrl", "dp=dpsgd")],
     # data on first use: a download that fails (no network; here a mirror without the file), the files no
     # script can fetch, and a mirror that is no http(s):// or file:// URL, from the key or the environment
     (FL_BENCH, ["dataset=sent140", "data_root={tmp}/data", "data_mirror=file://{tmp}/no_mirror"], {},
@@ -278,6 +352,16 @@ REFUSALS = [
      "train-images-idx3-ubyte.gz (No such file or directory): delete it or replace it with a faithful copy of "
      "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/train-images-idx3-ubyte.gz (gzip-compressed in any "
      "way, or gunzipped), and run again"),
+    # a file checked by its bytes (MNIST's .gz) is refused saying that only the published bytes pass, so that a copy
+    # of its content gzipped again is not put back as "a faithful copy"
+    (FL_BENCH, ["dataset=mnist", "data_root={tmp}/wrong_gz", "data_mirror=file://{tmp}/no_mirror"], {},
+     "dataset 'mnist' is not prepared: {tmp}/wrong_gz/raw/mnist/train-images-idx3-ubyte.gz is refused (its bytes have "
+     "SHA-256 " + WRONG_IDX_SHA256 + ", not 440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609) and "
+     "cannot download file://{tmp}/no_mirror/ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz (No "
+     "such file or directory): delete it or replace it with a faithful copy of https://ossci-datasets.s3.amazonaws.com/"
+     "mnist/train-images-idx3-ubyte.gz, and run again, or run `python -m fl_bench.data prepare mnist "
+     "data_root={tmp}/wrong_gz` where the network is reachable (train-images-idx3-ubyte.gz is checked by its bytes: "
+     "only the file as published passes, not its content compressed again)"),
     (FL_BENCH, ["data_mirror=ftp://mirror.example/data"], {}, "data_mirror='ftp://mirror.example/data' is not allowed: "
      "give an http://HOST/..., https://HOST/... or file:///ABSOLUTE/PATH URL (data_mirror= or FL_BENCH_DATA_MIRROR)"),
     (FL_BENCH, ["data_mirror=file://data/mirror"], {}, "data_mirror='file://data/mirror' is not allowed"),
@@ -328,6 +412,12 @@ REFUSALS = [
                                                                    "FL_BENCH_PLUGINS) cannot be imported: ValueError"),
     (FL_BENCH, [], {"FL_BENCH_PLUGINS": "broken.exits"}, "plugin module 'broken.exits' (from FL_BENCH_PLUGINS) cannot "
                                                          "be imported: it called sys.exit(0)"),
+    # (tests/example_plugin/broken/misspelt_group.py: a schema registered under 'algoritm')
+    (FL_BENCH, [], {"FL_BENCH_PLUGINS": "broken.misspelt_group"}, "plugin module 'broken.misspelt_group' (from "
+     "FL_BENCH_PLUGINS) registers MisspeltGroupConfig under group 'algoritm', which is not a config group: did you "
+     "mean algorithm? (the groups: algorithm, availability, behaviour, dataset, delay, dp, experiment, hparams_search, "
+     "model, partition, selection, server_optimizer, speed, task; a group of the plugin's own needs its options in "
+     "conf/<group>/ inside its package)"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.raises"}, "plugin module 'broken.raises' (from "
                                                                           "FL_BENCH_PLUGINS) cannot be imported: RuntimeError"),
     # a plugin algorithm's inherited server knobs that its code does not read (its schema's uses)
@@ -419,6 +509,9 @@ REFUSALS = [
         ("FortnightScheduler", [], "FortnightScheduler.configure_optimizers: The \"interval\" key in lr scheduler dict "
                                    "must be \"step\" or \"epoch\" but is \"fortnight\""),
         ("NoParameters", [], f"task.module._target_={MISTAKES}.NoParameters has no trainable parameters"),
+        ("DictWithoutLoss", [], "DictWithoutLoss.training_step returned a dict without 'loss' (its keys: 'train_loss', "
+                                "'logits'): return the loss as a scalar tensor, a dict with it under 'loss', or None to "
+                                "skip the batch"),
         ("TupleForward", ["task.evaluation=logits"], "TupleForward.forward returned a tuple: task.evaluation=logits "
                                                      "scores its forward's class logits, of shape [batch, 10]; return "
                                                      "them, add a validation_step, or set task.evaluation=training_step"),
@@ -706,6 +799,48 @@ REFUSALS = [
      "(0,1) S-SGD matched work' is not allowed: that arm tests no paper number"),
     (REPRODUCE, ["{tmp}/headline_twice.yaml"], {}, "{tmp}/headline_twice.yaml: headlines[0].rows=['hfl_convex_smoke: (0,1) "
      "S-SGD', 'hfl_convex_smoke: (0,1) S-SGD', 'hfl_convex_smoke: digits S-SGD'] is not allowed: each row once"),
+    # issue 71: a claim's tolerance_why, blank or alone, and its misspellings
+    (REPRODUCE, ["{tmp}/claim_why_blank.yaml"], {}, "{tmp}/claim_why_blank.yaml: tables.hfl_convex_smoke.arms.(0,0) "
+     "S-SGD.tolerance_why='   ' is not allowed: a tighter tolerance needs its reason"),
+    (REPRODUCE, ["{tmp}/claim_why_alone.yaml"], {}, "{tmp}/claim_why_alone.yaml: tables.hfl_convex_smoke.arms.(0,0) "
+     "S-SGD.tolerance_why='tight' is not allowed: it gives the reason for a tighter tolerance, and the arm sets none: "
+     "set tolerance too, or remove tolerance_why"),
+    *[(REPRODUCE, [f"{{tmp}}/claim_why_{name}.yaml"], {}, f"{{tmp}}/claim_why_{name}.yaml: tables.hfl_convex_smoke.arms."
+       f"(0,0) S-SGD.{key} is not a key of an arm: did you mean tolerance_why? (its keys:")
+      for name, key in (("misspelt", "tolerence_why"), ("reason", "tolerance_reason"))],
+    # a headline's rows and readings: each row once, and lists of 'TABLE: ARM'
+    (REPRODUCE, ["{tmp}/reading_twice.yaml"], {}, "{tmp}/reading_twice.yaml: headlines[0].readings.inputs on 10 shared "
+     "centres, Synthetic(0,0)=['hfl_convex_smoke: (0,0) centres S-SGD', 'hfl_convex_smoke: (0,0) centres S-SGD'] is not "
+     "allowed: each row once"),
+    (REPRODUCE, ["{tmp}/rows_text.yaml"], {}, "{tmp}/rows_text.yaml: headlines[0].rows='x' is not allowed: it must be a "
+     "list of 'TABLE: ARM' strings"),
+    (REPRODUCE, ["{tmp}/reading_text.yaml"], {}, "{tmp}/reading_text.yaml: headlines[0].readings.inputs on 10 shared "
+     "centres, Synthetic(0,0)='x' is not allowed: it must be a list of 'TABLE: ARM' strings"),
+    # YAML's booleans where a name or a text belongs, and a paper that is no mapping
+    (REPRODUCE, ["{tmp}/paper_true.yaml"], {}, "{tmp}/paper_true.yaml: paper=True is not allowed: it must be a string or "
+     "null (YAML reads an unquoted true, false, yes, no, on or off as a boolean"),
+    (REPRODUCE, ["{tmp}/arm_yes.yaml"], {}, "{tmp}/arm_yes.yaml: tables.hfl_convex_smoke.arms name=True is not allowed: "
+     "a name is a string (YAML reads an unquoted true, false, yes, no, on or off as a boolean"),
+    (REPRODUCE, ["{tmp}/arm_paper_true.yaml"], {}, "{tmp}/arm_paper_true.yaml: tables.hfl_convex_smoke.arms.(0,0) S-SGD."
+     "paper=True is not allowed: it must be a mapping of names to values or null"),
+    # an arm compared with itself: every claim and paper value it gives is read, or refused
+    (REPRODUCE, ["{tmp}/vs_itself_accuracy.yaml"], {}, "{tmp}/vs_itself_accuracy.yaml: tables.hfl_convex_smoke.arms."
+     "(0,0) S-SGD.vs='(0,0) S-SGD' is not allowed: it names the arm itself, which compares it with none, and no arm of "
+     "the table with a paper.accuracy is compared with it, so its paper.accuracy is read by nothing"),
+    (REPRODUCE, ["{tmp}/vs_itself_claim.yaml"], {}, "{tmp}/vs_itself_claim.yaml: tables.hfl_convex_smoke.arms.(0,0) HFL."
+     "vs='(0,0) HFL' is not allowed: it names the arm itself, which compares it with none, so its claim: closeness is "
+     "never judged"),
+    (REPRODUCE, ["{tmp}/reference_difference.yaml"], {}, "{tmp}/reference_difference.yaml: tables.fedstaleweight_fig2_"
+     "smoke.arms.buffered_fedavg.paper={'difference': ['>0']} is not allowed: the table's reference arm is compared with "
+     "none and leaves its paper.difference unread"),
+    # a report seed listed twice: named, not the power rule's cap
+    (REPRODUCE, ["{tmp}/report_twice.yaml"], {}, "{tmp}/report_twice.yaml: protocol.report_seeds[1]=1 is not allowed: "
+     "seed 1 is also protocol.report_seeds[0]: list each seed once"),
+    # the command's own values: --jobs, and a held-out check's registered evidence, before any run
+    *[(REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--jobs", jobs], {}, f"--jobs {jobs} is not allowed: it is "
+       "how many runs (and studies' searches) go at once on this machine: an integer >= 1") for jobs in ("0", "-1")],
+    (REPRODUCE, [str(REPO / "sweeps" / "hfl_smoke.yaml"), "--held-out-seeds", "721-740", "--registered", "{tmp}"], {},
+     "{tmp}/hfl_convex_smoke_evidence.csv does not exist: the held-out check compares with the registered evidence"),
     (REPRODUCE, ["{tmp}/headline_empty.yaml"], {}, "{tmp}/headline_empty.yaml: headlines[0].rows=[] is not allowed: a "
      "headline quotes the paper and names the rows that test it"),
     (REPRODUCE, ["{tmp}/headline_placeholder.yaml"], {}, "{tmp}/headline_placeholder.yaml: tables.hfl_convex_smoke.notes: "
@@ -773,10 +908,81 @@ REFUSALS = [
      "{tmp}/board/evidence_columns/hfl_convex_smoke_evidence.csv is not a table's evidence file (missing columns: paper"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_binary"], {},
      "{tmp}/board/evidence_binary/hfl_convex_smoke_evidence.csv is not a table's evidence file ("),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_rows_text"], {},
+     "{tmp}/board/check_rows_text/hfl_smoke_paper.yaml: headlines[0].rows='hfl_convex_smoke: (0,0) S-SGD' is not "
+     "allowed: it must be a list of rows, each 'TABLE: ARM' (a table of the record, one of its arms)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_headlines_numbers"], {},
+     "{tmp}/board/check_headlines_numbers/hfl_smoke_paper.yaml: headlines[0]=1 is not allowed: it must be a headline "
+     "(a mapping with keys quote, where, rows, readings)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_no_rows"], {},
+     "{tmp}/board/check_no_rows/hfl_smoke_paper.yaml: headlines[0].rows is missing: give a list of rows, each "
+     "'TABLE: ARM' (a table of the record, one of its arms)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_rows_key"], {},
+     "{tmp}/board/check_rows_key/hfl_smoke_paper.yaml: headlines[0].rowz is not a key of a headline: did you mean "
+     "rows? (its keys: quote, where, rows, readings)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_rows_empty"], {},
+     "{tmp}/board/check_rows_empty/hfl_smoke_paper.yaml: headlines[0].rows=[] is not allowed: a headline (and each of "
+     "its readings) names the rows that test it, each 'TABLE: ARM'"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_row_no_arm"], {},
+     "{tmp}/board/check_row_no_arm/hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke' is not allowed: "
+     "write 'TABLE: ARM' (a table of the record, one of its arms)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_row_arm"], {},
+     "{tmp}/board/check_row_arm/hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke: (0,1) SGD' is not "
+     "allowed: hfl_convex_smoke has no arm '(0,1) SGD', in its evidence or its sweep file: did you mean '(0,1) S-SGD'?"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_row_table"], {},
+     "{tmp}/board/check_row_table/hfl_smoke_paper.yaml: headlines[0].rows[1] table='hfl_convx_smoke' is not defined: "
+     "did you mean hfl_convex_smoke? (choose one of hfl_convex_smoke, hfl_convex_smoke_final)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_row_twice"], {},
+     "{tmp}/board/check_row_twice/hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke: (0,0) S-SGD' is not "
+     "allowed: it is headlines[0].rows[0] too: each row once (a row named twice would count twice)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_key_twice"], {},
+     "{tmp}/board/check_key_twice/hfl_smoke_paper.yaml is not a paper record (not valid YAML): found the key 'paper' "
+     "twice in one mapping at line 4"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_fidelity_level"], {},
+     "{tmp}/board/check_fidelity_level/hfl_smoke_paper.yaml: fidelity.hfl_convex_smoke.level='standin' is not allowed: "
+     "choose one of paper, paper data, stand-in (did you mean stand-in?)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_table_misspelt"], {},
+     "{tmp}/board/check_table_misspelt/hfl_smoke_paper.yaml: tables[0]='hfl_convx_smoke' is not allowed: there is no "
+     "hfl_convx_smoke_evidence.csv beside the record, and {tmp}/board/sweeps/hfl_smoke.yaml registers no such table: "
+     "did you mean hfl_convex_smoke? (its tables: hfl_convex_smoke, hfl_convex_smoke_final)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_copy"], {},
+     "{tmp}/board/check_copy/hfl_smoke_copy_paper.yaml: sweep_file='hfl_smoke.yaml' is not allowed: the record of "
+     "hfl_smoke.yaml is hfl_smoke_paper.yaml, which is there: one record per sweep file (a copy counts each verdict "
+     "again): remove hfl_smoke_copy_paper.yaml"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_copy_old"], {},
+     "{tmp}/board/check_copy_old/hfl_smoke_paper.yaml: tables[0]='hfl_convex_smoke' is not allowed: it is "
+     "hfl_smoke_copy_paper.yaml's tables[0] too: each table in one record (two count each of its verdicts twice): "
+     "remove the one of the two that is a copy"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_renamed"], {},
+     "{tmp}/board/check_renamed/hfl_paper.yaml: sweep_file='hfl_smoke.yaml' is not allowed: the record of "
+     "hfl_smoke.yaml is hfl_smoke_paper.yaml, as its reproduction writes it: rename hfl_paper.yaml to "
+     "hfl_smoke_paper.yaml"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_no_record"], {},
+     "{tmp}/board/check_no_record/hfl_convex_smoke_evidence.csv has no paper record: no *_paper.yaml beside it names "
+     "the table hfl_convex_smoke ({tmp}/board/sweeps/hfl_smoke.yaml registers it: its record is hfl_smoke_paper.yaml): "
+     "reproduce its sweep file again (python -m fl_bench.analysis.reproduce), or remove the file"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps_fedgbo", "--out", "{tmp}/board/check_partial"], {},
+     "{tmp}/board/check_partial/hfl_smoke_paper.yaml: tables[1]='hfl_convex_smoke_final' is not allowed: there is no "
+     "hfl_convex_smoke_final_evidence.csv beside the record, and no sweep file read (--sweeps) is hfl_smoke.yaml, to "
+     "register it: name a table made here, or give as --sweeps the directory of hfl_smoke.yaml"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_verdict"], {},
+     "{tmp}/board/check_verdict/hfl_convex_smoke_evidence.csv: verdict='maybe' on line 2 (arm '(0,0) S-SGD') is not "
+     "allowed: a verdict is one of reproduces, differs, inconclusive, same side, Nx the paper's [gap], underpowered "
+     "at N seeds, not reached, paper split, tuning failed, or none (an empty cell)"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_measure"], {},
+     "{tmp}/board/check_measure/hfl_convex_smoke_evidence.csv: measure='tripz' on line 2 (arm '(0,0) S-SGD') is not "
+     "allowed: choose one of trips, rounds, best_accuracy"),
+    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_table_column"], {},
+     "{tmp}/board/check_table_column/hfl_convex_smoke_final_evidence.csv: table='hfl_convex_smoke' on line 2 (arm "
+     "'(0,0) S-SGD') is not allowed: the file is hfl_convex_smoke_final's evidence, whose rows' table is "
+     "hfl_convex_smoke_final"),
     # python -m fl_bench.data
     (DATA, ["prepare", "synthetic"], {}, "dataset='synthetic' is generated at run time: nothing to prepare"),
     (DATA, ["prepare", "nope"], {}, "unknown dataset 'nope'"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "no_such_module"}, "plugin module 'no_such_module'"),
+    (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.misspelt_group"}, "plugin module "
+     "'broken.misspelt_group' (from FL_BENCH_PLUGINS) registers MisspeltGroupConfig under group 'algoritm', which is "
+     "not a config group: did you mean algorithm?"),
     (DATA, ["prepare", "mnist", "data_root={tmp}/data"], {"FL_BENCH_DATA_MIRROR": "file://{tmp}/no_mirror"},
      "cannot download file://{tmp}/no_mirror/ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz (No such "
      "file or directory): download https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz by hand to "
