@@ -482,12 +482,16 @@ REFUSALS = [
      "SkipsEveryBatch.training_step returned None"),
     (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.NotALightningModule"], {},
      f"task.module._target_={MODULES}.NotALightningModule is not a LightningModule class"),
-    # ... whose loss is NaN from the start: the initial model is to blame, not a learning rate, and the finished run
-    # in the directory stays, the diverged one beside it
-    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.LogOfZero"], {}, "training diverged (validation loss nan) "
-     "after 0 trips, server step 0: the loss was not finite before any training step, on the initial model, which no "
-     "learning rate causes: check the task's loss (the model's output and the loss function on it, e.g. a log of 0); "
-     "{tmp}/run keeps the completed run it held (another config's), and this diverged run is in {tmp}/run/.diverged"),
+    # ... whose loss is NaN from the start: the initial model is to blame, not a learning rate; refused before any
+    # trip (a NaN training loss), or diverged at trip 0 (a NaN validation loss), the finished run in the directory
+    # staying in its place, the diverged one beside it
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.LogOfZero"], {}, "the training loss on the first 32 training "
+     "examples is nan for the initial model, before any training step, which no learning rate causes: check the task's "
+     "loss (the model's output and the loss function on it, e.g. a log of 0) and the data's inputs"),
+    (FL_BENCH, [*LIGHTNING, f"task.module._target_={MODULES}.ValidationLogOfZero"], {}, "training diverged (validation "
+     "loss nan) after 0 trips, server step 0: the loss was not finite before any training step, on the initial model, "
+     "which no learning rate causes: check the task's loss (the model's output and the loss function on it, e.g. a log "
+     "of 0); {tmp}/run keeps the completed run it held (another config's), and this diverged run is in {tmp}/run/.diverged"),
     # ... written wrongly in the ways users do: refused while the run is built, before its first trip
     *[(FL_BENCH, [*LIGHTNING, f"task.module._target_={MISTAKES}.{name}", *extra], {}, words) for name, extra, words in (
         ("DetachedLoss", [], "DetachedLoss.training_step returned a loss that does not require grad"),

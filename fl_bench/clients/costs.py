@@ -15,6 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.clients.task import ClassificationTask
 from fl_bench.data import FederatedData
+from fl_bench.errors import ConfigError
 from fl_bench.models import unrolled_rnns
 
 
@@ -34,7 +35,12 @@ def example_flops(task: ClassificationTask, data: FederatedData, batch_size: int
     params = [p for p in task.parameters() if p.requires_grad]
     counter = FlopCounterMode(display=False)
     with unrolled_rnns(task.model), counter:
-        torch.autograd.grad(task.loss(data.x[:count], data.y[:count]), params)
+        loss = task.loss(data.x[:count], data.y[:count])
+        torch.autograd.grad(loss, params)
+    if not torch.isfinite(loss.detach()).item():  # (else the first server step would be blamed on a learning rate)
+        raise ConfigError(f"the training loss on the first {count} training examples is {loss.item()} for the initial "
+                          f"model, before any training step, which no learning rate causes: check the task's loss "
+                          f"(the model's output and the loss function on it, e.g. a log of 0) and the data's inputs")
     return counter.get_total_flops() / count
 
 
