@@ -4,6 +4,7 @@ range checks as the built-in ones."""
 
 from __future__ import annotations
 
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -19,7 +20,7 @@ from fl_bench.algorithms.base import ServerAlgorithm
 from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
 from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.errors import ConfigError
-from fl_bench.schema import load_plugins, plugin_modules, schema
+from fl_bench.schema import build, load_plugins, plugin_modules, schema
 
 PLUGIN = Path(__file__).parent / "example_plugin"
 SEARCHPATH = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
@@ -68,6 +69,26 @@ def test_the_plugin_algorithm_trims_each_coordinate_by_hand(plugin):
     server.step()
     # trim 1 of 4 each side: coordinate 0 keeps 2, 3 -> 2.5; coordinate 1 keeps 0, 1 -> 0.5
     assert server.params.tolist() == [-2.5, -0.5] and server.version == 1
+
+
+def test_a_plugin_server_optimizer_steps_a_built_in_algorithm_from_the_command_line_by_hand(plugin, compose_config):
+    """FedBuff with the plugin's FedYogi step (composed as ``algorithm/server_optimizer=yogi``): two steps of
+    one upload Delta = 1 (K = 1, s = 1: Dbar = 1) by hand."""
+    from fl_bench.contracts import Upload
+
+    cfg = compose_config(SEARCHPATH, "algorithm=fedbuff", "algorithm/server_optimizer=yogi", "algorithm.buffer_size=1",
+                         "algorithm.server_optimizer.lr=0.5").algorithm
+    assert type(cfg.server_optimizer).__name__ == "YogiServerOptimizerConfig"
+    server = build(cfg, torch.zeros(1), 4)
+    w, m, v = 0.0, 0.0, 1e-6
+    for _ in range(2):
+        server.add(Upload(0, server.version, 0, 1, torch.ones(1), steps=1))
+        server.step()
+        m, v = 0.9 * m + 0.1, v + 0.01  # g = 1 > v: v grows by (1 - b2) g^2
+        w -= 0.5 * m / (math.sqrt(v) + 1e-3)
+        assert server.params.item() == pytest.approx(w, rel=1e-6)
+    with pytest.raises(ConfigError, match=r"algorithm.server_optimizer.initial_v=1e-08 is not allowed: must be >= tau\^2"):
+        compose_config(SEARCHPATH, "algorithm=fedbuff", "algorithm/server_optimizer=yogi", "algorithm.server_optimizer.initial_v=1e-8")
 
 
 def test_plugin_knobs_are_checked_like_built_in_ones(plugin, compose_config):

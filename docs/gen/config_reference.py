@@ -87,7 +87,7 @@ def _group_bases() -> dict[type, str]:
     """The base schema of each group: the root schema's field types, and the server optimizer's (a group chosen
     inside an algorithm's option)."""
     config = _import_registry()
-    from fl_bench.algorithms.base import ServerOptimizerConfig
+    from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig
 
     bases = {hint: name for name, hint in _hints(config.Config).items() if dataclasses.is_dataclass(hint)}
     bases[ServerOptimizerConfig] = "server_optimizer"

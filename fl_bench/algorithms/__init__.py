@@ -1,8 +1,9 @@
 """Server algorithms: how client uploads become server steps, one module per family.
 
 ``base``: the base class of the contract ``fl_bench.contracts.Server`` (``ServerAlgorithm``), the knobs
-every algorithm shares and those of each step policy (``AsyncConfig``, ``SyncConfig``), the server
-optimizers; ``buffered``: FedBuff and FedAsync; ``synchronous``: FedAvg, FedAvgM, FedProx, FedMAX,
+every algorithm shares and those of each step policy (``AsyncConfig``, ``SyncConfig``);
+``server_optimizers``: the server step of FedBuff, FADAS and the FedAvg family, one registered option each
+(sgd, momentum, adam, rmsprop, amsgrad; a plugin adds its own); ``buffered``: FedBuff and FedAsync; ``synchronous``: FedAvg, FedAvgM, FedProx, FedMAX,
 AdaptiveFedOpt, centralized training; ``fedlaavg``; ``hfl``; ``fedstaleweight``; ``ca2fl`` (a cache of
 every client's latest update calibrates each buffered step); ``fadas`` (FedBuff's buffer, an AMSGrad
 step at a delay-adaptive rate); ``fedgbo`` (FedGBO, MFL, Mimelite) with ``global_optimizer`` (Table

@@ -6,14 +6,8 @@ from dataclasses import field
 
 import torch
 
-from fl_bench.algorithms.base import (
-    AsyncConfig,
-    ServerAlgorithm,
-    ServerOptimizerConfig,
-    ServerOptimizerStep,
-    _schema_server_optimizer,
-    staleness_scale,
-)
+from fl_bench.algorithms.base import AsyncConfig, ServerAlgorithm, staleness_scale
+from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig, ServerOptimizerStep, schema_server_optimizer
 from fl_bench.contracts import Upload
 from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.errors import ConfigError
@@ -144,7 +138,7 @@ class FedBuffConfig(AsyncConfig):
     buffer_size: int = 10  # K
     lr_norm: bool = True  # FedBuff Sec. 5
     reduction: str = "sum"  # FedBuff App. B.2: weighted sum of the buffered updates
-    server_optimizer: ServerOptimizerConfig = field(default_factory=_schema_server_optimizer)
+    server_optimizer: ServerOptimizerConfig = field(default_factory=schema_server_optimizer)
 
 
 @schema("algorithm", "fedasync", FedAsync)

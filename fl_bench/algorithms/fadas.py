@@ -40,7 +40,8 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Optional
 
-from fl_bench.algorithms.base import AsyncConfig, ServerOptimizerConfig, _schema_server_optimizer
+from fl_bench.algorithms.base import AsyncConfig
+from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig, schema_server_optimizer
 from fl_bench.algorithms.buffered import FEDBUFF_USES, FedBuff
 from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
@@ -92,7 +93,7 @@ class FADASConfig(AsyncConfig):
     buffer_size: int = 10  # M
     reduction: str = "sum"  # (1/M) sum: with uniform weights and s = 1, the mean of Alg. 1
     staleness_exponent: float = 0.0  # s(tau) = 1: Alg. 1 weighs no update by its delay
-    server_optimizer: ServerOptimizerConfig = field(default_factory=_schema_server_optimizer)
+    server_optimizer: ServerOptimizerConfig = field(default_factory=schema_server_optimizer)
     tau_c: Optional[int] = 1  # the delay threshold (the code's default); null: no delay adaptation
     delay_rule: str = "min"
 

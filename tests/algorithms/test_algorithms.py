@@ -9,7 +9,8 @@ import torch
 from hydra.utils import get_object
 
 from fl_bench.algorithms import staleness_scale
-from fl_bench.algorithms.base import SHARED_SERVER_KEYS, AdamServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
+from fl_bench.algorithms.base import SHARED_SERVER_KEYS
+from fl_bench.algorithms.server_optimizers import AdamServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
 from fl_bench.algorithms.buffered import FedAsync, FedAsyncConfig, FedBuff, FedBuffConfig
 from fl_bench.algorithms.client_state import ClientDict, ClientTable
 from fl_bench.algorithms.synchronous import FedAvgM, FedAvgMConfig

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fl_bench.algorithms.base import AMSGradServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
+from fl_bench.algorithms.server_optimizers import AMSGradServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
 from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
 from fl_bench.algorithms.fadas import FADAS, FADASConfig
 from fl_bench.contracts import Upload

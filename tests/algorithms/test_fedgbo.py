@@ -302,7 +302,7 @@ def test_the_other_baselines_run_end_to_end(run_config, overrides):
 
 def test_server_rmsprop_step_by_hand():
     """AFO-RMSProp: v <- beta v + (1 - beta) Dbar^2, w <- w - lr Dbar / (sqrt(v) + eps) (torch.optim.RMSprop)."""
-    from fl_bench.algorithms.base import RMSPropServerOptimizerConfig
+    from fl_bench.algorithms.server_optimizers import RMSPropServerOptimizerConfig
     from fl_bench.algorithms.synchronous import AdaptiveFedOpt, AdaptiveFedOptConfig
 
     cfg = AdaptiveFedOptConfig(server_optimizer=RMSPropServerOptimizerConfig(lr=0.1, beta=0.9, eps=1e-3), weighting="uniform")

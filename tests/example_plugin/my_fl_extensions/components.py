@@ -1,8 +1,9 @@
-"""Eight components (algorithm, delay law, speed model, availability, selection, model, dataset,
+"""Nine components (algorithm, server optimizer, delay law, speed model, availability, selection, model, dataset,
 partition), each a class or function with its config dataclass below it."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 from torch import nn
 
 from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
+from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig
 from fl_bench.data.federated import DatasetConfig, Examples
 from fl_bench.data.partition import PartitionConfig, federate
 from fl_bench.engine.availability import Availability, AvailabilityConfig
@@ -52,6 +54,47 @@ class TrimmedFedAvgConfig(SyncConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         require(0 <= self.trim_fraction < 0.5, "algorithm.trim_fraction", self.trim_fraction, "must be in [0, 0.5)")
+
+
+# ----------------------------------------------------------------------------- server optimizer
+class Yogi(torch.optim.Optimizer):
+    """FedYogi's server step (Reddi et al., ICLR 2021, Alg. 2): m <- b1 m + (1 - b1) g, v <- v - (1 - b2) g^2
+    sign(v - g^2), w <- w - lr m / (sqrt(v) + tau), m and v from 0 (the paper's v_{-1} >= tau^2: here
+    ``initial_v``)."""
+
+    def __init__(self, params, lr: float, betas: tuple[float, float], tau: float, initial_v: float):
+        super().__init__(params, {"lr": lr, "betas": betas, "tau": tau, "initial_v": initial_v})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for param in group["params"]:
+                state = self.state[param]
+                if not state:
+                    state.update(m=torch.zeros_like(param), v=torch.full_like(param, group["initial_v"]))
+                g2 = param.grad * param.grad
+                state["m"].mul_(beta1).add_(param.grad, alpha=1 - beta1)
+                state["v"].sub_((1 - beta2) * g2 * torch.sign(state["v"] - g2))
+                param.addcdiv_(state["m"], state["v"].sqrt().add_(group["tau"]), value=-group["lr"])
+
+
+def yogi(cfg, params):
+    return Yogi(params, lr=cfg.lr, betas=tuple(cfg.betas), tau=cfg.tau, initial_v=cfg.initial_v)
+
+
+@schema("server_optimizer", "yogi", yogi)
+class YogiServerOptimizerConfig(ServerOptimizerConfig):
+    betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.99])
+    tau: float = 1e-3  # the adaptivity
+    initial_v: float = 1e-6  # v_{-1} >= tau^2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "algorithm.server_optimizer.betas",
+                self.betas, "need [beta1, beta2], each in [0, 1)")
+        require(self.tau > 0, "algorithm.server_optimizer.tau", self.tau, "must be > 0")
+        require(self.initial_v >= self.tau ** 2, "algorithm.server_optimizer.initial_v", self.initial_v, "must be >= tau^2")
 
 
 # ----------------------------------------------------------------------------- delay law
