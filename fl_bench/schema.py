@@ -103,7 +103,8 @@ def unknown_key(key: str, node: DictConfig) -> ConfigError:
     where = (f"{parent}={option}" if option else parent) if parent else "the run config"
     close = difflib.get_close_matches(name, allowed, n=1)
     hint = f": did you mean {close[0]}?" if close else ""
-    return ConfigError(f"{key} is not a key of {where}{hint} (its keys: {', '.join(allowed)})")
+    knobs = [key for key in allowed if key != "_target_"]  # (the code an option runs: set by the option)
+    return ConfigError(f"{key} is not a key of {where}{hint} (its keys: {', '.join(knobs)})")
 
 
 def check_keys(cfg: DictConfig, path: str = "") -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import re
 import string
+import sys
 import textwrap
 from pathlib import Path
 
@@ -39,10 +40,13 @@ def register_help_resolver() -> None:
 
 
 def section(name: str) -> str:
+    """The help's section ``name``: empty unless help is asked for (Hydra resolves the help template at every
+    composition, twice a run, and its lists cost about 0.05 s each time: most of a quick run's composing)."""
     sections = {"groups": config_groups, "commands": other_commands, "root": lambda: str(PACKAGE.parent)}
     if name not in sections:
         raise ValueError(f"${{{RESOLVER}:{name}}}: no such section of the help (choose one of {', '.join(sections)})")
-    return sections[name]()
+    wanted = _composing_help or any(flag in sys.argv[1:] for flag in HELP_FLAGS)  # (ours, or Hydra's --help)
+    return sections[name]() if wanted else ""
 
 
 def user_groups(repository) -> dict[str, list[str]]:
@@ -114,6 +118,7 @@ def other_commands() -> str:
 
 
 HELP_FLAGS = ("--help", "-h")
+_composing_help = False  # help_text is composing the help: its sections are printed
 
 
 def asks_for_help(arguments: list[str]) -> bool:
@@ -128,12 +133,13 @@ def help_text(config_dir: str, config_name: str, overrides: list[str]) -> str | 
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
 
-    before = HydraConfig.instance().cfg
+    global _composing_help
+    before, _composing_help = HydraConfig.instance().cfg, True
     try:
         with initialize_config_dir(config_dir, job_name="fl_bench", version_base="1.3"):
             cfg = compose(config_name, overrides=overrides, return_hydra_config=True)
             HydraConfig.instance().set_config(cfg)  # (as Hydra's --help: the template's ${hydra:...} read it)
             text = cfg.hydra.help.template
     finally:
-        HydraConfig.instance().cfg = before
+        HydraConfig.instance().cfg, _composing_help = before, False
     return None if string.Template(text).get_identifiers() else text
