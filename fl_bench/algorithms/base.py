@@ -148,6 +148,9 @@ class AlgorithmConfig(ClientConfig):
 
     # (a ClassVar: a declaration of the class, not a config key)
     uses: ClassVar[tuple[str, ...]] = ()
+    # The knob of its own that sizes the server step, if any (FedAsync's mixing, CA2FL's server_lr): with the
+    # server optimizer's lr where it reads one, what a diverged run's line names (step_size_key)
+    step_size: ClassVar[Optional[str]] = None
 
     name: str = MISSING
     # The ServerAlgorithm class (fl_bench.algorithms); a new algorithm names its own.
@@ -174,6 +177,11 @@ class AlgorithmConfig(ClientConfig):
         choice(a + "step_normalisation", self.step_normalisation, STEP_NORMALISATIONS)
         require(self.staleness_exponent >= 0, a + "staleness_exponent", self.staleness_exponent, "must be >= 0")
         self._refuse_unread()
+
+    def step_size_key(self) -> Optional[str]:
+        """The key, under ``algorithm.``, that sizes this algorithm's server step: its server optimizer's lr where
+        its code reads one, else its own :attr:`step_size` (None: no server step size)."""
+        return "server_optimizer.lr" if "server_optimizer" in declared_uses(type(self), self._target_) else self.step_size
 
     def _refuse_unread(self) -> None:
         """ConfigError naming the first shared server knob that this algorithm does not read and that is set

@@ -145,6 +145,8 @@ class FedBuffConfig(AsyncConfig):
 class FedAsyncConfig(AsyncConfig):
     """FedAsync (Xie et al. 2019): w <- (1 - a_t) w + a_t w_client with a_t = mixing * s(tau)."""
 
+    step_size = "mixing"
+
     uses = ("staleness_exponent",)
     weighting: str = "uniform"
     mixing: float = 0.5  # a (FedBuff Table 4's eta_g column for FedAsync)

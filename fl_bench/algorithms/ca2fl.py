@@ -87,6 +87,8 @@ class CA2FLConfig(AsyncConfig):
     = h_t + (1/M) sum_i (Delta_i - h_i), h_i each client's cached latest update and h_t their mean over
     all clients. No weights and no staleness scaling: the shared weighting knobs are not read."""
 
+    step_size = "server_lr"
+
     buffer_size: int = 10  # M (FedBuff's default)
     server_lr: float = 1.0  # eta
     cache_mean_over: str = "all"  # h_t over all N clients (unseen count zero) or the clients seen so far

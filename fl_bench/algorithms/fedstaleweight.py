@@ -74,6 +74,8 @@ class FedStaleWeightConfig(AsyncConfig):
     with the client's expected staleness, alpha_j ~ E[tau_j] b + 1 (eq. 8; weight_rule=alg1: E[tau_j]
     + 1), normalised; w <- w + eta_g sum alpha_j (y_Q - y_0)."""
 
+    step_size = "server_lr"
+
     buffer_size: int = 5  # b
     weight_rule: str = "eq8"
     staleness_ema: float = 0.5  # beta: E[tau] <- (1 - beta) E[tau] + beta tau (the first upload sets it)

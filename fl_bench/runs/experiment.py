@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import math
+import operator
 import sys
 import tempfile
 import time
@@ -252,14 +253,9 @@ def check_single_example_batches(task: Any, data: FederatedData, local: LocalTra
 
 
 def _server_step_knob(algorithm: Any) -> str:
-    """' or <the key that sizes the server step> (<value>)', for the divergence message."""
-    if hasattr(algorithm, "server_optimizer"):
-        return f" or algorithm.server_optimizer.lr ({algorithm.server_optimizer.lr})"
-    if hasattr(algorithm, "mixing"):
-        return f" or algorithm.mixing ({algorithm.mixing})"
-    if hasattr(algorithm, "server_lr"):  # FedStaleWeight, CA2FL
-        return f" or algorithm.server_lr ({algorithm.server_lr})"
-    return ""
+    """' or algorithm.<the key that sizes the server step> (<value>)', for the divergence message."""
+    key = algorithm.step_size_key()
+    return f" or algorithm.{key} ({operator.attrgetter(key)(algorithm)})" if key else ""
 
 
 def default_callbacks(cfg: Config, num_clients: int, progress: bool = True, task_metrics=None) -> list[Callback]:

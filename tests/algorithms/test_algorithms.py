@@ -274,3 +274,17 @@ def test_each_built_in_algorithm_declares_the_shared_server_knobs_its_code_reads
     read = recording.read & set(SHARED_SERVER_KEYS)
     assert read == set(cfg.uses), (name, read, cfg.uses)
 
+
+
+def test_a_diverged_run_names_the_step_size_each_algorithm_reads():
+    """The key that sizes the server step, which a diverged run's line names beside client_lr: the server
+    optimizer's lr only where the algorithm reads one (HFL and FedGBO's family inherit a server_optimizer they
+    do not read), else its own knob."""
+    import operator
+
+    keys = {name: cls().step_size_key() for name, cls in SCHEMAS["algorithm"].items() if cls.__module__.startswith("fl_bench.")}
+    assert keys["fedbuff"] == keys["fedavgm"] == keys["fadas"] == "server_optimizer.lr"
+    assert (keys["fedasync"], keys["ca2fl"], keys["fedstaleweight"]) == ("mixing", "server_lr", "server_lr")
+    assert keys["hfl"] is keys["fedgbo"] is keys["fedlaavg"] is keys["centralized"] is None
+    for name, key in keys.items():
+        assert key is None or operator.attrgetter(key)(SCHEMAS["algorithm"][name]()) > 0, name
