@@ -148,7 +148,6 @@ class FedAsyncConfig(AsyncConfig):
     step_size = "mixing"
 
     uses = ("staleness_exponent",)
-    weighting: str = "uniform"
     mixing: float = 0.5  # a (FedBuff Table 4's eta_g column for FedAsync)
 
     def __post_init__(self) -> None:

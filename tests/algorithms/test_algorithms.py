@@ -288,3 +288,19 @@ def test_a_diverged_run_names_the_step_size_each_algorithm_reads():
     assert keys["hfl"] is keys["fedgbo"] is keys["fedlaavg"] is keys["centralized"] is None
     for name, key in keys.items():
         assert key is None or operator.attrgetter(key)(SCHEMAS["algorithm"][name]()) > 0, name
+
+
+def test_no_built_in_algorithm_s_yaml_sets_a_shared_knob_its_code_does_not_read():
+    """An option's YAML sets only what its algorithm reads (a knob set there and ignored would read as a
+    choice of the method): its shared server knobs, the server optimizer chosen in its defaults included,
+    are among its uses."""
+    import yaml
+    from pathlib import Path
+
+    conf = Path(__file__).resolve().parents[2] / "conf" / "algorithm"
+    for path in sorted(conf.glob("*.yaml")):
+        options = yaml.safe_load(path.read_text())
+        chosen = {key for item in options.get("defaults", []) if isinstance(item, dict) for key in item}
+        cls = SCHEMAS["algorithm"][next(item["/schema/algorithm@_here_"] for item in options["defaults"]
+                                        if isinstance(item, dict) and "/schema/algorithm@_here_" in item)]
+        assert not (set(options) | chosen) & set(SHARED_SERVER_KEYS) - set(cls.uses), path.name
