@@ -72,6 +72,14 @@ def test_dependencies_point_down_the_layers():
     assert not upward, "imports that point up (or across) the layers: " + ", ".join(upward)
 
 
+def test_no_algorithm_names_a_run_even_as_a_string_target():
+    """The server algorithms are below the runs: none imports one, nor names one as a config's ``_target_``
+    (the pooled-data reference's config lives with its run, fl_bench.runs.pooled)."""
+    named = [str(path.relative_to(PACKAGE)) for path in sorted((PACKAGE / "algorithms").rglob("*.py"))
+             if "fl_bench.runs" in path.read_text()]
+    assert not named, f"algorithms that name fl_bench.runs: {named}"
+
+
 def test_every_package_says_what_belongs_in_it():
     for init in PACKAGE.rglob("__init__.py"):
         text = init.read_text()

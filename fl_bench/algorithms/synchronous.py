@@ -4,7 +4,6 @@ is the engine's step policy; the server math is FedBuff's aggregation over the r
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from fl_bench.algorithms.base import SyncConfig
 from fl_bench.algorithms.buffered import FEDBUFF_USES, FedBuff
@@ -85,27 +84,3 @@ class FedMAXConfig(SyncConfig):
         # alpha = 0 is FedAvg, FedMAX's nested special case (a protocol's search must be able to reach it)
         require(math.isfinite(self.entropy_weight) and self.entropy_weight >= 0, "algorithm.entropy_weight",
                  self.entropy_weight, "FedMAX's alpha must be >= 0")
-
-
-# Not a server algorithm: a lightning.Trainer run of its own (a string target: algorithms do not import runs).
-@schema("algorithm", "centralized", "fl_bench.runs.centralized.CentralizedRun")
-class CentralizedConfig(SyncConfig):
-    """Sequential SGD on the pooled data (FedLaAvg's S-SGD, HFL's S-SGD) on a lightning.Trainer
-    (fl_bench.runs.centralized): every round one trip of the same local steps, batch size and lr
-    schedule as the federated runs, on all clients' examples pooled into one. Logged on the same axes
-    (rounds, trips) as the others."""
-
-    cohort: Optional[int] = 1
-    weighting: str = "uniform"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.cohort == 1, "algorithm.cohort", self.cohort, "centralized training is one model: must be 1")
-        require(self.over_selection == 0, "algorithm.over_selection", self.over_selection, "must be 0 (one model)")
-        # what acts on a client's anchor or a server step has nothing to act on (round timing, deadline and
-        # fixed_rounds, has no clock to act on either: sim_time is empty; the HFL presets set them for all arms)
-        require(self.prox_mu == 0, "algorithm.prox_mu", self.prox_mu, "must be 0 (no downloaded model to stay near)")
-        require(self.step_normalisation == "none", "algorithm.step_normalisation", self.step_normalisation,
-                "must be none (one trip a round: nothing to normalise)")
-        require((self.server_optimizer.name, self.server_optimizer.lr) == ("sgd", 1.0), "algorithm.server_optimizer",
-                f"{self.server_optimizer.name} (lr {self.server_optimizer.lr})", "must be sgd at lr 1: there is no server step")

@@ -3,6 +3,7 @@
 - ``config``: the root schema composing one option of every component group, and its registration.
 - ``cli``: ``python -m fl_bench [overrides]`` (Hydra), one-line errors.
 - ``experiment``: build the run's objects, simulate, summarise.
+- ``pooled``, ``centralized``: the pooled-data reference (``algorithm=centralized``), its config and its run.
 - ``checkpoint``, ``run_dir``, ``interrupt``: exact resume, one writer per run directory, signals.
 - ``claim``: the one task, among every launch's, that runs a reproduction's run.
 - ``run_log``: metrics.csv, trips.csv, summary.json and W&B.

@@ -36,6 +36,7 @@ from fl_bench.numerics import MODES as NUMERICS_MODES
 from fl_bench.privacy.server import DPConfig
 from fl_bench.errors import ConfigError
 from fl_bench.schema import check_keys, choice, load_plugins, require
+from fl_bench.runs import pooled  # noqa: F401,E402 (the pooled-data reference: algorithm=centralized)
 
 LOGGERS = ("csv", "wandb")
 

@@ -23,7 +23,6 @@ import numpy as np
 import torch
 
 from fl_bench.algorithms.hfl import HFLConfig
-from fl_bench.algorithms.synchronous import CentralizedConfig
 from fl_bench.clients.costs import example_flops, trip_flops
 from fl_bench.clients.distributed import DistributedTrainer, launched_rank
 from fl_bench.clients.hardware import Placement, place, resolve_accelerator
@@ -66,6 +65,7 @@ from fl_bench.runs.checkpoint import (
 )
 from fl_bench.runs.centralized import CentralizedRun
 from fl_bench.runs.config import Config, config_digest, result_config
+from fl_bench.runs.pooled import CentralizedConfig
 from fl_bench.runs.fairness import accuracy_by_class
 from fl_bench.runs.pruning import final_status, with_pruning
 from fl_bench.runs.interrupt import STOP
