@@ -27,8 +27,8 @@ import yaml
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from fl_bench.analysis.sweep_file import (FIDELITY, TABLE_NAME, Fidelity, Headline, SweepFile, _choose, _describe,
-                                          _Loader, _unwrap, _what)
+from fl_bench.analysis.sweep_file import (FIDELITY, TABLE_NAME, Fidelity, Headline, SweepFile, choose, describe_type,
+                                          StrictLoader, unwrap_optional, what_it_is)
 from fl_bench.errors import ConfigError
 
 RECORD = "_paper.yaml"  # <stem>_paper.yaml: the record of the sweep file <stem>.yaml
@@ -58,7 +58,7 @@ WORDS = {("rows", list[str]): ROWS, ("rows", str): "a row, 'TABLE: ARM'",
 def read_record(path: Path) -> PaperRecord:
     """The paper record at ``path``, typed and checked alone (module docstring); ConfigError in one line."""
     try:
-        raw = yaml.load(path.read_text(), _Loader)  # (a key given twice refused, dates left as text)
+        raw = yaml.load(path.read_text(), StrictLoader)  # (a key given twice refused, dates left as text)
     except (UnicodeDecodeError, yaml.YAMLError) as error:
         why = "not a text file" if isinstance(error, UnicodeDecodeError) else "not valid YAML"
         problem = getattr(error, "problem", None)
@@ -90,7 +90,7 @@ def _fits(value: Any, tp: Any) -> bool:
     """Whether ``value`` has the shape of the schema's ``tp`` at its top (a list, a mapping, a string)."""
     if value is None:
         return typing.get_origin(tp) is typing.Union
-    tp = _unwrap(tp)
+    tp = unwrap_optional(tp)
     origin = typing.get_origin(tp)
     return isinstance(value, origin if origin in (list, dict) else dict if is_dataclass(tp) else tp)
 
@@ -100,9 +100,9 @@ def _misfit(value: Any, tp: Any, key: str, name: str) -> str | None:
     missing or not the schema's, a value of another type; None where all of it fits."""
     if value is None and typing.get_origin(tp) is typing.Union:
         return None
-    tp = _unwrap(tp)
+    tp = unwrap_optional(tp)
     origin = typing.get_origin(tp)
-    wrong = f"{key}={value!r} is not allowed: it must be {WORDS.get((name, tp)) or _describe(tp)}"
+    wrong = f"{key}={value!r} is not allowed: it must be {WORDS.get((name, tp)) or describe_type(tp)}"
     if is_dataclass(tp):
         if not isinstance(value, dict):
             return wrong
@@ -110,13 +110,13 @@ def _misfit(value: Any, tp: Any, key: str, name: str) -> str | None:
         for given in value:
             if given not in hints:
                 close = difflib.get_close_matches(str(given), list(hints), n=1, cutoff=0.6)
-                return (f"{key}{'.' if key else ''}{given} is not a key of {_what(tp) if key else 'a paper record'}: "
+                return (f"{key}{'.' if key else ''}{given} is not a key of {what_it_is(tp) if key else 'a paper record'}: "
                         f"{f'did you mean {close[0]}? ' if close else ''}(its keys: {', '.join(hints)})")
         for f in fields(tp):
             where = f"{key}{'.' if key else ''}{f.name}"
             if f.name not in value:
                 if f.default == MISSING:
-                    return f"{where} is missing: give {WORDS.get((f.name, hints[f.name])) or _describe(hints[f.name])}"
+                    return f"{where} is missing: give {WORDS.get((f.name, hints[f.name])) or describe_type(hints[f.name])}"
                 continue
             found = _misfit(value[f.name], hints[f.name], where, f.name)
             if found is not None:
@@ -156,7 +156,7 @@ def _check_names(record: PaperRecord, path: Path) -> None:
             raise ConfigError(f"{path}: tables[{i}]={table!r} is not allowed: it is tables[{record.tables.index(table)}] "
                               "too: each table once (a table named twice would count its verdicts twice)")
     for table, fidelity in record.fidelity.items():
-        _choose(path, f"fidelity.{table}.level", fidelity.level, tuple(FIDELITY))
+        choose(path, f"fidelity.{table}.level", fidelity.level, tuple(FIDELITY))
     for key, rows in _rows(record).items():
         if not rows:
             raise ConfigError(f"{path}: {key}=[] is not allowed: a headline (and each of its readings) names the rows "

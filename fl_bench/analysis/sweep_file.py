@@ -212,7 +212,7 @@ def resolved(given: str | Path, sweep_file: Path) -> Path:
 def _checked(path: Path, mtime_ns: int, size: int, spaces: tuple[Path, ...]) -> SweepFile:
     """:func:`load_sweep_file` of one version of the file (an error is raised, not cached)."""
     try:
-        raw = yaml.load(path.read_text(), _Loader)
+        raw = yaml.load(path.read_text(), StrictLoader)
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not a text file: give a sweep file (YAML)") from None
     except yaml.YAMLError as error:
@@ -266,7 +266,7 @@ def _check_overrides(spec: SweepFile, path: Path) -> None:
                                   f"KEY=VALUE ({problem})") from None
 
 
-class _Loader(yaml.SafeLoader):
+class StrictLoader(yaml.SafeLoader):
     """YAML without its dates: ``registered: 2026-11-25`` stays the text it was written as, so that a date
     that is none (2026-13-45) is this module's one line naming its key, not the YAML reader's error. A key
     given twice in one mapping is refused: YAML's reader keeps the last silently, and an edit written above
@@ -285,7 +285,7 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-_Loader.yaml_implicit_resolvers = {
+StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
@@ -313,8 +313,8 @@ def _explain(error: OmegaConfBaseException, raw: dict) -> str:
         allowed = [f.name for f in fields(error.object_type)]
         close = _closest_key(str(error.key), allowed)
         hint = f"did you mean {close}? " if close else ""
-        return f"{key} is not a key of {_what(error.object_type)}: {hint}(its keys: {', '.join(allowed)})"
-    expected = _describe(_field_type(key))
+        return f"{key} is not a key of {what_it_is(error.object_type)}: {hint}(its keys: {', '.join(allowed)})"
+    expected = describe_type(_field_type(key))
     if "Missing mandatory value" in str(error):
         return f"{key} is missing: give {expected}"
     return f"{key}={_value_at(raw, key)!r} is not allowed: it must be {expected}"
@@ -344,9 +344,9 @@ def _misshapen(value: Any, tp: Any, key: str, text: str | None = None, item_text
     asks for, a mapping's key is not a name (a string), or a string of the schema is a YAML boolean: (key,
     value, what is allowed), None where every shape fits. ``text`` and ``item_text``: what the value and its
     items hold, in words, where the type says too little (FIELD_TEXT)."""
-    plain = _unwrap(tp)
+    plain = unwrap_optional(tp)
     origin, args = typing.get_origin(plain), typing.get_args(plain)
-    allowed = f"it must be {text or _describe(tp)}"
+    allowed = f"it must be {text or describe_type(tp)}"
     if value is None:
         return None
     if is_dataclass(plain) or origin is dict:
@@ -377,7 +377,7 @@ def _misshapen(value: Any, tp: Any, key: str, text: str | None = None, item_text
     return None
 
 
-def _what(cls: type) -> str:
+def what_it_is(cls: type) -> str:
     return {"SweepFile": "a sweep file", "Protocol": "protocol", "Tuner": "protocol.tuner", "Study": "a study",
             "PrunerConfig": "protocol.tuner.pruner", "Confirm": "protocol.tuner.confirm", "Power": "protocol.power",
             "SpecialCase": "a special_case", "Cause": "an arm's cause", "ArmSpec": "an arm", "Table": "a table",
@@ -400,7 +400,7 @@ def _value_at(raw: Any, key: str) -> Any:
 def _check_items(value: Any, tp: Any, key: str, path: Path) -> None:
     """Items of lists and mappings of the schema's scalar types hold such scalars (OmegaConf lets a list
     or a mapping through there: ``report_seeds: [[1], 2]``)."""
-    tp = _unwrap(tp)
+    tp = unwrap_optional(tp)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if value is None:
         return
@@ -415,14 +415,14 @@ def _check_items(value: Any, tp: Any, key: str, path: Path) -> None:
         for name, item in value.items():
             _check_items(item, args[1], f"{key}.{name}", path)
     elif tp in (int, str, float) and (isinstance(value, (list, dict, bool)) if tp is not str else not isinstance(value, str)):
-        raise ConfigError(f"{path}: {key}={value!r} is not allowed: it must be {_describe(tp)}")
+        raise ConfigError(f"{path}: {key}={value!r} is not allowed: it must be {describe_type(tp)}")
 
 
 def _field_type(key: str) -> Any:
     """The schema's type at ``key`` (dotted, with [i] for list items)."""
     tp: Any = SweepFile
     for part in _path(key):
-        tp = _unwrap(tp)
+        tp = unwrap_optional(tp)
         if is_dataclass(tp):
             tp = typing.get_type_hints(tp).get(part, Any)
         elif typing.get_origin(tp) in (dict, list):
@@ -432,31 +432,31 @@ def _field_type(key: str) -> Any:
     return tp
 
 
-def _unwrap(tp: Any) -> Any:
+def unwrap_optional(tp: Any) -> Any:
     """X for Optional[X]."""
     if typing.get_origin(tp) is typing.Union:
         return next(arg for arg in typing.get_args(tp) if arg is not type(None))
     return tp
 
 
-def _describe(tp: Any) -> str:
+def describe_type(tp: Any) -> str:
     """A type in words: 'a list of integers', 'a mapping of names to studies', ..."""
     optional = typing.get_origin(tp) is typing.Union
-    tp = _unwrap(tp)
+    tp = unwrap_optional(tp)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list:
         text = f"a list of {_plural(args[0])}"
     elif origin is dict:
         text = f"a mapping of names to {_plural(args[1])}"
     elif is_dataclass(tp):
-        text = f"{_what(tp)} (a mapping with keys {', '.join(f.name for f in fields(tp))})"
+        text = f"{what_it_is(tp)} (a mapping with keys {', '.join(f.name for f in fields(tp))})"
     else:
         text = {int: "an integer", str: "a string", float: "a number", bool: "true or false"}.get(tp, "a value")
     return f"{text} or null" if optional else text
 
 
 def _plural(tp: Any) -> str:
-    tp = _unwrap(tp)
+    tp = unwrap_optional(tp)
     if is_dataclass(tp):
         return {"ArmSpec": "arms", "Study": "studies", "Table": "tables", "Headline": "headlines"}.get(tp.__name__, tp.__name__)
     return {int: "integers", str: "strings", float: "numbers"}.get(tp, "values")
@@ -466,7 +466,7 @@ def _refuse(path: Path, key: str, value: Any, allowed: str) -> None:
     raise ConfigError(f"{path}: {key}={value!r} is not allowed: {allowed}")
 
 
-def _choose(path: Path, key: str, value: Any, options: tuple[str, ...]) -> None:
+def choose(path: Path, key: str, value: Any, options: tuple[str, ...]) -> None:
     """``value`` is one of ``options``, else one line with the closest."""
     if value not in options:
         close = difflib.get_close_matches(str(value), options, n=1)
@@ -498,7 +498,7 @@ def _check_names(spec: SweepFile, path: Path) -> None:
             raise ConfigError(f"{path}: {where}.arms is empty: a table needs at least its reference arm")
         known(table.reference, f"{where}.reference", arms)
         find(table.measure)  # a plugin's measure registers itself when its module is imported
-        _choose(path, f"{where}.measure", table.measure, tuple(MEASURES))
+        choose(path, f"{where}.measure", table.measure, tuple(MEASURES))
         for label, arm in arms.items():
             known(arm.study, f"{where}.arms.{label}.study", studies)
             for key, other in (("vs", arm.vs), ("special_case", arm.special_case)):
@@ -529,7 +529,7 @@ def _check_fidelity(table: Table, where: str, path: Path) -> None:
             raise ConfigError(f"{path}: {where}.fidelity is missing: a table that tests paper numbers says how close its "
                               f"workload is to the paper's, fidelity: {{level: LEVEL, note: TEXT}} with LEVEL one of {levels}")
         return
-    _choose(path, f"{where}.fidelity.level", fidelity.level, tuple(FIDELITY))
+    choose(path, f"{where}.fidelity.level", fidelity.level, tuple(FIDELITY))
     if fidelity.level != "paper" and not fidelity.note.strip():
         _refuse(path, f"{where}.fidelity.note", fidelity.note, f"level {fidelity.level!r} needs its note: "
                 "what differs from the paper's workload, or what the workload stands for")
@@ -614,7 +614,7 @@ def _check_claim(arm: ArmSpec, vs: ArmSpec | None, measure: str, where: str, pat
     ``vs``, the compared arm) to size, and a ``tolerance`` only tightens the default rule's
     (fl_bench.analysis.verdict), with its reason."""
     claim = arm.claim
-    _choose(path, f"{where}.claim", claim, CLAIMS)
+    choose(path, f"{where}.claim", claim, CLAIMS)
     kind = MEASURES[measure].kind
     values = paper_effect(arm, vs, measure)
     if claim != "side" and (not values or all(str(v)[:1] in "<>" for v in values)):
