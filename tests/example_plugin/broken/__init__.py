@@ -1,2 +1,3 @@
-"""Plugin modules that cannot be imported, one way each (tests/test_refusals.py: each is one line naming
-the module and the first line of its error, exit 1)."""
+"""Plugin modules written wrongly, one way each: most cannot be imported, and one imports but registers its
+schema under a group no config reads (misspelt_group). tests/test_refusals.py: each is one line naming the
+module and what is wrong, exit 1."""
