@@ -131,9 +131,7 @@ class RunDirectory:
             return
         _close_file_logs(self.path, detach=True)  # nothing more of the failed run into the earlier run's cli.log
         self._clear()
-        for entry in list(self._aside.iterdir()):
-            entry.rename(self.path / entry.name)
-        self._aside.rmdir()
+        self._bring_back()
 
     def keep_completed(self, status: str) -> Path | None:
         """The new run ended ``status`` (diverged, pruned: no better than a completed run): when the earlier
@@ -149,13 +147,16 @@ class RunDirectory:
         kept.mkdir()
         for entry in moved:
             entry.rename(kept / entry.name)
+        if (self._aside / kept.name).exists():  # an earlier such attempt: this one supersedes it
+            shutil.rmtree(self._aside / kept.name)
+        self._bring_back()
+        return kept
+
+    def _bring_back(self) -> None:
+        """The earlier run set aside moved back where it was."""
         for entry in list(self._aside.iterdir()):
-            if entry.name == kept.name:  # an earlier such attempt: this one supersedes it
-                shutil.rmtree(entry)
-                continue
             entry.rename(self.path / entry.name)
         self._aside.rmdir()
-        return kept
 
     def replaced(self) -> dict[str, Any] | None:
         """A finished run: delete the earlier one set aside. Returns its summary (None: none was set aside,
@@ -280,26 +281,28 @@ def writing(path: Path, consequence: str = RUN_NOT_WRITTEN) -> Iterator[None]:
         raise ResultNotWritten(f"cannot write {path}: the write stopped part-way ({detail}); {consequence}") from None
 
 
-def _move_file_logs(source: Path, destination: Path) -> None:
-    """Point the logging file handlers writing into ``source`` at the same file names in ``destination``
-    (closed: they reopen there on their next line)."""
-    source = source.resolve()
-    for logger in [logging.root, *(item for item in logging.root.manager.loggerDict.values()
-                                    if isinstance(item, logging.Logger))]:
-        for handler in logger.handlers:
-            if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).resolve().parent == source:
-                handler.close()
-                handler.baseFilename = str(Path(destination).resolve() / Path(handler.baseFilename).name)
-
-
-def _close_file_logs(directory: Path, detach: bool = False) -> None:
-    """Close the logging file handlers writing into ``directory`` (Hydra's cli.log): they reopen the file
-    at its path on their next line; ``detach``: removed from their loggers, so they write no more."""
+def _file_handlers(directory: Path) -> Iterator[tuple[logging.Logger, logging.FileHandler]]:
+    """The logging file handlers writing into ``directory`` (Hydra's cli.log), each with its logger."""
     directory = directory.resolve()
     for logger in [logging.root, *(item for item in logging.root.manager.loggerDict.values()
                                     if isinstance(item, logging.Logger))]:
         for handler in list(logger.handlers):
             if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).resolve().parent == directory:
-                handler.close()
-                if detach:
-                    logger.removeHandler(handler)
+                yield logger, handler
+
+
+def _move_file_logs(source: Path, destination: Path) -> None:
+    """Point the logging file handlers writing into ``source`` at the same file names in ``destination``
+    (closed: they reopen there on their next line)."""
+    for _, handler in _file_handlers(source):
+        handler.close()
+        handler.baseFilename = str(Path(destination).resolve() / Path(handler.baseFilename).name)
+
+
+def _close_file_logs(directory: Path, detach: bool = False) -> None:
+    """Close the logging file handlers writing into ``directory`` (Hydra's cli.log): they reopen the file
+    at its path on their next line; ``detach``: removed from their loggers, so they write no more."""
+    for logger, handler in _file_handlers(directory):
+        handler.close()
+        if detach:
+            logger.removeHandler(handler)
