@@ -912,74 +912,67 @@ REFUSALS = [
      "{tmp}/board/evidence_columns/hfl_convex_smoke_evidence.csv is not a table's evidence file (missing columns: paper"),
     (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/evidence_binary"], {},
      "{tmp}/board/evidence_binary/hfl_convex_smoke_evidence.csv is not a table's evidence file ("),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_rows_text"], {},
-     "{tmp}/board/check_rows_text/hfl_smoke_paper.yaml: headlines[0].rows='hfl_convex_smoke: (0,0) S-SGD' is not "
-     "allowed: it must be a list of rows, each 'TABLE: ARM' (a table of the record, one of its arms)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_headlines_numbers"], {},
-     "{tmp}/board/check_headlines_numbers/hfl_smoke_paper.yaml: headlines[0]=1 is not allowed: it must be a headline "
-     "(a mapping with keys quote, where, rows, readings)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_no_rows"], {},
-     "{tmp}/board/check_no_rows/hfl_smoke_paper.yaml: headlines[0].rows is missing: give a list of rows, each "
-     "'TABLE: ARM' (a table of the record, one of its arms)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_rows_key"], {},
-     "{tmp}/board/check_rows_key/hfl_smoke_paper.yaml: headlines[0].rowz is not a key of a headline: did you mean "
-     "rows? (its keys: quote, where, rows, readings)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_rows_empty"], {},
-     "{tmp}/board/check_rows_empty/hfl_smoke_paper.yaml: headlines[0].rows=[] is not allowed: a headline (and each of "
-     "its readings) names the rows that test it, each 'TABLE: ARM'"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_row_no_arm"], {},
-     "{tmp}/board/check_row_no_arm/hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke' is not allowed: "
-     "write 'TABLE: ARM' (a table of the record, one of its arms)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_row_arm"], {},
-     "{tmp}/board/check_row_arm/hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke: (0,1) SGD' is not "
-     "allowed: hfl_convex_smoke has no arm '(0,1) SGD', in its evidence or its sweep file: did you mean '(0,1) S-SGD'?"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_row_table"], {},
-     "{tmp}/board/check_row_table/hfl_smoke_paper.yaml: headlines[0].rows[1] table='hfl_convx_smoke' is not defined: "
-     "did you mean hfl_convex_smoke? (choose one of hfl_convex_smoke, hfl_convex_smoke_final)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_row_twice"], {},
-     "{tmp}/board/check_row_twice/hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke: (0,0) S-SGD' is not "
-     "allowed: it is headlines[0].rows[0] too: each row once (a row named twice would count twice)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_key_twice"], {},
-     "{tmp}/board/check_key_twice/hfl_smoke_paper.yaml is not a paper record (not valid YAML): found the key 'paper' "
-     "twice in one mapping at line 4"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_fidelity_level"], {},
-     "{tmp}/board/check_fidelity_level/hfl_smoke_paper.yaml: fidelity.hfl_convex_smoke.level='standin' is not allowed: "
-     "choose one of paper, paper data, stand-in (did you mean stand-in?)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_table_misspelt"], {},
-     "{tmp}/board/check_table_misspelt/hfl_smoke_paper.yaml: tables[0]='hfl_convx_smoke' is not allowed: there is no "
-     "hfl_convx_smoke_evidence.csv beside the record, and {tmp}/board/sweeps/hfl_smoke.yaml registers no such table: "
-     "did you mean hfl_convex_smoke? (its tables: hfl_convex_smoke, hfl_convex_smoke_final)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_copy"], {},
-     "{tmp}/board/check_copy/hfl_smoke_copy_paper.yaml: sweep_file='hfl_smoke.yaml' is not allowed: the record of "
-     "hfl_smoke.yaml is hfl_smoke_paper.yaml, which is there: one record per sweep file (a copy counts each verdict "
-     "again): remove hfl_smoke_copy_paper.yaml"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_copy_old"], {},
-     "{tmp}/board/check_copy_old/hfl_smoke_paper.yaml: tables[0]='hfl_convex_smoke' is not allowed: it is "
-     "hfl_smoke_copy_paper.yaml's tables[0] too: each table in one record (two count each of its verdicts twice): "
-     "remove the one of the two that is a copy"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_renamed"], {},
-     "{tmp}/board/check_renamed/hfl_paper.yaml: sweep_file='hfl_smoke.yaml' is not allowed: the record of "
-     "hfl_smoke.yaml is hfl_smoke_paper.yaml, as its reproduction writes it: rename hfl_paper.yaml to "
-     "hfl_smoke_paper.yaml"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_no_record"], {},
-     "{tmp}/board/check_no_record/hfl_convex_smoke_evidence.csv has no paper record: no *_paper.yaml beside it names "
-     "the table hfl_convex_smoke ({tmp}/board/sweeps/hfl_smoke.yaml registers it: its record is hfl_smoke_paper.yaml): "
-     "reproduce its sweep file again (python -m fl_bench.analysis.reproduce), or remove the file"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps_fedgbo", "--out", "{tmp}/board/check_partial"], {},
-     "{tmp}/board/check_partial/hfl_smoke_paper.yaml: tables[1]='hfl_convex_smoke_final' is not allowed: there is no "
-     "hfl_convex_smoke_final_evidence.csv beside the record, and no sweep file read (--sweeps) is hfl_smoke.yaml, to "
-     "register it: name a table made here, or give as --sweeps the directory of hfl_smoke.yaml"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_verdict"], {},
-     "{tmp}/board/check_verdict/hfl_convex_smoke_evidence.csv: verdict='maybe' on line 2 (arm '(0,0) S-SGD') is not "
-     "allowed: a verdict is one of reproduces, differs, inconclusive, same side, Nx the paper's [gap], underpowered "
-     "at N seeds, not reached, paper split, tuning failed, or none (an empty cell)"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_measure"], {},
-     "{tmp}/board/check_measure/hfl_convex_smoke_evidence.csv: measure='tripz' on line 2 (arm '(0,0) S-SGD') is not "
-     "allowed: choose one of trips, rounds, best_accuracy"),
-    (SCOREBOARD, ["--sweeps", "{tmp}/board/sweeps", "--out", "{tmp}/board/check_table_column"], {},
-     "{tmp}/board/check_table_column/hfl_convex_smoke_final_evidence.csv: table='hfl_convex_smoke' on line 2 (arm "
-     "'(0,0) S-SGD') is not allowed: the file is hfl_convex_smoke_final's evidence, whose rows' table is "
-     "hfl_convex_smoke_final"),
+    # the scoreboard's checks of a record and its evidence, board/check_NAME (written above): its --sweeps, NAME
+    # and the line after '{tmp}/board/check_NAME/'
+    *[(SCOREBOARD, ["--sweeps", f"{{tmp}}/board/{sweeps}", "--out", f"{{tmp}}/board/check_{name}"], {},
+       f"{{tmp}}/board/check_{name}/" + words) for sweeps, name, words in (
+        ("sweeps", "rows_text", "hfl_smoke_paper.yaml: headlines[0].rows='hfl_convex_smoke: (0,0) S-SGD' is "
+         "not allowed: it must be a list of rows, each 'TABLE: ARM' (a table of the record, one of its "
+         "arms)"),
+        ("sweeps", "headlines_numbers", "hfl_smoke_paper.yaml: headlines[0]=1 is not allowed: it must be a "
+         "headline (a mapping with keys quote, where, rows, readings)"),
+        ("sweeps", "no_rows", "hfl_smoke_paper.yaml: headlines[0].rows is missing: give a list of rows, "
+         "each 'TABLE: ARM' (a table of the record, one of its arms)"),
+        ("sweeps", "rows_key", "hfl_smoke_paper.yaml: headlines[0].rowz is not a key of a headline: did you "
+         "mean rows? (its keys: quote, where, rows, readings)"),
+        ("sweeps", "rows_empty", "hfl_smoke_paper.yaml: headlines[0].rows=[] is not allowed: a headline "
+         "(and each of its readings) names the rows that test it, each 'TABLE: ARM'"),
+        ("sweeps", "row_no_arm", "hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke' is not "
+         "allowed: write 'TABLE: ARM' (a table of the record, one of its arms)"),
+        ("sweeps", "row_arm", "hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke: (0,1) SGD' is "
+         "not allowed: hfl_convex_smoke has no arm '(0,1) SGD', in its evidence or its sweep file: did "
+         "you mean '(0,1) S-SGD'?"),
+        ("sweeps", "row_table", "hfl_smoke_paper.yaml: headlines[0].rows[1] table='hfl_convx_smoke' is not "
+         "defined: did you mean hfl_convex_smoke? (choose one of hfl_convex_smoke, "
+         "hfl_convex_smoke_final)"),
+        ("sweeps", "row_twice", "hfl_smoke_paper.yaml: headlines[0].rows[1]='hfl_convex_smoke: (0,0) S-SGD' "
+         "is not allowed: it is headlines[0].rows[0] too: each row once (a row named twice would count "
+         "twice)"),
+        ("sweeps", "key_twice", "hfl_smoke_paper.yaml is not a paper record (not valid YAML): found the key "
+         "'paper' twice in one mapping at line 4"),
+        ("sweeps", "fidelity_level", "hfl_smoke_paper.yaml: fidelity.hfl_convex_smoke.level='standin' is "
+         "not allowed: choose one of paper, paper data, stand-in (did you mean stand-in?)"),
+        ("sweeps", "table_misspelt", "hfl_smoke_paper.yaml: tables[0]='hfl_convx_smoke' is not allowed: "
+         "there is no hfl_convx_smoke_evidence.csv beside the record, and "
+         "{tmp}/board/sweeps/hfl_smoke.yaml registers no such table: did you mean hfl_convex_smoke? (its "
+         "tables: hfl_convex_smoke, hfl_convex_smoke_final)"),
+        ("sweeps", "copy", "hfl_smoke_copy_paper.yaml: sweep_file='hfl_smoke.yaml' is not allowed: the "
+         "record of hfl_smoke.yaml is hfl_smoke_paper.yaml, which is there: one record per sweep file (a "
+         "copy counts each verdict again): remove hfl_smoke_copy_paper.yaml"),
+        ("sweeps", "copy_old", "hfl_smoke_paper.yaml: tables[0]='hfl_convex_smoke' is not allowed: it is "
+         "hfl_smoke_copy_paper.yaml's tables[0] too: each table in one record (two count each of its "
+         "verdicts twice): remove the one of the two that is a copy"),
+        ("sweeps", "renamed", "hfl_paper.yaml: sweep_file='hfl_smoke.yaml' is not allowed: the record of "
+         "hfl_smoke.yaml is hfl_smoke_paper.yaml, as its reproduction writes it: rename hfl_paper.yaml "
+         "to hfl_smoke_paper.yaml"),
+        ("sweeps", "no_record", "hfl_convex_smoke_evidence.csv has no paper record: no *_paper.yaml beside "
+         "it names the table hfl_convex_smoke ({tmp}/board/sweeps/hfl_smoke.yaml registers it: its "
+         "record is hfl_smoke_paper.yaml): reproduce its sweep file again (python -m "
+         "fl_bench.analysis.reproduce), or remove the file"),
+        ("sweeps_fedgbo", "partial", "hfl_smoke_paper.yaml: tables[1]='hfl_convex_smoke_final' is not "
+         "allowed: there is no hfl_convex_smoke_final_evidence.csv beside the record, and no sweep file "
+         "read (--sweeps) is hfl_smoke.yaml, to register it: name a table made here, or give as --sweeps "
+         "the directory of hfl_smoke.yaml"),
+        ("sweeps", "verdict", "hfl_convex_smoke_evidence.csv: verdict='maybe' on line 2 (arm '(0,0) S-SGD') "
+         "is not allowed: a verdict is one of reproduces, differs, inconclusive, same side, Nx the "
+         "paper's [gap], underpowered at N seeds, not reached, paper split, tuning failed, or none (an "
+         "empty cell)"),
+        ("sweeps", "measure", "hfl_convex_smoke_evidence.csv: measure='tripz' on line 2 (arm '(0,0) S-SGD') "
+         "is not allowed: choose one of trips, rounds, best_accuracy"),
+        ("sweeps", "table_column", "hfl_convex_smoke_final_evidence.csv: table='hfl_convex_smoke' on line 2 "
+         "(arm '(0,0) S-SGD') is not allowed: the file is hfl_convex_smoke_final's evidence, whose rows' "
+         "table is hfl_convex_smoke_final"),
+    )],
     # python -m fl_bench.data
     (DATA, ["prepare", "synthetic"], {}, "dataset='synthetic' is generated at run time: nothing to prepare"),
     (DATA, ["prepare", "nope"], {}, "unknown dataset 'nope'"),
