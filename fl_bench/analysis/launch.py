@@ -36,7 +36,7 @@ from fl_bench.analysis.progress import Progress
 from fl_bench.runs.atomic import replace_text
 from fl_bench.runs.claim import SUFFIX as CLAIM
 from fl_bench.runs.claim import holder as claim_holder
-from fl_bench.runs.run_dir import FINISHED, SUMMARY, RunDirectory, finished_runs, unfinished, writing
+from fl_bench.runs.run_dir import FINISHED, SUMMARY, RunDirectory, finished_runs, finished_summary, unfinished, writing
 
 # What a reproduction's write error adds to the path it names.
 REPRODUCTION_NOT_WRITTEN = "results written before are kept (free space, or choose a writable --runs-dir / --out)"
@@ -120,6 +120,7 @@ class Launcher:
                                     *self.workload]), stage_dir, check=False)
         running = {}
         for runs in stage_runs:
+            _release_dead_claims(runs.directory)
             done, held = _finished_seeds(runs.directory), _held_seeds(runs.directory)
             missing = [seed for seed in runs.seeds if seed not in done and seed not in held]
             if missing:
@@ -383,6 +384,16 @@ def _status(summary: Path) -> str | None:
 
 def _finished_seeds(directory: Path) -> set[int]:
     return {summary["seed"] for summary in finished_runs(directory).values()}
+
+
+def _release_dead_claims(directory: Path) -> None:
+    """Remove the claims left on finished runs by tasks that died after finishing them (a command's process
+    group stopped as it ended can catch a task between its summary and its claim's release): nothing is left
+    for them to hold."""
+    for claim in directory.glob(f"*_seed*{CLAIM}"):
+        run = claim.with_name(claim.name.removesuffix(CLAIM))
+        if claim_holder(run) is None and finished_summary(run) is not None:
+            claim.unlink(missing_ok=True)
 
 
 def _held_seeds(directory: Path) -> dict[int, str]:
