@@ -188,9 +188,11 @@ class TripView(Protocol):
     id: int
     client: int
     version: int  # the model version downloaded
+    start: float  # when it started (the server sent its model and its steps)
     end: float  # when it ends (or ended)
     round: int  # the round that started it (-1: asynchronous)
     aborted: bool  # over before uploading
+    steps: int  # the local steps it trains (fewer under a work deadline)
 
 
 class EventLoop(Protocol):
@@ -200,6 +202,7 @@ class EventLoop(Protocol):
     now: float
     delays: Any  # the clients' delay laws (fl_bench.engine.delays.ClientDelays): mean() is a trip's mean duration
     buffer: list[TripView]  # finished trips whose uploads the next server step consumes, in arrival order
+    work: Any  # the work schedule (fl_bench.engine.work.WorkSchedule): each trip's local steps
 
     def schedule_tick(self, time: float) -> None:
         """Call ``on_tick`` at ``time``."""
@@ -225,8 +228,14 @@ class EventLoop(Protocol):
     def evaluate_if_due(self, force: bool = False) -> bool:
         """Evaluate each time counted trips cross a multiple of eval_every; True means stop."""
 
-    def server_step(self) -> None:
-        """Hand the buffer's uploads to the server and step it."""
+    def server_step(self, trips: list[TripView] | None = None) -> None:
+        """Hand the buffer's uploads (or only ``trips`` of them, in that order) to the server and step it."""
+
+    def hold(self, trip: TripView) -> None:
+        """Keep the client of a trip that just ended busy (waiting for a server step) until :meth:`release`."""
+
+    def release(self, trips: list[TripView]) -> None:
+        """Send the clients :meth:`hold` kept back to the idle clients."""
 
 
 class StepPolicy(ABC):

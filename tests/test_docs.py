@@ -27,7 +27,7 @@ import pages  # noqa: E402
 
 # A group chosen inside another group's option (``algorithm/server_optimizer=adam``) and the prefix of its keys;
 # every other group is a field of the root schema.
-NESTED = {"server_optimizer": "algorithm.server_optimizer."}
+NESTED = {"server_optimizer": "algorithm.server_optimizer.", "work_schedule": "algorithm.work_schedule."}
 
 
 @pytest.fixture(scope="module")

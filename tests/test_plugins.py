@@ -138,7 +138,7 @@ def test_a_schema_registered_under_no_config_group_is_refused_naming_the_nearest
         with pytest.raises(ConfigError, match=r"^plugin module 'broken.misspelt_group' \(from FL_BENCH_PLUGINS\) "
                                               r"registers MisspeltGroupConfig under group 'algoritm', which is not a "
                                               r"config group: did you mean algorithm\? \(the groups: algorithm, "
-                                              r"availability, .*server_optimizer, speed, task;"):
+                                              r"availability, .*server_optimizer, speed, task, work_schedule;"):
             load_plugins()
         assert "algoritm" not in SCHEMAS
     # a group of the plugin's own, with its options in its package's conf/<group>/, is a config group

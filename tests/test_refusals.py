@@ -397,6 +397,29 @@ REFUSALS = [
      "algorithm.server_optimizer.betas=[0.9, 1.0] is not allowed: need [beta1, beta2], each in [0, 1)"),
     (FL_BENCH, ["algorithm=fadas", "dp=ftrl"], {}, "dp=ftrl is not allowed with algorithm=fadas: its delay-adaptive rate "
                                                    "reads each upload's delay"),
+    # work schedules and FedCompass (issue 72): a schedule only its step policy honours, its knobs, what Compass ignores
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm/work_schedule=compass"], {}, "algorithm/work_schedule=compass is not allowed "
+     "with algorithm=fedbuff: its trips are scheduled for the Compass step policy's server steps"),
+    (FL_BENCH, ["algorithm=fedcompass", "algorithm/work_schedule=fixed"], {}, "algorithm/work_schedule=fixed is not allowed "
+     "with algorithm=fedcompass: its groups are the Compass schedule's"),
+    (FL_BENCH, ["algorithm=centralized", "+algorithm/work_schedule=compass"], {},
+     "algorithm/work_schedule='compass' is not allowed: must be fixed"),
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm.work_schedule.q_min=3"], {},
+     "algorithm.work_schedule.q_min is not a key of algorithm.work_schedule=fixed (its keys: name)"),
+    *[(FL_BENCH, ["algorithm=fedcompass", bad], {}, words) for bad, words in (
+        ("algorithm.work_schedule.q_min=0", "algorithm.work_schedule.q_min=0 is not allowed: must be >= 1"),
+        ("algorithm.work_schedule.q_max=10", "algorithm.work_schedule.q_max=10 is not allowed: must be >= q_min (20)"),
+        ("algorithm.work_schedule.latest_time_factor=0.5",
+         "algorithm.work_schedule.latest_time_factor=0.5 is not allowed: must be >= 1"),
+        ("algorithm.work_schedule.speed_momentum=0", "algorithm.work_schedule.speed_momentum=0.0 is not allowed: must be in (0, 1]"),
+        ("algorithm.work_schedule.first_trip_steps=mean", "algorithm.work_schedule.first_trip_steps='mean' is not allowed: "
+         "must be min (Q_min, the paper's Figure 1) or max"),
+        ("algorithm.concurrent_clients=0", "algorithm.concurrent_clients=0 is not allowed: must be >= 1"),
+        ("arrival_rate=2", "arrival_rate=2.0 is not allowed with algorithm=fedcompass: Compass starts every trip at once"),
+        ("selection=all_available", "selection=all_available is not allowed with algorithm=fedcompass"),
+        ("algorithm.reduction=sum", "algorithm.reduction='sum' is not allowed with algorithm=fedcompass: its code does not "
+         "read it (FedCompassConfig.uses lists only weighting, staleness_exponent, server_optimizer)"),
+        ("dp=ftrl", "dp=ftrl is not allowed with algorithm=fedcompass: its aggregation has no private form"))],
     (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
     # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")
     (FL_BENCH, ["devices=[5]", "seed=1"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU (accelerator=auto)"),
@@ -416,7 +439,7 @@ REFUSALS = [
     (FL_BENCH, [], {"FL_BENCH_PLUGINS": "broken.misspelt_group"}, "plugin module 'broken.misspelt_group' (from "
      "FL_BENCH_PLUGINS) registers MisspeltGroupConfig under group 'algoritm', which is not a config group: did you "
      "mean algorithm? (the groups: algorithm, availability, behaviour, dataset, delay, dp, experiment, hparams_search, "
-     "model, partition, selection, server_optimizer, speed, task; a group of the plugin's own needs its options in "
+     "model, partition, selection, server_optimizer, speed, task, work_schedule; a group of the plugin's own needs its options in "
      "conf/<group>/ inside its package)"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.raises"}, "plugin module 'broken.raises' (from "
                                                                           "FL_BENCH_PLUGINS) cannot be imported: RuntimeError"),

@@ -29,8 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
 # Presets: config groups that set other groups' keys (no schema of their own), listed with what they are for.
 PRESET_GROUPS = ("experiment", "hparams_search", "hydra/launcher")
-# Where a group's YAML options lie, when not conf/<group>/ (the nested group of algorithm/server_optimizer=...)
-CONF_DIRS = {"server_optimizer": "algorithm/server_optimizer"}
+# Where a group's YAML options lie, when not conf/<group>/ (the groups chosen inside an algorithm's option:
+# algorithm/server_optimizer=..., algorithm/work_schedule=...)
+CONF_DIRS = {"server_optimizer": "algorithm/server_optimizer", "work_schedule": "algorithm/work_schedule"}
 
 
 def _import_registry():
@@ -44,12 +45,12 @@ def _import_registry():
 
 def built_in_groups() -> dict[str, dict[str, type]]:
     """The built-in options of every registered group (a plugin imported into this process is left out), in
-    the order of the root schema's fields, the server optimizer after the algorithm."""
+    the order of the root schema's fields, the groups chosen inside an algorithm's option after it."""
     config = _import_registry()
     from fl_bench.schema import SCHEMAS
 
     order = [f.name for f in dataclasses.fields(config.Config) if f.name in SCHEMAS]
-    order.insert(order.index("algorithm") + 1, "server_optimizer")
+    order[order.index("algorithm") + 1:order.index("algorithm") + 1] = list(CONF_DIRS)
     order += [group for group in SCHEMAS if group not in order]
     return {group: {name: cls for name, cls in SCHEMAS[group].items() if cls.__module__.startswith("fl_bench.")}
             for group in order}
@@ -84,13 +85,15 @@ def _hints(cls: type) -> dict[str, Any]:
 
 @cache
 def _group_bases() -> dict[type, str]:
-    """The base schema of each group: the root schema's field types, and the server optimizer's (a group chosen
-    inside an algorithm's option)."""
+    """The base schema of each group: the root schema's field types, and the server optimizer's and the work
+    schedule's (groups chosen inside an algorithm's option)."""
     config = _import_registry()
     from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig
+    from fl_bench.engine.work import WorkScheduleConfig
 
     bases = {hint: name for name, hint in _hints(config.Config).items() if dataclasses.is_dataclass(hint)}
     bases[ServerOptimizerConfig] = "server_optimizer"
+    bases[WorkScheduleConfig] = "work_schedule"
     return {base: group for base, group in bases.items() if group in built_in_groups()}
 
 

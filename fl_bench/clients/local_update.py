@@ -4,12 +4,13 @@ depend on this module alone (no model, task or trainer imports)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 import torch
 
+from fl_bench.engine.work import WorkScheduleConfig, schema_work_schedule
 from fl_bench.schema import choice, require
 
 LR_SCHEDULES = ("exponential", "inverse")
@@ -25,6 +26,9 @@ class ClientConfig:
     local_epochs: int = 1
     # If set, run exactly this many local steps (Q) instead of whole epochs.
     local_steps: Optional[int] = None
+    # How many local steps each trip trains, decided as it starts (fl_bench.engine.work): its full work above
+    # (fixed), or a schedule's, such as FedCompass's (algorithm/work_schedule=compass)
+    work_schedule: WorkScheduleConfig = field(default_factory=schema_work_schedule)
     # FedProx's proximal coefficient mu, FedAsync's rho: + (mu/2)||y - w||^2 (0 disables the term).
     prox_mu: float = 0.0
     # FedMAX's alpha (Chen et al. 2020): + alpha KL(U || softmax(a)) over the penultimate activations

@@ -57,7 +57,8 @@ class MinibatchPlan:
 def minibatch_plan(sizes: np.ndarray, seeds: list[int], local: LocalTraining,
                    steps: Sequence[int] | None = None) -> MinibatchPlan:
     """Shuffled minibatches for a batch of trips, built in a few vectorised ops; ``steps[i]``, if
-    given, cuts trip i's plan after that many steps (partial work: fl_bench.engine.behaviour).
+    given, is trip i's number of steps in place of its full work: fewer (partial work:
+    fl_bench.engine.behaviour) or more (a work schedule's: fl_bench.engine.work), epochs repeating as needed.
 
     Each epoch visits the client's examples in a fresh random order (the last batch of an epoch
     may be short; with ``local.drop_last`` it is left out, unless it is the client's only one); with
@@ -69,7 +70,7 @@ def minibatch_plan(sizes: np.ndarray, seeds: list[int], local: LocalTraining,
     bsz = local.batch_size
     per_epoch = torch.as_tensor(local.batches_per_epoch(np.asarray(sizes, dtype=np.int64)))
     full = local.num_steps(np.asarray(sizes, dtype=np.int64))
-    steps = torch.as_tensor(full if steps is None else np.minimum(full, np.asarray(steps, dtype=np.int64)))
+    steps = torch.as_tensor(full if steps is None else np.asarray(steps, dtype=np.int64))
     epochs = int((-(-steps // per_epoch)).max())
     seed = torch.tensor(seeds, dtype=torch.int64)
     trip_key = _hash32(_hash32(seed & _LOW32) ^ ((seed >> 32) & _LOW32))  # [b]

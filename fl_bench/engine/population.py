@@ -108,6 +108,11 @@ class ClientPopulation:
         """A trip is over (uploaded, dropped or aborted): the client returns before the next selection."""
         self._returning.append((trip_id, client))
 
+    def hold(self, trip_id: int, client: int) -> None:
+        """Keep the client of a trip :meth:`finish` just reported busy (it waits for the server), until it is
+        reported finished again."""
+        self._returning.remove((trip_id, client))
+
     def return_finished(self) -> None:
         """Send back every client whose trip :meth:`finish` reported, in the order the trips started:
         each becomes idle and rejoins the pool if available. Called just before selecting."""

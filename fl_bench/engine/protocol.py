@@ -10,6 +10,11 @@
   or, with ``late_uploads=deliver``, finishes and joins the round open when it arrives, with its
   staleness and start version (HFL's stragglers). The role FLSim gives ``should_update_global_model``.
 
+- :class:`Compass` (FedCompass, Li et al., ICLR 2024): ``concurrency`` clients train at once, each trip's local
+  steps set by the Compass work schedule (:class:`fl_bench.engine.work.CompassSchedule`) so that clients of
+  similar speed arrive together in a group; the server steps when a group's last member arrives or at its
+  latest time T_max, and at once on each arrival of a client of unknown speed.
+
 Each policy also decides when trips *count*: asynchronously as each trip ends, synchronously when
 its round closes (evaluations and the trip budget see whole rounds, as before). Both implement
 :class:`fl_bench.contracts.StepPolicy`, whose docstrings are the hooks' contract.
@@ -173,13 +178,115 @@ class Rounds(StepPolicy):
         self._start_round(sim)
 
 
+class Compass(StepPolicy):
+    """FedCompass's semi-asynchronous protocol (Li et al., ICLR 2024; the release APPFL/FedCompass@af96db2,
+    ``src/appfl/scheduler/compass_scheduler.py``, lines cited; read, not copied), on the work schedule's groups
+    (:class:`fl_bench.engine.work.CompassSchedule`). All ``concurrency`` trips start at once; at each arrival:
+
+    - a client in no group (its speed was unknown; ``_single_update``, 123-156): a server step on its upload
+      alone, then a new trip;
+    - late, after its group's T_max or aggregation (``_group_update``, 176-179): its upload waits in the general
+      buffer, with no step; a new trip;
+    - on time (187-201): its upload waits in its group and its client waits with it (no new trip); the last
+      member's arrival aggregates the group, and so does its T_max timer if any member arrived in time
+      (``_group_aggregation``, 204-262). An aggregation steps on the general buffer's uploads and the group's,
+      in that order, and the group's clients go back; as many new trips start.
+
+    A trip whose client takes no part is replaced by another client's (cross-device: ``concurrency`` below the
+    number of clients): a finished client goes back to the idle clients, and each new trip goes to a client the
+    run's ``selection`` picks, with the steps the schedule assigns it (its group, from its speed estimate). With
+    ``concurrency`` = the number of clients (the paper's cross-silo setting) the same clients run again, as in
+    the release. A trip that brings no upload (a failure) frees its client without a step: the server does not
+    learn of it, and the group waits for its timer. Each trip counts as it ends."""
+
+    knobs = ()
+
+    @classmethod
+    def from_config(cls, cfg, concurrency, arrival_rate, takes_all):
+        if takes_all:
+            raise ConfigError(f"selection=all_available is not allowed with algorithm={cfg.name}: Compass starts "
+                              f"concurrency trips and replaces each as it ends (use selection=uniform)")
+        if arrival_rate is not None:
+            raise ConfigError(f"arrival_rate={arrival_rate} is not allowed with algorithm={cfg.name}: Compass starts "
+                              f"every trip at once (leave arrival_rate null)")
+        if cfg.work_schedule.name != "compass":
+            raise ConfigError(f"algorithm/work_schedule={cfg.work_schedule.name} is not allowed with algorithm={cfg.name}: "
+                              f"its groups are the Compass schedule's (algorithm/work_schedule=compass)")
+        return cls(concurrency)
+
+    def __init__(self, concurrency: int):
+        self.concurrency = concurrency
+        self.general: list[TripView] = []  # the general buffer: late uploads, for the next aggregation
+        self.missing = 0  # trips that found no available client, started when some become available
+
+    def clients_at_once(self):
+        return self.concurrency
+
+    def begin(self, sim):
+        self._start(sim, self.concurrency)
+
+    def on_trip_end(self, sim, trip):
+        sim.count_trips()
+        where, group = sim.work.arrive(trip, sim.now)
+        freed = 1
+        if where == "single":
+            sim.buffer.append(trip)
+            sim.server_step([trip])
+        elif where == "late":
+            sim.buffer.append(trip)
+            self.general.append(trip)
+        elif where in ("waits", "complete"):
+            sim.buffer.append(trip)
+            sim.hold(trip)  # its client waits for the group's step
+            freed = self._aggregate(sim, group) if where == "complete" else 0
+        if sim.evaluate_if_due():
+            return
+        self._start(sim, freed)
+
+    def on_deadline(self, sim, group):
+        if sim.work.due(group):  # its T_max: aggregate what arrived in time
+            self._start(sim, self._aggregate(sim, group))
+
+    def on_availability(self, sim):
+        if self.missing:
+            missing, self.missing = self.missing, 0
+            self._start(sim, missing)
+
+    def _aggregate(self, sim, group) -> int:
+        """One server step on the general buffer and the group's uploads; its clients go back. Returns how many."""
+        arrived = sim.work.close(group)
+        sim.server_step(self.general + arrived)
+        self.general = []
+        sim.release(arrived)
+        return len(arrived)
+
+    def _start(self, sim, count):
+        missing, self.missing = self.missing, 0
+        count += missing
+        if count:
+            started = len(sim.start_trips(count))
+            if started < count:
+                self.missing = count - started
+                sim.wait_for_clients()
+        for latest, group in sim.work.created:  # the new groups' T_max timers
+            sim.schedule_deadline(latest, group)
+        sim.work.created.clear()
+
+
 def build_protocol(policy: type[StepPolicy] | None, cfg: Any, concurrency: int, arrival_rate: float | None,
                    takes_all: bool) -> StepPolicy:
     """The step policy an algorithm declares, built from its config; one line if the algorithm
     declares none or its config lacks the policy's knobs."""
     if not (isinstance(policy, type) and issubclass(policy, StepPolicy)):
         raise ConfigError(f"algorithm={cfg.name} ({cfg._target_}) declares no step policy: set its class attribute "
-                          "step_policy to BufferedAsync or Rounds (fl_bench.engine.protocol)")
+                          "step_policy to BufferedAsync, Rounds or Compass (fl_bench.engine.protocol)")
+    from hydra.utils import get_object
+
+    needs = getattr(get_object(cfg.work_schedule._target_), "step_policy", None)
+    if needs not in (None, policy.__name__):
+        raise ConfigError(f"algorithm/work_schedule={cfg.work_schedule.name} is not allowed with algorithm={cfg.name}: its "
+                          f"trips are scheduled for the {needs} step policy's server steps, and this algorithm steps under "
+                          f"{policy.__name__} (use algorithm/work_schedule=fixed, or algorithm=fedcompass)")
     missing = [knob for knob in policy.knobs if not hasattr(cfg, knob)]
     if missing:
         raise ConfigError(f"algorithm={cfg.name} runs under {policy.__name__}, whose knobs {', '.join(missing)} its config "

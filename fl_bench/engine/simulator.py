@@ -31,6 +31,7 @@ from fl_bench.engine.delays import ClientDelays
 from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.selection import Selection
 from fl_bench.engine.trip_log import TripLog
+from fl_bench.engine.work import FixedWork, WorkSchedule
 from fl_bench.errors import ConfigError, DivergenceError
 
 
@@ -122,6 +123,7 @@ class Simulator:
         flops_by_client: np.ndarray | None = None,
         steps_by_client: np.ndarray | None = None,
         behaviour=None,
+        work: WorkSchedule | None = None,
     ):
         self.server, self.trainer, self.population = server, trainer, population
         self.selection, self.delays, self.policy, self.rng = selection, delays, policy, rng
@@ -139,6 +141,9 @@ class Simulator:
         self.stopped = False
         # fl_bench.engine.behaviour.UnreliableDevices: failures and communication time; None: neither
         self.behaviour = behaviour
+        self.work = FixedWork() if work is None else work  # each trip's local steps (fl_bench.engine.work)
+        # whether the trainer must be told each trip's steps: they may differ from its client's full work
+        self._steps_vary = not self.work.fixed or (behaviour is not None and behaviour.partial)
         # fl_bench.engine.link.SharedLink: the server link all transfers share, whose end times the loop
         # learns as it goes; each trip over it: (why it is cut at its _END event, whether it gives up
         # before uploading)
@@ -233,6 +238,7 @@ class Simulator:
                     trip.failed, trip.aborted = self._leave_link(trip), True
                     self._forget(trip)
                 self._end(trip)
+                self.work.observe(trip)
                 self.policy.on_trip_end(self, trip)
             elif kind == _LINK:
                 epoch, trip_id = payload
@@ -305,10 +311,13 @@ class Simulator:
             return []
         population.mark_busy(clients, self.clock())
         durations = [self.delays.sample(self.rng, c) for c in clients]
+        full = self.steps_by_client[clients]
+        assigned = full.tolist() if self.work.fixed else self.work.assign(clients, self.now, full)
         version, drop = self.server.version, self.availability.on_unavailable == "drop"
         trips = []
-        for client, duration in zip(clients, durations):
-            steps = int(self.steps_by_client[client])
+        for client, duration, steps, work in zip(clients, durations, assigned, full.tolist()):
+            if steps != work:  # the delay law times the full work; its steps all take as long
+                duration *= steps / work
             trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, 0, 0.0,
                         steps, 0.0, 0.0)
             closes = self.availability.window_end(client, self.now) if drop else math.inf
@@ -353,6 +362,16 @@ class Simulator:
         self._forget(trip)
         self._end(trip)
 
+    def hold(self, trip: Trip) -> None:
+        """Keep the client of a trip that just ended out of the idle clients (it waits for a server step:
+        FedCompass's group) until :meth:`release`."""
+        self.population.hold(trip.id, trip.client)
+
+    def release(self, trips: list[Trip]) -> None:
+        """Send the clients that :meth:`hold` kept back to the idle clients, before the next selection."""
+        for trip in trips:
+            self.population.finish(trip.id, trip.client)
+
     def count_trips(self) -> None:
         """Trips that are over so far now count (budget, evaluations)."""
         self.trips = self.ended
@@ -374,10 +393,13 @@ class Simulator:
         self.stopped = bool(self.on_eval(Progress(self.trips, self.server.version, self.now)))
         return self.stopped
 
-    def server_step(self) -> None:
-        """Hand the buffered uploads to the server and step. Training is deferred to this moment;
-        the batching trainer then takes every trip started so far."""
-        trips, server = self.buffer, self.server
+    def server_step(self, trips: list[Trip] | None = None) -> None:
+        """Hand the buffered uploads to the server and step (``trips``: only these of :attr:`buffer`, in this
+        order; the others stay for a later step). Training is deferred to this moment; the batching trainer then
+        takes every trip started so far."""
+        server = self.server
+        if trips is None:
+            trips = self.buffer
         if self._batch_all:
             if any(t.id in self._pending for t in trips):
                 pending = list(self._pending.values())
@@ -397,7 +419,8 @@ class Simulator:
         for trip in trips:
             if trip.row >= 0:
                 self._rows.release(trip.row)
-        self.buffer = []
+        stepped = {trip.id for trip in trips}
+        self.buffer = [trip for trip in self.buffer if trip.id not in stepped]
         if self._waiting[server.version]:
             self._snapshots[server.version] = self._broadcast().clone()  # it is about to move
         server.step()
@@ -447,6 +470,7 @@ class Simulator:
         del self._in_flight[trip.id]
         self._leave_link(trip)
         self._end(trip)
+        self.work.observe(trip)
         self.policy.on_trip_end(self, trip)
 
     def _leave_link(self, trip: Trip) -> int:
@@ -472,7 +496,7 @@ class Simulator:
         trip.log_row = len(self.log)
         up, flops = (self.bytes_up, float(self.flops_by_client[trip.client])) if used else (0, 0.0)
         full = int(self.steps_by_client[trip.client])
-        if used and trip.steps < full:  # partial work: the share of the local steps it ran
+        if used and trip.steps != full:  # partial or assigned work: its share of the full work's FLOPs
             flops *= trip.steps / full
         self.log.append(trip.client, int(self.sizes[trip.client]), trip.version, trip.start, trip.end, staleness,
                         int(used), self.bytes_down, up, flops, trip.failed, trip.comm_time, trip.steps if used else 0)
@@ -511,7 +535,7 @@ class Simulator:
         live = self._broadcast()
         starts = [self._snapshots.get(t.version, live) for t in trips]
         clients, seeds = [t.client for t in trips], [self._seed_base + t.id for t in trips]
-        if self.behaviour is not None and self.behaviour.partial:
+        if self._steps_vary:
             self.trainer.train(starts, clients, seeds, out, [t.steps for t in trips])
         else:  # a trainer written before partial work takes no steps
             self.trainer.train(starts, clients, seeds, out)

@@ -19,7 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 # The built-in options register themselves when their modules are imported.
-from fl_bench.algorithms import buffered, ca2fl, fadas, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
+from fl_bench.algorithms import buffered, ca2fl, fadas, fedcompass, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
 from fl_bench.algorithms.base import AlgorithmConfig
 from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES, check_cpu_devices, process_count
 from fl_bench.clients.task import TaskConfig

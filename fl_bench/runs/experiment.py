@@ -212,6 +212,7 @@ def build_experiment(cfg: Config, on_eval, between_events=None) -> Experiment:
         flops_by_client=flops_by_client,
         steps_by_client=local.num_steps(np.asarray(data.sizes, dtype=np.int64)),
         behaviour=behaviour,
+        work=build(cfg.algorithm.work_schedule),
     )
     return Experiment(cfg, data, task, trainer, server, simulator, per_example, placement,
                       data_notes(data, local, why))

@@ -30,3 +30,5 @@ class CentralizedConfig(SyncConfig):
         # what acts on a client's anchor has nothing to act on (round timing, deadline and fixed_rounds, has no
         # clock to act on either: sim_time is empty; the HFL presets set them for all arms)
         require(self.prox_mu == 0, "algorithm.prox_mu", self.prox_mu, "must be 0 (no downloaded model to stay near)")
+        require(self.work_schedule.name == "fixed", "algorithm/work_schedule", self.work_schedule.name,
+                "must be fixed: each round's one trip trains the local steps of algorithm.local_steps or local_epochs")

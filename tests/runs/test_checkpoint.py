@@ -84,6 +84,11 @@ class Killed(BaseException):
     ("algorithm=fedbuff", "dp=ftrl", "dp.noise_multiplier=0.5", "dp.restart_every=7",
      "dp.max_participations=2"),  # the tree's nodes, the noise RNG, each client's uploads and the discarded ones
     # (400 trips, not 1,200: the checkpoint at every step holds every client's cached update; writing them was most of the time)
+    # FedCompass: speed estimates, groups in order, pending T_max timers, the general buffer, clients held for a
+    # group, and lost trips (failures) on the way
+    ("algorithm=fedcompass", "algorithm.work_schedule.q_min=1", "algorithm.work_schedule.q_max=6", "speed=two_tier",
+     "behaviour=unreliable", "behaviour.failure_rate=0.1", "dataset.num_clients=60", "concurrency=30", "max_trips=300",
+     "eval_every=100"),
     ("algorithm=ca2fl", "max_trips=400"),  # every client's cached update and their mean h_t
     ("algorithm=ca2fl", "algorithm.cache_mean_over=seen", "max_trips=400"),  # and the count of clients seen before a step
     ("algorithm=fadas", "algorithm.delay_rule=divide",
