@@ -91,6 +91,21 @@ def test_a_plugin_server_optimizer_steps_a_built_in_algorithm_from_the_command_l
         compose_config(SEARCHPATH, "algorithm=fedbuff", "algorithm/server_optimizer=yogi", "algorithm.server_optimizer.initial_v=1e-8")
 
 
+def test_a_plugin_work_schedule_sets_each_trips_steps_for_a_built_in_algorithm_from_the_command_line(plugin, run_config):
+    """FedAvg under the plugin's time-boxed schedule (``algorithm/work_schedule=time_boxed``): every trip's full work
+    is 4 steps in 1 time unit (delay constant), so a client's first trip trains 4 steps, and each later one
+    floor(0.3 / 0.25) = 1 step, which takes a quarter of the unit."""
+    summary, _, trips = run_config(SEARCHPATH, "algorithm=fedavg", "algorithm/work_schedule=time_boxed",
+                                   "algorithm.work_schedule.budget=0.3", "algorithm.local_steps=4", "delay=constant",
+                                   "concurrency=10", "dataset.num_clients=12", "max_trips=60", "eval_every=30")
+    assert summary["status"] == "completed"
+    first = ~trips.duplicated("client")
+    assert (trips.local_steps[first] == 4).all() and (trips.local_steps[~first] == 1).all() and (~first).sum() >= 40
+    assert np.allclose(trips.end_time - trips.start_time, trips.local_steps / 4)
+    with pytest.raises(ConfigError, match="algorithm.work_schedule.budget=0.0 is not allowed: must be > 0"):
+        run_config(SEARCHPATH, "algorithm=fedavg", "algorithm/work_schedule=time_boxed", "algorithm.work_schedule.budget=0")
+
+
 def test_plugin_knobs_are_checked_like_built_in_ones(plugin, compose_config):
     cfg = compose_config(SEARCHPATH, *ALL_EIGHT, "algorithm.trim_fraction=0.3", "partition.size_ratio=2")
     assert cfg.algorithm.trim_fraction == 0.3 and cfg.partition.size_ratio == 2.0

@@ -143,7 +143,8 @@ def trip_columns() -> str:
     rows = _described(("trip", *log.COLUMNS), TRIP_COLUMNS, "trips.csv columns")
     behaviour = _described(log.BEHAVIOUR_COLUMNS, BEHAVIOUR_COLUMNS, "trips.csv columns of behaviour=unreliable")
     return (_table(("column", "what it is"), rows) + "\n\nWith `behaviour=unreliable` (absent otherwise, so that a run "
-            "without behaviours writes the same trips.csv as before):\n\n" + _table(("column", "what it is"), behaviour))
+            "without behaviours writes the same trips.csv as before; `local_steps` alone is there too under a work schedule "
+            "that sets each trip's steps, `algorithm/work_schedule=compass`):\n\n" + _table(("column", "what it is"), behaviour))
 
 
 def task_metric_columns() -> str:

@@ -150,7 +150,7 @@ class Simulator:
         self.link = behaviour.link if behaviour is not None else None
         self._phases: dict[int, tuple[int, bool]] = {}
         self._link_epoch = -1  # the link state whose next completion is scheduled
-        self.log = TripLog(behaviour=behaviour is not None)
+        self.log = TripLog(behaviour=behaviour is not None, steps=not self.work.fixed)
         self.buffer: list[Trip] = []  # uploads for the next server step, in arrival order
         self._in_flight: dict[int, Trip] = {}
         self._pending: dict[int, Trip] = {}  # started, not trained yet

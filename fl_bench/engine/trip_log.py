@@ -25,8 +25,10 @@ class TripLog:
     _TYPES = {"start_time": "d", "end_time": "d", "used": "b", "flops": "d", "weight": "d", "failed": "b",
               "comm_time": "d"}
 
-    def __init__(self, behaviour: bool = False) -> None:
-        self.names = self.COLUMNS + (self.BEHAVIOUR_COLUMNS if behaviour else ())
+    def __init__(self, behaviour: bool = False, steps: bool = False) -> None:
+        """``steps``: the trips' local steps vary by the server's choice (a work schedule: fl_bench.engine.work), so
+        ``local_steps`` is kept without the behaviour's other columns."""
+        self.names = self.COLUMNS + (self.BEHAVIOUR_COLUMNS if behaviour else ("local_steps",) if steps else ())
         for name in self.COLUMNS + self.BEHAVIOUR_COLUMNS:
             setattr(self, name, array(self._TYPES.get(name, "q")))
 

@@ -1,5 +1,5 @@
-"""Nine components (algorithm, server optimizer, delay law, speed model, availability, selection, model, dataset,
-partition), each a class or function with its config dataclass below it."""
+"""Ten components (algorithm, server optimizer, work schedule, delay law, speed model, availability, selection, model,
+dataset, partition), each a class or function with its config dataclass below it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from fl_bench.engine.availability import Availability, AvailabilityConfig
 from fl_bench.engine.delays import ClientDelays, Delay, DelayConfig, SpeedConfig
 from fl_bench.engine.protocol import Rounds
 from fl_bench.engine.selection import Selection, SelectionConfig
+from fl_bench.engine.work import WorkSchedule, WorkScheduleConfig
 from fl_bench.models import ModelConfig
 from fl_bench.schema import build, require, schema
 
@@ -241,3 +242,33 @@ class LabelShardsPartitionConfig(PartitionConfig):
     def __post_init__(self) -> None:
         require(self.num_clients >= 1, "partition.num_clients", self.num_clients, "must be >= 1")
         require(self.size_ratio >= 1, "partition.size_ratio", self.size_ratio, "must be >= 1")
+
+
+# ----------------------------------------------------------------------------- work schedule
+class TimeBoxed(WorkSchedule):
+    """Each trip trains the local steps that fit in ``budget`` of virtual time at its client's last measured time
+    per step (its previous trip's duration over its steps), at least 1 and at most its full work; a client not
+    measured yet does its full work. The server learns each speed from the trip that ends."""
+
+    fixed = False
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.per_step: dict[int, float] = {}  # client -> its last trip's time per local step
+
+    def assign(self, clients, now, full):
+        return [int(f) if c not in self.per_step else
+                max(1, min(int(f), math.floor(self.cfg.budget / self.per_step[c]))) for c, f in zip(clients, full)]
+
+    def observe(self, trip):
+        if not trip.aborted and trip.steps > 0:
+            self.per_step[trip.client] = (trip.end - trip.start) / trip.steps
+
+
+@schema("work_schedule", "time_boxed", TimeBoxed)
+class TimeBoxedConfig(WorkScheduleConfig):
+    budget: float = 1.0  # virtual time a trip may train for
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(math.isfinite(self.budget) and self.budget > 0, "algorithm.work_schedule.budget", self.budget, "must be > 0")
