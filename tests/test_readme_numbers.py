@@ -150,7 +150,10 @@ def test_the_reproduction_tables_counts_are_the_sweep_files_and_the_pages():
             continue  # its cell is an estimate, checked below
         studies = re.search(r"all (\d+) studies searched", elapsed)  # (again, or when first made)
         reused = "the tuned settings reused" in elapsed  # a rerun of the report runs alone
-        assert bool(studies or reused) == bool(tuned) and (not studies or int(studies.group(1)) == len(tuned)), sweep
+        # an amendment registered and not run yet: the cell says so, and its studies are not all searched
+        pending = re.search(r"the \d{4}-\d\d-\d\d amendment \([^)]*\) not run yet", elapsed)
+        assert bool(studies or reused) == bool(tuned) and (not studies or pending or int(studies.group(1)) == len(tuned)), sweep
+        assert not pending or int(studies.group(1)) < len(tuned), sweep
         runs = re.search(r"\b(\d[\d,]*) runs\b(?!')", elapsed)
         if runs:
             assert int(runs.group(1).replace(",", "")) == sum(page["runs"] for page in pages().values()), sweep

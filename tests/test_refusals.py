@@ -417,8 +417,6 @@ REFUSALS = [
         ("algorithm.concurrent_clients=0", "algorithm.concurrent_clients=0 is not allowed: must be >= 1"),
         ("arrival_rate=2", "arrival_rate=2.0 is not allowed with algorithm=fedcompass: Compass starts every trip at once"),
         ("selection=all_available", "selection=all_available is not allowed with algorithm=fedcompass"),
-        ("algorithm.reduction=sum", "algorithm.reduction='sum' is not allowed with algorithm=fedcompass: its code does not "
-         "read it (FedCompassConfig.uses lists only weighting, staleness_exponent, server_optimizer)"),
         ("dp=ftrl", "dp=ftrl is not allowed with algorithm=fedcompass: its aggregation has no private form"))],
     (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
     # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")
@@ -443,25 +441,16 @@ REFUSALS = [
      "conf/<group>/ inside its package)"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.raises"}, "plugin module 'broken.raises' (from "
                                                                           "FL_BENCH_PLUGINS) cannot be imported: RuntimeError"),
-    # a plugin algorithm's inherited server knobs that its code does not read (its schema's uses)
-    *[(FL_BENCH, [PLUGIN_CONF, "algorithm=trimmed_fedavg", bad], {"FL_BENCH_PLUGINS": "my_fl_extensions"},
-       f"{shown} is not allowed with algorithm=trimmed_fedavg: its code does not read it (TrimmedFedAvgConfig.uses is "
-       f"empty); leave it at {default}") for bad, shown, default in (
-        ("algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
-        ("algorithm.reduction=sum", "algorithm.reduction='sum'", "'mean'"),
-        ("algorithm.server_optimizer.lr=2", "algorithm.server_optimizer.lr=2.0", "1.0"))],
-    # ... and a built-in's, every algorithm alike: a sweep over a knob must not give identical runs of a method
-    # that ignores it
-    *[(FL_BENCH, [f"algorithm={name}", bad], {}, f"{shown} is not allowed with algorithm={name}: its code does not read "
-       f"it ({schema}.uses is empty); leave it at {default}") for name, schema, bad, shown, default in (
-        ("ca2fl", "CA2FLConfig", "algorithm.staleness_exponent=2", "algorithm.staleness_exponent=2.0", "0.5"),
-        ("ca2fl", "CA2FLConfig", "algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
-        ("centralized", "CentralizedConfig", "algorithm.staleness_exponent=2", "algorithm.staleness_exponent=2.0", "0.5"),
-        ("centralized", "CentralizedConfig", "algorithm.weighting=examples", "algorithm.weighting='examples'", "'uniform'"),
-        ("fedstaleweight", "FedStaleWeightConfig", "algorithm.step_normalisation=fednova",
-         "algorithm.step_normalisation='fednova'", "'none'"))],
-    (FL_BENCH, ["algorithm=fedgbo", "algorithm.reduction=sum"], {}, "algorithm.reduction='sum' is not allowed with "
-     "algorithm=fedgbo: its code does not read it (FedGBOConfig.uses lists only weighting); leave it at 'mean'"),
+    # a server knob an algorithm's code does not read is not a key of its config (fl_bench.algorithms.base's mixins),
+    # a plugin's as a built-in's: a sweep over it must not give identical runs of a method that ignores it
+    *[(FL_BENCH, [PLUGIN_CONF, "algorithm=trimmed_fedavg", f"algorithm.{key}={value}"], {"FL_BENCH_PLUGINS": "my_fl_extensions"},
+       f"algorithm.{key} is not a key of algorithm=trimmed_fedavg (its keys: client_lr") for key, value in (
+        ("weighting", "examples"), ("reduction", "sum"), ("server_optimizer", "{lr: 2}"))],
+    *[(FL_BENCH, [f"algorithm={name}", f"algorithm.{key}={value}"], {}, f"algorithm.{key} is not a key of "
+       f"algorithm={name} (its keys: client_lr") for name, key, value in (
+        ("ca2fl", "staleness_exponent", "2"), ("ca2fl", "weighting", "examples"), ("centralized", "staleness_exponent", "2"),
+        ("centralized", "weighting", "examples"), ("fedstaleweight", "step_normalisation", "fednova"),
+        ("fedgbo", "reduction", "sum"), ("fedcompass", "reduction", "sum"), ("hfl", "server_optimizer", "{lr: 2}"))],
     # device behaviour
     (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: 3, start: 1, end: 2}]"], {},
      "behaviour.outages[0].clients=3 is not allowed: must be a non-empty list of integer client ids"),

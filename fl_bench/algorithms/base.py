@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional
@@ -97,117 +96,88 @@ REDUCTIONS = ("sum", "mean")
 STEP_NORMALISATIONS = ("none", "fednova")
 
 
-# The server knobs every algorithm's config inherits (AlgorithmConfig's, SyncConfig's server_optimizer) that only
-# an algorithm whose own code reads them honours; the client knobs (ClientConfig) and the step policy's
-# (buffer_size, cohort, deadline, ...) are read by the engine and the client trainer for every algorithm.
-SHARED_SERVER_KEYS = ("weighting", "reduction", "staleness_exponent", "step_normalisation", "server_optimizer")
-
-
-def _plain(value):
-    """A knob's value as compared with its default: a nested config (server_optimizer) as its fields, so
-    that the bare schema's SGD and server_optimizer/sgd.yaml's are the same setting."""
-    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
-
-
-def _default(spec: dataclasses.Field):
-    return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
-
-
-def _built_in(cls: type) -> bool:
-    return cls.__module__.split(".")[0] == "fl_bench"
-
-
-def declared_uses(cls: type, target: str) -> tuple[str, ...]:
-    """The shared server knobs (SHARED_SERVER_KEYS) that the algorithm ``target`` of config class ``cls`` reads:
-    a built-in schema's ``uses`` (its own or inherited); for a plugin's, the ``uses`` that ``cls`` or a plugin
-    class above it declares, and one declared by a built-in algorithm's schema only where ``target`` is (a
-    subclass of) that algorithm, whose code the declaration describes. None otherwise: an algorithm written
-    from ServerAlgorithm reads none of them."""
-    from hydra.utils import get_object
-
-    owner = next(klass for klass in cls.__mro__ if "uses" in vars(klass))
-    if owner is cls or not _built_in(owner) or _built_in(cls):
-        return tuple(owner.uses)
-    try:
-        inherited = issubclass(get_object(target), get_object(vars(owner)["_target_"]))
-    except Exception:  # a base schema without an algorithm of its own (AsyncConfig), or a target that is no class
-        inherited = False
-    return tuple(owner.uses) if inherited else ()
-
-
 @dataclass
 class AlgorithmConfig(ClientConfig):
-    """Client training (``ClientConfig``) and aggregation knobs shared by every algorithm (FedBuff
-    Table 4).
+    """Client training (``ClientConfig``), read by the client trainer and the engine for every algorithm, and
+    the algorithm's name and class. A config holds only the knobs its algorithm's code reads: a server knob
+    several algorithms read is a small mixin below (weighting, staleness scaling, reduction, FedNova's
+    normalisation, a server optimizer), listed *before* the protocol's config in the bases of each config whose
+    code reads it, so that a knob it would ignore cannot be set at all (tests/algorithms/test_algorithms.py
+    checks every built-in's fields against what its code reads)."""
 
-    ``uses`` declares which of the shared server knobs (:data:`SHARED_SERVER_KEYS`) the algorithm's code
-    reads (tests/algorithms/test_algorithms.py checks each built-in's against what its code reads). Every
-    algorithm, built in or a plugin's, refuses in one line before any run every other one set to anything
-    but its schema's default: a knob it inherits and ignores would be a silent wrong result (a sweep over
-    staleness_exponent would give identical CA2FL runs)."""
-
+    # The knob of its own that sizes the server step, if any (FedAsync's mixing, CA2FL's server_lr; a server
+    # optimizer's lr with ServerOptimized): with client_lr, what a diverged run's line names (step_size_key)
     # (a ClassVar: a declaration of the class, not a config key)
-    uses: ClassVar[tuple[str, ...]] = ()
-    # The knob of its own that sizes the server step, if any (FedAsync's mixing, CA2FL's server_lr): with the
-    # server optimizer's lr where it reads one, what a diverged run's line names (step_size_key)
     step_size: ClassVar[Optional[str]] = None
 
     name: str = MISSING
     # The ServerAlgorithm class (fl_bench.algorithms); a new algorithm names its own.
     _target_: str = MISSING
-    # --- server: how updates are weighted and combined (the server step is the algorithm's own:
-    # server_optimizer for FedBuff and the FedAvg family, mixing for FedAsync)
-    # examples: w_i = n_i / mean(n) over the buffer (mean 1) | uniform: w_i = 1 (FedBuff Table 7;
-    # Table 7's "LR-norm" arm is lr_norm=true with uniform weights).
+
+    def step_size_key(self) -> Optional[str]:
+        """The key, under ``algorithm.``, that sizes this algorithm's server step (None: no server step size)."""
+        return self.step_size
+
+
+# The mixins each come before the protocol's config in a config's bases (class FedBuffConfig(Weighted, ...,
+# AsyncConfig)): their checks then run in the one __post_init__ chain, after the client's and the protocol's.
+
+@dataclass
+class Weighted:
+    """How an upload is weighted by its client's data: examples, w_i = n_i / mean(n) over the step (mean 1) |
+    uniform, w_i = 1 (FedBuff Table 7; Table 7's "LR-norm" arm is lr_norm=true with uniform weights)."""
+
     weighting: str = "uniform"
-    reduction: str = "mean"  # sum: (1/K) sum s_i w_i D_i ; mean: sum s_i w_i D_i / sum s_i w_i
-    staleness_exponent: float = 0.5  # alpha in s(tau) = (1 + tau)^-alpha
-    # fednova: each Delta_i counts as tau_eff Delta_i / tau_i, tau_i its local steps, tau_eff their
-    # weighted mean (FedNova; for uploads of unequal local work, e.g. behaviour.work_deadline). FedBuff and
-    # the FedAvg family; the others refuse it.
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.weighting != "lrnorm", "algorithm.weighting", self.weighting,
+                "LR-norm is the client setting algorithm.lr_norm=true now; choose weighting examples or uniform")
+        choice("algorithm.weighting", self.weighting, WEIGHTINGS)
+
+
+@dataclass
+class StalenessScaled:
+    """An upload of staleness tau scaled by s(tau) = (1 + tau)^-alpha, alpha = ``staleness_exponent``."""
+
+    staleness_exponent: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.staleness_exponent >= 0, "algorithm.staleness_exponent", self.staleness_exponent, "must be >= 0")
+
+
+@dataclass
+class Reduced:
+    """How the weighted uploads combine: sum, (1/K) sum s_i w_i D_i | mean, sum s_i w_i D_i / sum s_i w_i."""
+
+    reduction: str = "mean"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choice("algorithm.reduction", self.reduction, REDUCTIONS)
+
+
+@dataclass
+class NovaNormalised:
+    """fednova: each Delta_i counts as tau_eff Delta_i / tau_i, tau_i its local steps, tau_eff their weighted mean
+    (FedNova; for uploads of unequal local work, e.g. behaviour.work_deadline) | none."""
+
     step_normalisation: str = "none"
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        a = "algorithm."
-        require(self.weighting != "lrnorm", a + "weighting", self.weighting,
-                "LR-norm is the client setting algorithm.lr_norm=true now; choose weighting examples or uniform")
-        choice(a + "weighting", self.weighting, WEIGHTINGS)
-        choice(a + "reduction", self.reduction, REDUCTIONS)
-        choice(a + "step_normalisation", self.step_normalisation, STEP_NORMALISATIONS)
-        require(self.staleness_exponent >= 0, a + "staleness_exponent", self.staleness_exponent, "must be >= 0")
-        self._refuse_unread()
+        choice("algorithm.step_normalisation", self.step_normalisation, STEP_NORMALISATIONS)
 
-    def step_size_key(self) -> Optional[str]:
-        """The key, under ``algorithm.``, that sizes this algorithm's server step: its server optimizer's lr where
-        its code reads one, else its own :attr:`step_size` (None: no server step size)."""
-        return "server_optimizer.lr" if "server_optimizer" in declared_uses(type(self), self._target_) else self.step_size
 
-    def _refuse_unread(self) -> None:
-        """ConfigError naming the first shared server knob that this algorithm does not read and that is set
-        to anything but its default."""
-        cls = type(self)
-        uses = declared_uses(cls, self._target_)
-        unknown = [key for key in uses if key not in SHARED_SERVER_KEYS]
-        require(not unknown, f"{cls.__name__}.uses", list(uses), f"name shared server knobs: {', '.join(SHARED_SERVER_KEYS)}")
-        declared = f"{cls.__name__}.uses " + (f"lists only {', '.join(uses)}" if uses else "is empty")
-        fix = "" if _built_in(cls) else f", or if the algorithm reads it, add it to {cls.__name__}.uses"
-        for spec in dataclasses.fields(self):
-            if spec.name not in SHARED_SERVER_KEYS or spec.name in uses:
-                continue
-            value, default = _plain(getattr(self, spec.name)), _plain(_default(spec))
-            if value == default:
-                continue
-            if isinstance(value, dict):  # server_optimizer: the option chosen, or the first knob of it that differs
-                if value.get("name") != default.get("name"):
-                    shown, leave = f"algorithm/server_optimizer={value.get('name')}", f"{default.get('name')}"
-                else:
-                    sub = next(k for k in value if value[k] != default.get(k))
-                    shown, leave = f"algorithm.server_optimizer.{sub}={value[sub]!r}", repr(default.get(sub))
-            else:
-                shown, leave = f"algorithm.{spec.name}={value!r}", repr(default)
-            raise ConfigError(f"{shown} is not allowed with algorithm={self.name}: its code does not read it "
-                              f"({declared}); leave it at {leave}{fix}")
+@dataclass
+class ServerOptimized:
+    """A server optimizer steps the model with the aggregate as pseudo-gradient (``algorithm/server_optimizer=...``;
+    plain SGD unless chosen); its lr sizes the step."""
+
+    step_size = "server_optimizer.lr"
+
+    server_optimizer: ServerOptimizerConfig = field(default_factory=schema_server_optimizer)
 
 
 LATE_UPLOADS = ("drop", "deliver")
@@ -243,8 +213,6 @@ class SyncConfig(AlgorithmConfig):
     # A trip still running when its round closes: drop (aborted then, a wasted trip) or deliver (it
     # finishes and its upload joins the round open when it arrives, with its staleness: HFL).
     late_uploads: str = "drop"
-    weighting: str = "examples"
-    server_optimizer: ServerOptimizerConfig = field(default_factory=schema_server_optimizer)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
 import torch
 
-from fl_bench.algorithms.base import AsyncConfig, ServerAlgorithm, staleness_scale
-from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig, ServerOptimizerStep, schema_server_optimizer
+from fl_bench.algorithms.base import (AsyncConfig, NovaNormalised, Reduced, ServerAlgorithm, ServerOptimized, StalenessScaled,
+                                      Weighted, staleness_scale)
+from fl_bench.algorithms.server_optimizers import ServerOptimizerStep
 from fl_bench.contracts import Upload
 from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.errors import ConfigError
@@ -124,30 +123,27 @@ class FedAsync(ServerAlgorithm):
         self._client_model = None
 
 
-# The shared server knobs FedBuff's aggregation reads (the FedAvg family's too: fl_bench.algorithms.synchronous)
-FEDBUFF_USES = ("weighting", "reduction", "staleness_exponent", "step_normalisation", "server_optimizer")
+class FedBuffAggregation(Weighted, StalenessScaled, Reduced, NovaNormalised, ServerOptimized):
+    """The knobs FedBuff's aggregation reads (:class:`FedBuff`'s; the FedAvg family's and FADAS's too): the
+    mixins of fl_bench.algorithms.base, before the protocol's config in each config's bases."""
 
 
 @schema("algorithm", "fedbuff", FedBuff)
-class FedBuffConfig(AsyncConfig):
+class FedBuffConfig(FedBuffAggregation, AsyncConfig):
     """FedBuff (Nguyen et al. 2022): a server step every K = ``buffer_size`` uploads, each scaled
     by s(tau), with a server optimizer; App. B.2's sum reduction and Sec. 5's LR-norm by default."""
-
-    uses = FEDBUFF_USES
 
     buffer_size: int = 10  # K
     lr_norm: bool = True  # FedBuff Sec. 5
     reduction: str = "sum"  # FedBuff App. B.2: weighted sum of the buffered updates
-    server_optimizer: ServerOptimizerConfig = field(default_factory=schema_server_optimizer)
 
 
 @schema("algorithm", "fedasync", FedAsync)
-class FedAsyncConfig(AsyncConfig):
+class FedAsyncConfig(StalenessScaled, AsyncConfig):
     """FedAsync (Xie et al. 2019): w <- (1 - a_t) w + a_t w_client with a_t = mixing * s(tau)."""
 
     step_size = "mixing"
 
-    uses = ("staleness_exponent",)
     mixing: float = 0.5  # a (FedBuff Table 4's eta_g column for FedAsync)
 
     def __post_init__(self) -> None:

@@ -37,12 +37,10 @@ step), so FedBuff's weighting and staleness knobs apply to it as generalisations
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Optional
 
 from fl_bench.algorithms.base import AsyncConfig
-from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig, schema_server_optimizer
-from fl_bench.algorithms.buffered import FEDBUFF_USES, FedBuff
+from fl_bench.algorithms.buffered import FedBuff, FedBuffAggregation
 from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, require, schema
@@ -81,19 +79,16 @@ DELAY_RULES = ("min", "divide")
 
 
 @schema("algorithm", "fadas", FADAS)
-class FADASConfig(AsyncConfig):
+class FADASConfig(FedBuffAggregation, AsyncConfig):
     """FADAS (Wang et al., ICML 2024, Alg. 1): every M = ``buffer_size`` uploads, a server-optimizer step
     with their mean as the pseudo-gradient, at eta_t = min(eta, 1/tau_max) when the buffer's largest delay
     tau_max exceeds ``tau_c`` (``delay_rule=divide``: eta / tau_max, FADAS's code; ``tau_c=null``: eta
     always). The paper's optimizer is AMSGrad, which conf/algorithm/fadas.yaml chooses; like FedBuff's, the
     bare schema's is plain SGD, so that any option composes over it (another one is FedBuff at FADAS's rate)."""
 
-    uses = FEDBUFF_USES
-
     buffer_size: int = 10  # M
     reduction: str = "sum"  # (1/M) sum: with uniform weights and s = 1, the mean of Alg. 1
     staleness_exponent: float = 0.0  # s(tau) = 1: Alg. 1 weighs no update by its delay
-    server_optimizer: ServerOptimizerConfig = field(default_factory=schema_server_optimizer)
     tau_c: Optional[int] = 1  # the delay threshold (the code's default); null: no delay adaptation
     delay_rule: str = "min"
 

@@ -31,13 +31,11 @@ registers FedCompass's claim):
 
 from __future__ import annotations
 
-from dataclasses import field
-
 import numpy as np
 import torch
 
-from fl_bench.algorithms.base import AlgorithmConfig, ServerAlgorithm, staleness_scale
-from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig, ServerOptimizerStep, schema_server_optimizer
+from fl_bench.algorithms.base import AlgorithmConfig, ServerAlgorithm, ServerOptimized, StalenessScaled, Weighted, staleness_scale
+from fl_bench.algorithms.server_optimizers import ServerOptimizerStep
 from fl_bench.contracts import Upload
 from fl_bench.engine.protocol import Compass
 from fl_bench.schema import require, schema
@@ -86,16 +84,13 @@ class FedCompass(ServerAlgorithm):
 
 
 @schema("algorithm", "fedcompass", FedCompass)
-class FedCompassConfig(AlgorithmConfig):
+class FedCompassConfig(Weighted, StalenessScaled, ServerOptimized, AlgorithmConfig):
     """FedCompass (Li et al., ICLR 2024): the Compass work schedule's groups (``algorithm/work_schedule=compass``,
     whose knobs are Q_min, Q_max, lambda and beta), each aggregated as w <- w - alpha sum_j p_j s(tau_j) Delta_j,
     alpha the server optimizer's lr (0.9)."""
 
-    uses = ("weighting", "staleness_exponent", "server_optimizer")
-
     # N in p_j = 1/N: the clients that train at once (conf/algorithm/fedcompass.yaml: the run's concurrency)
     concurrent_clients: int = 100
-    server_optimizer: ServerOptimizerConfig = field(default_factory=schema_server_optimizer)
 
     def __post_init__(self) -> None:
         super().__post_init__()

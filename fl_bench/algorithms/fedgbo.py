@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 
-from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
+from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig, Weighted
 from fl_bench.algorithms.global_optimizer import FixedStatistics, GlobalOptimizer, MovingStatistics
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.contracts import Broadcast, Upload
@@ -116,19 +116,17 @@ START_GRADIENTS = ("full", "minibatch")
 
 
 @dataclass
-class GlobalStatisticsConfig(SyncConfig):
+class GlobalStatisticsConfig(Weighted, SyncConfig):
     """FedGBO's family (Mills et al., Table II): clients download x_t and the optimizer statistics
     s_t and take ``local_steps`` K steps; x_{t+1} = mean of the uploaded models (uniform, Alg. 1).
     ``beta`` is SGDm's / RMSProp's beta and Adam's beta1; Adam's beta2 and eps as in Sec. 5."""
-
-    uses = ("weighting",)  # x_{t+1}: the uploads' mean, weighted or not; no server optimizer
 
     optimizer: str = "sgdm"
     beta: float = 0.9
     beta2: float = 0.99
     eps: float = 1e-3
     local_steps: Optional[int] = 10
-    weighting: str = "uniform"
+    weighting: str = "uniform"  # x_{t+1}: the uploads' plain mean (Alg. 1)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 
+from dataclasses import dataclass
+
 from fl_bench.algorithms.base import SyncConfig
-from fl_bench.algorithms.buffered import FEDBUFF_USES, FedBuff
+from fl_bench.algorithms.buffered import FedBuff, FedBuffAggregation
 from fl_bench.engine.protocol import Rounds
 from fl_bench.schema import require, schema
 
@@ -37,45 +39,42 @@ class FedMAX(FedAvg):
     penultimate activations a to the local loss (``entropy_weight``; fl_bench.clients.task)."""
 
 
+@dataclass
+class FedAvgFamilyConfig(FedBuffAggregation, SyncConfig):
+    """Synchronous rounds stepped by FedBuff's aggregation over the round's uploads: examples-weighted by default."""
+
+    weighting: str = "examples"
+
+
 @schema("algorithm", "fedavg", FedAvg)
-class FedAvgConfig(SyncConfig):
+class FedAvgConfig(FedAvgFamilyConfig):
     """FedAvg (McMahan et al. 2017): synchronous rounds; the server steps with the examples-weighted
     mean of the round's updates (``server_optimizer``: plain SGD unless chosen)."""
 
-    uses = FEDBUFF_USES
-
 
 @schema("algorithm", "fedavgm", FedAvgM)
-class FedAvgMConfig(SyncConfig):
+class FedAvgMConfig(FedAvgFamilyConfig):
     """Server momentum: conf/algorithm/fedavgm.yaml chooses algorithm/server_optimizer=momentum (beta 0.9)."""
-
-    uses = FEDBUFF_USES
 
 
 @schema("algorithm", "fedprox", FedProx)
-class FedProxConfig(SyncConfig):
+class FedProxConfig(FedAvgFamilyConfig):
     """FedProx (Li et al. 2020): FedAvg with the proximal term (mu/2)||y - w||^2, mu = ``prox_mu``,
     in the local objective."""
-
-    uses = FEDBUFF_USES
 
     prox_mu: float = 0.01  # 0 is FedAvg, FedProx's nested special case (a protocol's search must reach it)
 
 
 @schema("algorithm", "adaptive_fedopt", AdaptiveFedOpt)
-class AdaptiveFedOptConfig(SyncConfig):
+class AdaptiveFedOptConfig(FedAvgFamilyConfig):
     """AdaptiveFedOpt (FedGBO's AFO): FedAvg with a server SGDm / RMSProp / Adam step
     (conf/algorithm/adaptive_fedopt.yaml chooses algorithm/server_optimizer=adam, eps 1e-3)."""
 
-    uses = FEDBUFF_USES
-
 
 @schema("algorithm", "fedmax", FedMAX)
-class FedMAXConfig(SyncConfig):
+class FedMAXConfig(FedAvgFamilyConfig):
     """FedMAX (Chen et al. 2020): FedAvg with alpha KL(U || softmax(a)), alpha = ``entropy_weight``,
     in the local loss."""
-
-    uses = FEDBUFF_USES
 
     entropy_weight: float = 0.1
 

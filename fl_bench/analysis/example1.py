@@ -74,7 +74,8 @@ def simulate(algorithm: str, rounds: int, overrides: tuple[str, ...] = ()) -> np
     from fl_bench.runs.config import to_config
     from fl_bench.runs.experiment import build_experiment
 
-    extra = ["selection=uniform"] if algorithm == "fedavg" else []  # FedAvg: uniform among the available
+    # FedAvg: uniform among the available, its server step the plain average
+    extra = ["selection=uniform", "algorithm.server_optimizer.lr=1.0"] if algorithm == "fedavg" else []
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         cfg = to_config(compose("config", overrides=[
             "experiment=fedlaavg_example1", f"algorithm={algorithm}", *extra, f"max_trips={rounds}", "progress=false",

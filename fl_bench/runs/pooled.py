@@ -17,11 +17,10 @@ class CentralizedConfig(SyncConfig):
     """Sequential SGD on the pooled data (FedLaAvg's S-SGD, HFL's S-SGD) on a lightning.Trainer
     (fl_bench.runs.centralized): every round one trip of the same local steps, batch size and lr
     schedule as the federated runs, on all clients' examples pooled into one. Logged on the same axes
-    (rounds, trips) as the others. It reads none of the shared server knobs (``uses`` is empty: a server
-    optimizer, weighting or staleness set off its default is refused)."""
+    (rounds, trips) as the others. It has none of the server algorithms' knobs (a server optimizer, weighting,
+    staleness scaling)."""
 
     cohort: Optional[int] = 1
-    weighting: str = "uniform"
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -9,7 +9,6 @@ import torch
 from hydra.utils import get_object
 
 from fl_bench.algorithms import staleness_scale
-from fl_bench.algorithms.base import SHARED_SERVER_KEYS
 from fl_bench.algorithms.server_optimizers import AdamServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
 from fl_bench.algorithms.buffered import FedAsync, FedAsyncConfig, FedBuff, FedBuffConfig
 from fl_bench.algorithms.client_state import ClientDict, ClientTable
@@ -108,9 +107,7 @@ def test_fednova_normalises_each_update_by_its_local_steps():
 def test_fednova_is_refused_where_it_cannot_act():
     from fl_bench.algorithms.fedstaleweight import FedStaleWeightConfig
 
-    with pytest.raises(ConfigError, match="algorithm.step_normalisation='fednova' is not allowed with "
-                                          "algorithm=fedstaleweight: its code does not read it"):
-        FedStaleWeightConfig(step_normalisation="fednova")
+    assert "step_normalisation" not in {spec.name for spec in dataclasses.fields(FedStaleWeightConfig)}  # no such knob
     with pytest.raises(ConfigError, match="dp=ftrl is not allowed with algorithm.step_normalisation=fednova"):
         fedbuff([0.0], step_normalisation="fednova").dp_check("ftrl")
     server = fedbuff([0.0], step_normalisation="fednova")
@@ -236,27 +233,37 @@ class _Recording:
         return getattr(self._cfg, key)
 
 
-def test_every_server_knob_an_algorithm_inherits_is_one_it_must_declare_reading():
-    """A knob added to the configs every algorithm inherits is either the client's or the step policy's (read
-    for every algorithm by the trainer and the engine) or a shared server knob, which an algorithm that does
-    not declare it refuses: none slips through unchecked."""
+def _server_knobs(cls) -> set[str]:
+    """A config's keys less the client's and the step policy's (read for every algorithm by the trainer and the
+    engine) and its identity: the knobs its server algorithm's code must read."""
+    from fl_bench.algorithms.base import AlgorithmConfig, AsyncConfig, SyncConfig
+
+    def keys(klass):
+        return {spec.name for spec in dataclasses.fields(klass)}
+
+    return keys(cls) - keys(AlgorithmConfig) - keys(AsyncConfig) - keys(SyncConfig)
+
+
+def test_the_protocols_configs_add_only_the_step_policies_knobs():
+    """What every algorithm inherits is the client's and its step policy's: a server knob is a mixin, which a
+    config lists only where its code reads it."""
     from fl_bench.algorithms.base import AlgorithmConfig, AsyncConfig, SyncConfig
     from fl_bench.clients.local_update import ClientConfig
+    from fl_bench.engine.protocol import BufferedAsync, Rounds
 
     def keys(cls):
         return {spec.name for spec in dataclasses.fields(cls)}
 
-    step_policy = {"buffer_size", "cohort", "over_selection", "deadline", "fixed_rounds", "late_uploads"}
-    inherited = (keys(AsyncConfig) | keys(SyncConfig)) - keys(ClientConfig) - {"name", "_target_"}
-    assert inherited - step_policy == set(SHARED_SERVER_KEYS)
-    assert keys(AlgorithmConfig) - keys(ClientConfig) - {"name", "_target_"} <= set(SHARED_SERVER_KEYS)
+    assert keys(AlgorithmConfig) - keys(ClientConfig) == {"name", "_target_"}
+    assert keys(AsyncConfig) - keys(AlgorithmConfig) == set(BufferedAsync.knobs)
+    assert keys(SyncConfig) - keys(AlgorithmConfig) == set(Rounds.knobs)
 
 
 BUILT_IN = [name for name, cls in SCHEMAS["algorithm"].items() if cls.__module__.startswith("fl_bench.") and name != "centralized"]
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
-def test_each_built_in_algorithm_declares_the_shared_server_knobs_its_code_reads(name):
+def test_each_built_in_algorithm_reads_every_server_knob_of_its_config(name):
     # Every code path that reads the config: building, the local rule, fresh and stale uploads, steps, DP's check
     cfg = SCHEMAS["algorithm"][name]()
     recording = _Recording(cfg)
@@ -265,21 +272,21 @@ def test_each_built_in_algorithm_declares_the_shared_server_knobs_its_code_reads
     server.local_update()
     for step in range(3):
         for client in range(2):
-            stale = step > 0 and client == 1
-            server.add(Upload(client, server.version - stale, int(stale), client + 1, torch.full((3,), 0.1),
+            stale = step if client == 1 else 0  # up to 2: above FADAS's tau_c of 1
+            server.add(Upload(client, server.version - stale, stale, client + 1, torch.full((3,), 0.1),
                               extras={key: torch.zeros(3) for key in server.upload_keys}, steps=2))
         server.step()
     with contextlib.suppress(ConfigError):
         server.dp_check("ftrl")
-    read = recording.read & set(SHARED_SERVER_KEYS)
-    assert read == set(cfg.uses), (name, read, cfg.uses)
-
+    unread = _server_knobs(type(cfg)) - recording.read - {"server_optimizer"}
+    assert not unread, (name, unread)
+    # the server optimizer is read where the server steps with one (ServerOptimizerStep builds it from the config)
+    assert ("server_optimizer" in _server_knobs(type(cfg))) == ("server_optimizer" in recording.read), name
 
 
 def test_a_diverged_run_names_the_step_size_each_algorithm_reads():
     """The key that sizes the server step, which a diverged run's line names beside client_lr: the server
-    optimizer's lr only where the algorithm reads one (HFL and FedGBO's family inherit a server_optimizer they
-    do not read), else its own knob."""
+    optimizer's lr where the algorithm has one, else its own knob."""
     import operator
 
     keys = {name: cls().step_size_key() for name, cls in SCHEMAS["algorithm"].items() if cls.__module__.startswith("fl_bench.")}
@@ -288,19 +295,3 @@ def test_a_diverged_run_names_the_step_size_each_algorithm_reads():
     assert keys["hfl"] is keys["fedgbo"] is keys["fedlaavg"] is keys["centralized"] is None
     for name, key in keys.items():
         assert key is None or operator.attrgetter(key)(SCHEMAS["algorithm"][name]()) > 0, name
-
-
-def test_no_built_in_algorithm_s_yaml_sets_a_shared_knob_its_code_does_not_read():
-    """An option's YAML sets only what its algorithm reads (a knob set there and ignored would read as a
-    choice of the method): its shared server knobs, the server optimizer chosen in its defaults included,
-    are among its uses."""
-    import yaml
-    from pathlib import Path
-
-    conf = Path(__file__).resolve().parents[2] / "conf" / "algorithm"
-    for path in sorted(conf.glob("*.yaml")):
-        options = yaml.safe_load(path.read_text())
-        chosen = {key for item in options.get("defaults", []) if isinstance(item, dict) for key in item}
-        cls = SCHEMAS["algorithm"][next(item["/schema/algorithm@_here_"] for item in options["defaults"]
-                                        if isinstance(item, dict) and "/schema/algorithm@_here_" in item)]
-        assert not (set(options) | chosen) & set(SHARED_SERVER_KEYS) - set(cls.uses), path.name

@@ -46,10 +46,8 @@ class TrimmedFedAvg(ServerAlgorithm):
 
 @schema("algorithm", "trimmed_fedavg", TrimmedFedAvg)
 class TrimmedFedAvgConfig(SyncConfig):
-    # Its code reads none of the shared server knobs (weighting, reduction, staleness_exponent,
-    # step_normalisation, server_optimizer): each is refused unless left at the default below.
-    uses = ()
-    weighting: str = "uniform"  # what it does: the kept updates' plain mean
+    # SyncConfig: the knobs of Rounds (cohort, deadline, ...); its code reads none of the server knobs that
+    # fl_bench.algorithms.base's mixins add (weighting, staleness scaling, a server optimizer), so it has none
     trim_fraction: float = 0.1
 
     def __post_init__(self) -> None:
