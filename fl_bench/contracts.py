@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Optional, Protocol
 
 import torch
 
@@ -246,6 +246,8 @@ class StepPolicy(ABC):
     ``SyncConfig`` for ``Rounds``)."""
 
     knobs: ClassVar[tuple[str, ...]] = ()  # the algorithm config's attributes ``from_config`` reads
+    # the work schedule class (fl_bench.engine.work) whose state it steps on, if it needs one (Compass's groups)
+    work_schedule: ClassVar[Optional[type]] = None
     # Each server step closes a round of clients started together on one model version (a cohort, as
     # DP-SGD's privacy amplification by sampling assumes), not a stream of arrivals.
     synchronous: ClassVar[bool] = False

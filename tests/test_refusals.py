@@ -417,7 +417,12 @@ REFUSALS = [
         ("algorithm.concurrent_clients=0", "algorithm.concurrent_clients=0 is not allowed: must be >= 1"),
         ("arrival_rate=2", "arrival_rate=2.0 is not allowed with algorithm=fedcompass: Compass starts every trip at once"),
         ("selection=all_available", "selection=all_available is not allowed with algorithm=fedcompass"),
-        ("dp=ftrl", "dp=ftrl is not allowed with algorithm=fedcompass: its aggregation has no private form"))],
+        ("dp=ftrl", "dp=ftrl is not allowed with algorithm=fedcompass: its aggregation has no private form"),
+        # the wrong type
+        ("algorithm.work_schedule.q_min=abc", "Error merging override algorithm.work_schedule.q_min=abc: Value 'abc' of "
+         "type 'str' could not be converted to Integer"),
+        ("algorithm.work_schedule.latest_time_factor=[1]", "Error merging override "
+         "algorithm.work_schedule.latest_time_factor=[1]: Value '[1]' of type 'list' could not be converted to Float"))],
     (FL_BENCH, ["accelerator=cpu", "devices=[5]"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU"),
     # (seed=1: devices alone does not change the finished run's result, which would be "nothing to do")
     (FL_BENCH, ["devices=[5]", "seed=1"], {}, "devices=[5] lists GPU indices, but the run trains on the CPU (accelerator=auto)"),

@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 from fl_bench.contracts import StepPolicy, TripView
+from fl_bench.engine.work import CompassSchedule
 from fl_bench.errors import ConfigError
 
 
@@ -200,6 +201,7 @@ class Compass(StepPolicy):
     learn of it, and the group waits for its timer. Each trip counts as it ends."""
 
     knobs = ()
+    work_schedule = CompassSchedule  # its groups
 
     @classmethod
     def from_config(cls, cfg, concurrency, arrival_rate, takes_all):
@@ -209,9 +211,6 @@ class Compass(StepPolicy):
         if arrival_rate is not None:
             raise ConfigError(f"arrival_rate={arrival_rate} is not allowed with algorithm={cfg.name}: Compass starts "
                               f"every trip at once (leave arrival_rate null)")
-        if cfg.work_schedule.name != "compass":
-            raise ConfigError(f"algorithm/work_schedule={cfg.work_schedule.name} is not allowed with algorithm={cfg.name}: "
-                              f"its groups are the Compass schedule's (algorithm/work_schedule=compass)")
         return cls(concurrency)
 
     def __init__(self, concurrency: int):
@@ -282,7 +281,11 @@ def build_protocol(policy: type[StepPolicy] | None, cfg: Any, concurrency: int, 
                           "step_policy to BufferedAsync, Rounds or Compass (fl_bench.engine.protocol)")
     from hydra.utils import get_object
 
-    needs = getattr(get_object(cfg.work_schedule._target_), "step_policy", None)
+    schedule = get_object(cfg.work_schedule._target_)
+    needs = getattr(schedule, "step_policy", None)
+    if policy.work_schedule is not None and not (isinstance(schedule, type) and issubclass(schedule, policy.work_schedule)):
+        raise ConfigError(f"algorithm/work_schedule={cfg.work_schedule.name} is not allowed with algorithm={cfg.name}: its "
+                          f"groups are the {policy.__name__} schedule's (algorithm/work_schedule={policy.__name__.lower()})")
     if needs not in (None, policy.__name__):
         raise ConfigError(f"algorithm/work_schedule={cfg.work_schedule.name} is not allowed with algorithm={cfg.name}: its "
                           f"trips are scheduled for the {needs} step policy's server steps, and this algorithm steps under "

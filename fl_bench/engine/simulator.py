@@ -311,13 +311,13 @@ class Simulator:
             return []
         population.mark_busy(clients, self.clock())
         durations = [self.delays.sample(self.rng, c) for c in clients]
-        full = self.steps_by_client[clients]
-        assigned = full.tolist() if self.work.fixed else self.work.assign(clients, self.now, full)
+        full = [int(self.steps_by_client[c]) for c in clients]  # each client's full work
+        assigned = full if self.work.fixed else self.work.assign(clients, self.now, np.asarray(full))
         version, drop = self.server.version, self.availability.on_unavailable == "drop"
         trips = []
-        for client, duration, steps, work in zip(clients, durations, assigned, full.tolist()):
-            if steps != work:  # the delay law times the full work; its steps all take as long
-                duration *= steps / work
+        for client, duration, steps, full_steps in zip(clients, durations, assigned, full):
+            if steps != full_steps:  # the delay law times the full work; its steps all take as long
+                duration *= steps / full_steps
             trip = Trip(self.started, client, version, self.now, self.now + duration, round_id, False, -1, -1, 0, 0.0,
                         steps, 0.0, 0.0)
             closes = self.availability.window_end(client, self.now) if drop else math.inf
@@ -397,8 +397,8 @@ class Simulator:
         """Hand the buffered uploads to the server and step (``trips``: only these of :attr:`buffer`, in this
         order; the others stay for a later step). Training is deferred to this moment; the batching trainer then
         takes every trip started so far."""
-        server = self.server
-        if trips is None:
+        server, everything = self.server, trips is None
+        if everything:
             trips = self.buffer
         if self._batch_all:
             if any(t.id in self._pending for t in trips):
@@ -419,8 +419,11 @@ class Simulator:
         for trip in trips:
             if trip.row >= 0:
                 self._rows.release(trip.row)
-        stepped = {trip.id for trip in trips}
-        self.buffer = [trip for trip in self.buffer if trip.id not in stepped]
+        if everything:
+            self.buffer = []
+        else:  # (FedCompass: the uploads other groups hold stay)
+            stepped = {trip.id for trip in trips}
+            self.buffer = [trip for trip in self.buffer if trip.id not in stepped]
         if self._waiting[server.version]:
             self._snapshots[server.version] = self._broadcast().clone()  # it is about to move
         server.step()
