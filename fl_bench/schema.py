@@ -218,13 +218,21 @@ def _check_groups(module: str, source: str, registered: list[tuple[str, str, typ
 
 
 def load_plugins() -> None:
-    """Import every plugin module (their ``@schema`` classes register themselves); ConfigError naming the
+    """Import every plugin module (their ``@schema`` classes register themselves): :func:`load_modules`, each named
+    by where it came from."""
+    from_environment = set(_from_environment())
+    load_modules({module: PLUGINS_VARIABLE if module in from_environment else f"entry point group {PLUGINS_ENTRY_POINTS}"
+                  for module in plugin_modules()})
+    _quiet_pkg_searchpath_warnings()
+
+
+def load_modules(modules: dict[str, str]) -> None:
+    """Import each module (module -> where it was named), whose ``@schema`` classes register themselves: the one
+    way components are registered, fl_bench's own (fl_bench.runs.config) and a plugin's. ConfigError naming the
     module and the first line of its error for one that cannot be imported, whatever it raised, or for one that
     registers a schema under a group that is not a config group (:func:`config_groups`: a misspelt group)."""
     global _registering
-    from_environment = set(_from_environment())
-    for module in plugin_modules():
-        source = PLUGINS_VARIABLE if module in from_environment else f"entry point group {PLUGINS_ENTRY_POINTS}"
+    for module, source in modules.items():
         if module.startswith("."):  # (import_module would ask for a package to resolve it against)
             raise ConfigError(f"plugin module {module!r} (from {source}) is not allowed: give its full dotted name "
                               f"(my_package.module): a relative name has no package to start from")
@@ -243,4 +251,3 @@ def load_plugins() -> None:
         finally:
             registered, _registering = _registering, None
         _check_groups(module, source, registered, [name for name in sys.modules if name not in before])
-    _quiet_pkg_searchpath_warnings()

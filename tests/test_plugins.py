@@ -19,6 +19,7 @@ from hydra.errors import ConfigCompositionException
 
 from fl_bench.algorithms.base import AsyncConfig, StalenessScaled
 from fl_bench.algorithms.buffered import FedBuffConfig
+from fl_bench.algorithms.weightings import ExampleWeightingConfig
 from fl_bench.errors import ConfigError
 from fl_bench.schema import build, load_plugins, plugin_modules, schema
 
@@ -91,6 +92,29 @@ def test_a_plugin_server_optimizer_steps_a_built_in_algorithm_from_the_command_l
         compose_config(SEARCHPATH, "algorithm=fedbuff", "algorithm/server_optimizer=yogi", "algorithm.server_optimizer.initial_v=1e-8")
 
 
+def test_a_plugin_weighting_and_staleness_function_weigh_a_built_in_algorithm_s_uploads_by_hand(plugin, compose_config,
+                                                                                                  run_config):
+    """FedBuff with the plugin's sqrt(n) weights and Xie et al.'s hinge s(tau) (a = 10, b = 4), chosen as
+    ``algorithm/weighting=sqrt_examples algorithm/staleness=hinge``: one step of K = 2 uploads Delta = 1, a fresh one
+    of n = 4 (w = 2, s = 1) and one of n = 16 six steps stale (w = 4, s = 1 / (10 (6 - 4) + 1) = 1/21); App. B.2's
+    sum: Dbar = (2 + 4/21) / (2 + 4), and w = -0.5 Dbar. A run with them differs from FedBuff's own weights."""
+    from fl_bench.contracts import Upload
+
+    chosen = (SEARCHPATH, "algorithm=fedbuff", "algorithm/weighting=sqrt_examples", "algorithm/staleness=hinge")
+    cfg = compose_config(*chosen, "algorithm.buffer_size=2", "algorithm.server_optimizer.lr=0.5").algorithm
+    server = build(cfg, torch.zeros(1), 4)
+    server.add(Upload(0, 0, 0, 4, torch.ones(1), steps=1))
+    server.add(Upload(1, 0, 6, 16, torch.ones(1), steps=1))
+    server.step()
+    assert server.params.item() == pytest.approx(-0.5 * (2 + 4 / 21) / 6)
+    run = ("max_trips=200", "eval_every=100", "concurrency=20")
+    _, plugin_weighted, _ = run_config(*chosen, *run, name="plugin")
+    _, own, _ = run_config(SEARCHPATH, "algorithm=fedbuff", *run, name="own")
+    assert not plugin_weighted.val_loss.equals(own.val_loss)
+    with pytest.raises(ConfigError, match="algorithm.staleness.a=-1.0 is not allowed: must be >= 0"):
+        compose_config(*chosen, "algorithm.staleness.a=-1")
+
+
 def test_a_plugin_work_schedule_sets_each_trips_steps_for_a_built_in_algorithm_from_the_command_line(plugin, run_config):
     """FedAvg under the plugin's time-boxed schedule (``algorithm/work_schedule=time_boxed``): every trip's full work
     is 4 steps in 1 time unit (delay constant), so a client's first trip trains 4 steps, and each later one
@@ -153,7 +177,7 @@ def test_a_schema_registered_under_no_config_group_is_refused_naming_the_nearest
         with pytest.raises(ConfigError, match=r"^plugin module 'broken.misspelt_group' \(from FL_BENCH_PLUGINS\) "
                                               r"registers MisspeltGroupConfig under group 'algoritm', which is not a "
                                               r"config group: did you mean algorithm\? \(the groups: algorithm, "
-                                              r"availability, .*server_optimizer, speed, task, work_schedule;"):
+                                              r"availability, .*server_optimizer, speed, staleness, task, weighting, work_schedule;"):
             load_plugins()
         assert "algoritm" not in SCHEMAS
     # a group of the plugin's own, with its options in its package's conf/<group>/, is a config group
@@ -180,10 +204,10 @@ def test_a_plugin_config_has_the_server_knobs_of_the_mixins_it_lists_and_no_othe
         pass
 
     keys = {spec.name for spec in dataclasses.fields(StalenessOnlyConfig)}
-    assert {"staleness_exponent", "buffer_size"} <= keys and not keys & {"weighting", "reduction", "server_optimizer"}
-    with pytest.raises(ConfigError, match=r"algorithm.staleness_exponent=-1.0 is not allowed: must be >= 0"):
-        StalenessOnlyConfig(staleness_exponent=-1.0)  # the mixin's check runs in the config's one __post_init__ chain
-    assert FedBuffConfig(weighting="examples", reduction="mean").weighting == "examples"
+    assert {"staleness", "buffer_size"} <= keys and not keys & {"weighting", "reduction", "server_optimizer"}
+    with pytest.raises(ConfigError, match=r"algorithm.reduction='max' is not allowed"):
+        FedBuffConfig(reduction="max")  # a mixin's check runs in the config's one __post_init__ chain
+    assert FedBuffConfig(weighting=ExampleWeightingConfig(), reduction="mean").weighting.name == "examples"
 
 
 TAIL_MODULE = """

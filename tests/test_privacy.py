@@ -172,7 +172,9 @@ def test_the_seeds_of_a_multirun_share_one_calibration(monkeypatch):
 def test_a_private_step_keeps_fedbuffs_staleness_weights_by_hand():
     from fl_bench.algorithms.buffered import FedBuff, FedBuffConfig
 
-    server = FedBuff(FedBuffConfig(staleness_exponent=0.5), torch.zeros(2), num_clients=2)
+    from fl_bench.algorithms.weightings import PolynomialStalenessConfig
+
+    server = FedBuff(FedBuffConfig(staleness=PolynomialStalenessConfig(exponent=0.5)), torch.zeros(2), num_clients=2)
     agg = PrivateAggregation(FTRL(), 2, per_step=2, noise_multiplier=0.0, seed=0, device=torch.device("cpu"))
     fresh, stale = Upload(0, 3, 0, 1, torch.tensor([3.0, 4.0])), Upload(1, 0, 3, 1, torch.tensor([0.2, 0.0]))
     out = agg.aggregate([fresh, stale], version=3, weight=server.private_weight)
@@ -184,16 +186,16 @@ def test_staleness_weighting_changes_a_private_run(run_config):
     # issue 30: under dp=ftrl the staleness exponent was inert (identical metrics for 0 and 3)
     common = ("algorithm=fedbuff", "max_trips=300", "eval_every=100", "concurrency=20", "dp=ftrl", "dp.noise_multiplier=0.0",
               "dp.clip=100", "dp.max_participations=null")
-    _, flat, _ = run_config(*common, "algorithm.staleness_exponent=0.0", name="flat")
-    _, steep, _ = run_config(*common, "algorithm.staleness_exponent=3.0", name="steep")
-    _, plain, _ = run_config(*common[:4], "dp=none", "algorithm.staleness_exponent=3.0", name="plain")
+    _, flat, _ = run_config(*common, "algorithm.staleness.exponent=0.0", name="flat")
+    _, steep, _ = run_config(*common, "algorithm.staleness.exponent=3.0", name="steep")
+    _, plain, _ = run_config(*common[:4], "dp=none", "algorithm.staleness.exponent=3.0", name="plain")
     assert not flat.val_loss.equals(steep.val_loss)
     # clip 100 never binds and sigma = 0: the private step is FedBuff's own (sum reduction, uniform weights)
     np.testing.assert_allclose(steep.val_loss, plain.val_loss, rtol=1e-4)
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (("algorithm=fedavgm",), "dp=ftrl is not allowed with algorithm.weighting=examples"),
+    (("algorithm=fedavgm",), "dp=ftrl is not allowed with algorithm/weighting=examples"),
     (("algorithm=fedbuff", "algorithm.reduction=mean"), "dp=ftrl is not allowed with algorithm.reduction=mean and stale"),
     (("algorithm=fedstaleweight",), "dp=ftrl is not allowed with algorithm=fedstaleweight: its aggregation has no private"),
     (("algorithm=fedlaavg",), "dp=ftrl is not allowed with algorithm=fedlaavg: its aggregation has no private"),
@@ -226,7 +228,7 @@ def test_the_server_only_ever_sees_the_clipped_noised_aggregate(compose_config, 
 def test_dpsgd_refuses_cohorts_its_amplification_does_not_cover(compose_config, override):
     from fl_bench.runs.experiment import build_experiment
 
-    cfg = compose_config("algorithm=fedavgm", "algorithm.weighting=uniform", "dp=dpsgd", override, "max_trips=200",
+    cfg = compose_config("algorithm=fedavgm", "algorithm/weighting=uniform", "dp=dpsgd", override, "max_trips=200",
                          "concurrency=20")
     with pytest.raises(ConfigError, match=r"dp=dpsgd is not allowed with selection=.*availability=.*uniformly"):
         build_experiment(cfg, lambda p: False)
@@ -236,7 +238,7 @@ def test_dp_runs_end_to_end_and_report_their_epsilon(run_config):
     summary, _, _ = run_config("algorithm=fedbuff", "dp=ftrl", "dp.target_epsilon=12", "max_trips=400", "eval_every=200",
                                "concurrency=20")
     assert summary["dp_mechanism"] == "ftrl" and summary["dp_epsilon"] == pytest.approx(12, rel=1e-2)
-    summary, _, _ = run_config("algorithm=fedavgm", "algorithm.weighting=uniform", "dp=dpsgd", "dp.noise_multiplier=1.0", "max_trips=400",
+    summary, _, _ = run_config("algorithm=fedavgm", "algorithm/weighting=uniform", "dp=dpsgd", "dp.noise_multiplier=1.0", "max_trips=400",
                                "eval_every=200", "concurrency=20", name="dpsgd")
     assert summary["dp_epsilon"] == pytest.approx(epsilon("dpsgd", 1.0, 20, 1e-7, num_clients=1000, per_step=20))
 

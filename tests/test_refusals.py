@@ -321,7 +321,7 @@ REFUSALS = [
      "(6 server steps, dp.delta=1e-07) sigma can be calibrated for a target epsilon of at most 1.65e+06, the epsilon at "
      "noise multiplier 0.001, the least noise the calibration searches: give a smaller dp.target_epsilon, or set "
      "dp.noise_multiplier with dp.target_epsilon=null"),
-    (FL_BENCH, ["dp=dpsgd", "algorithm=fedavg", "algorithm.weighting=uniform", "dp.target_epsilon=1e9"], {},
+    (FL_BENCH, ["dp=dpsgd", "algorithm=fedavg", "algorithm/weighting=uniform", "dp.target_epsilon=1e9"], {},
      "dp.target_epsilon=1000000000.0 is not allowed: for this run (1 server step, dp.delta=1e-07) sigma can be "
      "calibrated for a target epsilon of at most 4e+06, the epsilon at noise multiplier 0.001, the least noise the "
      "calibration searches"),
@@ -442,7 +442,7 @@ REFUSALS = [
     (FL_BENCH, [], {"FL_BENCH_PLUGINS": "broken.misspelt_group"}, "plugin module 'broken.misspelt_group' (from "
      "FL_BENCH_PLUGINS) registers MisspeltGroupConfig under group 'algoritm', which is not a config group: did you "
      "mean algorithm? (the groups: algorithm, availability, behaviour, dataset, delay, dp, experiment, hparams_search, "
-     "model, partition, selection, server_optimizer, speed, task, work_schedule; a group of the plugin's own needs its options in "
+     "model, partition, selection, server_optimizer, speed, staleness, task, weighting, work_schedule; a group of the plugin's own needs its options in "
      "conf/<group>/ inside its package)"),
     (DATA, ["prepare", "sent140"], {"FL_BENCH_PLUGINS": "broken.raises"}, "plugin module 'broken.raises' (from "
                                                                           "FL_BENCH_PLUGINS) cannot be imported: RuntimeError"),
@@ -450,12 +450,30 @@ REFUSALS = [
     # a plugin's as a built-in's: a sweep over it must not give identical runs of a method that ignores it
     *[(FL_BENCH, [PLUGIN_CONF, "algorithm=trimmed_fedavg", f"algorithm.{key}={value}"], {"FL_BENCH_PLUGINS": "my_fl_extensions"},
        f"algorithm.{key} is not a key of algorithm=trimmed_fedavg (its keys: client_lr") for key, value in (
-        ("weighting", "examples"), ("reduction", "sum"), ("server_optimizer", "{lr: 2}"))],
-    *[(FL_BENCH, [f"algorithm={name}", f"algorithm.{key}={value}"], {}, f"algorithm.{key} is not a key of "
+        ("weighting", "{name: examples}"), ("staleness", "{exponent: 2}"), ("reduction", "sum"),
+        ("server_optimizer", "{lr: 2}"))],
+    *[(FL_BENCH, [f"algorithm={name}", f"algorithm.{key}={value}"], {}, f"algorithm.{key.split('.')[0]} is not a key of "
        f"algorithm={name} (its keys: client_lr") for name, key, value in (
-        ("ca2fl", "staleness_exponent", "2"), ("ca2fl", "weighting", "examples"), ("centralized", "staleness_exponent", "2"),
-        ("centralized", "weighting", "examples"), ("fedstaleweight", "step_normalisation", "fednova"),
+        ("ca2fl", "staleness.exponent", "2"), ("ca2fl", "weighting.name", "examples"), ("centralized", "staleness.exponent", "2"),
+        ("centralized", "weighting.name", "examples"), ("fedstaleweight", "step_normalisation", "fednova"),
         ("fedgbo", "reduction", "sum"), ("fedcompass", "reduction", "sum"), ("hfl", "server_optimizer", "{lr: 2}"))],
+    # the weighting and the staleness function: components (fl_bench.algorithms.weightings), chosen as groups
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm.weighting=examples"], {}, "algorithm.weighting=examples is not allowed: "
+     "algorithm.weighting is a component, chosen as its group: algorithm/weighting=examples"),
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm/weighting=lrnorm"], {}, "unknown algorithm/weighting 'lrnorm': choose "
+     "one of examples, uniform"),
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm/staleness=hinge"], {}, "unknown algorithm/staleness 'hinge': choose "
+     "one of constant, polynomial"),
+    (FL_BENCH, ["algorithm=ca2fl", "algorithm/weighting=examples"], {}, "Could not override 'algorithm/weighting'. No "
+     "match in the defaults list"),
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm.weighting.name=examples"], {}, "algorithm.weighting.name='examples' is "
+     "not allowed: is set by the option: choose it with algorithm/weighting=<name>"),
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm.staleness.exponent=-1"], {}, "algorithm.staleness.exponent=-1.0 is not "
+     "allowed: must be >= 0"),
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm.staleness.exponent=abc"], {}, "Error merging override "
+     "algorithm.staleness.exponent=abc: Value 'abc' of type 'str' could not be converted to Float"),
+    (FL_BENCH, ["algorithm=fedbuff", "algorithm/staleness=constant", "algorithm.staleness.exponent=1"], {},
+     "algorithm.staleness.exponent is not a key of algorithm.staleness=constant (its keys: name)"),
     # device behaviour
     (FL_BENCH, [OUTAGE, "behaviour.outages=[{clients: 3, start: 1, end: 2}]"], {},
      "behaviour.outages[0].clients=3 is not allowed: must be a non-empty list of integer client ids"),
@@ -665,7 +683,7 @@ REFUSALS = [
     (FL_BENCH, ["pruning.study=s", "pruning.storage=sqlite:///{tmp}/o.db"], {},
      "pruning.study='s' is not allowed: pruning.storage='sqlite:///{tmp}/o.db' holds no such study"),
     # every trial failed (FedAsync's staleness exponent is refused in each run): the command failed
-    (FL_BENCH, ["-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness_exponent=-1",
+    (FL_BENCH, ["-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness.exponent=-1",
                 "hydra.sweeper.storage=sqlite:///{tmp}/o.db", "hydra.sweep.dir={tmp}/sweep"], {},
      "no trial of study 'synthetic_lr_fedasync' completed (2 failed, 0 pruned): trial 0 failed: algorithm"),
     # python -m fl_bench.traces

@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
 # Presets: config groups that set other groups' keys (no schema of their own), listed with what they are for.
 PRESET_GROUPS = ("experiment", "hparams_search", "hydra/launcher")
-# Where a group's YAML options lie, when not conf/<group>/ (the groups chosen inside an algorithm's option:
-# algorithm/server_optimizer=..., algorithm/work_schedule=...)
-CONF_DIRS = {"server_optimizer": "algorithm/server_optimizer", "work_schedule": "algorithm/work_schedule"}
+# Where a group's YAML options lie, when not conf/<group>/: the groups chosen inside an algorithm's option
+# (algorithm/server_optimizer=..., algorithm/weighting=..., algorithm/staleness=..., algorithm/work_schedule=...)
+CONF_DIRS = {path.name: f"algorithm/{path.name}" for path in sorted((CONF / "algorithm").iterdir()) if path.is_dir()}
 
 
 def _import_registry():
@@ -85,15 +85,16 @@ def _hints(cls: type) -> dict[str, Any]:
 
 @cache
 def _group_bases() -> dict[type, str]:
-    """The base schema of each group: the root schema's field types, and the server optimizer's and the work
-    schedule's (groups chosen inside an algorithm's option)."""
+    """The base schema of each group: the root schema's field types, and those of the groups chosen inside an
+    algorithm's option (the server optimizer, weighting, staleness function and work schedule)."""
     config = _import_registry()
     from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig
+    from fl_bench.algorithms.weightings import StalenessConfig, WeightingConfig
     from fl_bench.engine.work import WorkScheduleConfig
 
     bases = {hint: name for name, hint in _hints(config.Config).items() if dataclasses.is_dataclass(hint)}
-    bases[ServerOptimizerConfig] = "server_optimizer"
-    bases[WorkScheduleConfig] = "work_schedule"
+    bases.update({ServerOptimizerConfig: "server_optimizer", WeightingConfig: "weighting", StalenessConfig: "staleness",
+                  WorkScheduleConfig: "work_schedule"})
     return {base: group for base, group in bases.items() if group in built_in_groups()}
 
 

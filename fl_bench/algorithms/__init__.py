@@ -3,7 +3,9 @@
 ``base``: the base class of the contract ``fl_bench.contracts.Server`` (``ServerAlgorithm``), the knobs
 every algorithm shares and those of each step policy (``AsyncConfig``, ``SyncConfig``);
 ``server_optimizers``: the server step of FedBuff, FADAS and the FedAvg family, one registered option each
-(sgd, momentum, adam, rmsprop, amsgrad; a plugin adds its own); ``buffered``: FedBuff and FedAsync;
+(sgd, momentum, adam, rmsprop, amsgrad; a plugin adds its own); ``weightings``: how an upload counts in a step,
+its weighting by data (uniform, examples) and its staleness function (polynomial, constant), a plugin's too;
+``buffered``: FedBuff and FedAsync;
 ``synchronous``: FedAvg, FedAvgM, FedProx, FedMAX, AdaptiveFedOpt (the pooled-data reference,
 ``algorithm=centralized``, is no server algorithm: its config lives with its run); ``fedlaavg``; ``hfl``;
 ``fedstaleweight``; ``ca2fl`` (a cache of every client's latest update calibrates each buffered step);
@@ -13,6 +15,6 @@ Each config sits beside its class (``@schema``); a new algorithm, in or out of t
 one config and one YAML file (docs/extending/plugins.md).
 """
 
-from fl_bench.algorithms.base import ServerAlgorithm, staleness_scale
+from fl_bench.algorithms.base import ServerAlgorithm
 
-__all__ = ["ServerAlgorithm", "staleness_scale"]
+__all__ = ["ServerAlgorithm"]

@@ -13,15 +13,11 @@ from omegaconf import MISSING
 
 from fl_bench.algorithms.client_state import ClientState
 from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig, schema_server_optimizer
+from fl_bench.algorithms.weightings import StalenessConfig, WeightingConfig, default_staleness, default_weighting
 from fl_bench.clients.local_update import ClientConfig, LocalUpdate
 from fl_bench.contracts import Broadcast, Server, tensor_bytes
 from fl_bench.errors import ConfigError
 from fl_bench.schema import choice, require
-
-
-def staleness_scale(staleness: int, exponent: float) -> float:
-    """s(tau) = 1 / (1 + tau)^alpha (FedBuff Sec. 5; polynomial staleness of Xie et al. 2019)."""
-    return (1.0 + staleness) ** -exponent
 
 
 class ServerAlgorithm(Server):
@@ -87,7 +83,6 @@ class ServerAlgorithm(Server):
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, ClientState))
 
 
-WEIGHTINGS = ("examples", "uniform")
 
 
 REDUCTIONS = ("sum", "mean")
@@ -124,27 +119,18 @@ class AlgorithmConfig(ClientConfig):
 
 @dataclass
 class Weighted:
-    """How an upload is weighted by its client's data: examples, w_i = n_i / mean(n) over the step (mean 1) |
-    uniform, w_i = 1 (FedBuff Table 7; Table 7's "LR-norm" arm is lr_norm=true with uniform weights)."""
+    """An upload is weighted by its client's data (``algorithm/weighting=uniform|examples``, a component of
+    fl_bench.algorithms.weightings): the option the config's YAML chooses; uniform when built in Python."""
 
-    weighting: str = "uniform"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.weighting != "lrnorm", "algorithm.weighting", self.weighting,
-                "LR-norm is the client setting algorithm.lr_norm=true now; choose weighting examples or uniform")
-        choice("algorithm.weighting", self.weighting, WEIGHTINGS)
+    weighting: WeightingConfig = field(default_factory=default_weighting("uniform"))
 
 
 @dataclass
 class StalenessScaled:
-    """An upload of staleness tau scaled by s(tau) = (1 + tau)^-alpha, alpha = ``staleness_exponent``."""
+    """An upload of staleness tau is scaled by s(tau) (``algorithm/staleness=polynomial|constant``, a component of
+    fl_bench.algorithms.weightings): the option the config's YAML chooses; constant when built in Python."""
 
-    staleness_exponent: float = 0.5
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.staleness_exponent >= 0, "algorithm.staleness_exponent", self.staleness_exponent, "must be >= 0")
+    staleness: StalenessConfig = field(default_factory=default_staleness)
 
 
 @dataclass

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from fl_bench.algorithms.base import (AsyncConfig, NovaNormalised, Reduced, ServerAlgorithm, ServerOptimized, StalenessScaled,
-                                      Weighted, staleness_scale)
+from fl_bench.algorithms.base import AsyncConfig, NovaNormalised, Reduced, ServerAlgorithm, ServerOptimized, StalenessScaled, Weighted
 from fl_bench.algorithms.server_optimizers import ServerOptimizerStep
 from fl_bench.contracts import Upload
 from fl_bench.engine.protocol import BufferedAsync
 from fl_bench.errors import ConfigError
-from fl_bench.schema import require, schema
+from fl_bench.schema import build, require, schema
 
 
 class FedBuff(ServerAlgorithm):
@@ -18,8 +17,8 @@ class FedBuff(ServerAlgorithm):
 
     Buffer K uploads; Dbar = (1/K) sum_i s(tau_i) w_i Delta_i (``reduction=sum``, App. B.2) or
     the weighted average sum_i s w Delta / sum_i s w (``reduction=mean``); then a server-optimizer
-    step with Dbar as the pseudo-gradient. Weights w_i (Table 7): uniform -> 1; examples ->
-    n_i / mean_j n_j over the buffer, normalised to mean 1 so that the step does not grow with the
+    step with Dbar as the pseudo-gradient. s(tau) is the config's staleness function (``algorithm/staleness``);
+    weights w_i (Table 7; ``algorithm/weighting``): uniform -> 1; examples -> n_i / mean_j n_j over the buffer, normalised to mean 1 so that the step does not grow with the
     buffer's example count: with ``sum`` that is Dbar = sum_i s_i n_i Delta_i / sum_i n_i. (Table 7's
     LR-norm arm is a client rule, ``lr_norm``, with uniform weights.) The synchronous FedAvg family
     reuses this aggregation with the round's uploads (zero staleness).
@@ -36,6 +35,7 @@ class FedBuff(ServerAlgorithm):
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
         self._optimizer = ServerOptimizerStep(cfg, params)
+        self._weighting, self._staleness = build(cfg.weighting), build(cfg.staleness)
         self._sum = torch.zeros_like(params)  # sum_i s_i w_i Delta_i, w_i unnormalised (n_i or 1)
         self._weight_sum = 0.0  # sum_i w_i: K * mean(w), the normaliser of the weights
         self._scaled_weight_sum = 0.0  # sum_i s_i w_i
@@ -43,8 +43,8 @@ class FedBuff(ServerAlgorithm):
         self._steps_sum = 0.0  # sum_i w_i tau_i (fednova's tau_eff times sum_i w_i)
 
     def add(self, upload: Upload) -> None:
-        weight = float(upload.num_examples) if self.cfg.weighting == "examples" else 1.0
-        scaled = weight * staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+        weight = self._weighting.weight(upload)
+        scaled = weight * self._staleness.checked_scale(upload.staleness)
         coefficient = scaled  # of Delta_i in the sum
         if self.cfg.step_normalisation == "fednova":  # Delta_i / tau_i here; times tau_eff in _step
             if upload.steps < 1:
@@ -59,22 +59,23 @@ class FedBuff(ServerAlgorithm):
 
     def private_weight(self, upload: Upload) -> float:
         """s(tau) <= 1: staleness weighting is kept under DP (uniform weights, a step divided by K)."""
-        return staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+        return self._staleness.checked_scale(upload.staleness)
 
     def dp_check(self, mechanism: str) -> None:
         cfg = self.cfg
         if self.upload != "delta" or self.upload_keys:
             raise ConfigError(f"dp={mechanism} is not allowed with algorithm={cfg.name}: DP clips and noises model "
                               f"updates Delta and nothing else, and this algorithm uploads {self.upload_keys or self.upload}")
-        if cfg.weighting == "examples":  # n_i / mean n over the step: unbounded, and set by the other uploads
-            raise ConfigError(f"dp={mechanism} is not allowed with algorithm.weighting=examples: a client's weight "
-                              f"n_i / mean n is unbounded, so is its sensitivity; use algorithm.weighting=uniform")
+        if not self._weighting.constant:  # n_i / mean n over the step: unbounded, and set by the other uploads
+            raise ConfigError(f"dp={mechanism} is not allowed with algorithm/weighting={cfg.weighting.name}: a client's "
+                              f"weight normalised over the step (n_i / mean n) is unbounded, so is its sensitivity; use "
+                              f"algorithm/weighting=uniform")
         if cfg.step_normalisation != "none":  # the server sees one private aggregate, not each upload's steps
             raise ConfigError(f"dp={mechanism} is not allowed with algorithm.step_normalisation={cfg.step_normalisation}: "
                               f"the private step sees one aggregate, not each upload's local steps; use "
                               f"step_normalisation=none")
         stale = self.step_policy is BufferedAsync or getattr(cfg, "late_uploads", "drop") == "deliver"
-        if cfg.reduction == "mean" and stale and cfg.staleness_exponent > 0:
+        if cfg.reduction == "mean" and stale and not self._staleness.constant:
             raise ConfigError(f"dp={mechanism} is not allowed with algorithm.reduction=mean and stale uploads: it "
                               f"divides by the step's sum of staleness weights, which the other clients set; use "
                               f"algorithm.reduction=sum (a private step divides by K)")
@@ -111,12 +112,13 @@ class FedAsync(ServerAlgorithm):
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
+        self._staleness = build(cfg.staleness)
         self._client_model: torch.Tensor | None = None
         self._mix = 0.0
 
     def add(self, upload: Upload) -> None:
         self._client_model = upload.vector
-        self._mix = self.cfg.mixing * staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+        self._mix = self.cfg.mixing * self._staleness.checked_scale(upload.staleness)
 
     def _step(self) -> None:
         self.params.lerp_(self._client_model, self._mix)  # w + a_t (y - w)

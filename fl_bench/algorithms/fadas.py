@@ -32,7 +32,7 @@ paper's form is the default and the code's a knob:
   defaults), M = 10 (FedBuff's default here; the code's default is 5).
 
 Delta_t is FedBuff's aggregation with uniform weights and s(tau) = 1 (this class is FedBuff with its own
-step), so FedBuff's weighting and staleness knobs apply to it as generalisations the paper does not have.
+step: its YAML chooses algorithm/staleness=constant), so FedBuff's weighting and staleness components apply to it as generalisations the paper does not have.
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ class FADASConfig(FedBuffAggregation, AsyncConfig):
 
     buffer_size: int = 10  # M
     reduction: str = "sum"  # (1/M) sum: with uniform weights and s = 1, the mean of Alg. 1
-    staleness_exponent: float = 0.0  # s(tau) = 1: Alg. 1 weighs no update by its delay
     tau_c: Optional[int] = 1  # the delay threshold (the code's default); null: no delay adaptation
     delay_rule: str = "min"
 

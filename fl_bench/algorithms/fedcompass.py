@@ -17,7 +17,7 @@ version of both files, and the paper's abstract and Figure 1; the paper's body c
 equation number is quoted. Where the sources disagree, the reading chosen (each stated in the sweep file that
 registers FedCompass's claim):
 
-- staleness s(tau) = (1 + tau)^-a, a = ``staleness_exponent`` 0.5, decaying as APPFL's current code has it; the
+- staleness s(tau) = (1 + tau)^-a, a = ``algorithm.staleness.exponent`` 0.5, decaying as APPFL's current code has it; the
   release computes (1 + tau)^+a, which weighs staler updates more (taken as the sign slip APPFL fixed);
 - staleness is measured when the upload's step is taken (as both versions of the code), not when it arrives;
 - a client's first trip trains Q_min steps (Figure 1), and every speed is measured over the steps a trip trained
@@ -34,38 +34,41 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fl_bench.algorithms.base import AlgorithmConfig, ServerAlgorithm, ServerOptimized, StalenessScaled, Weighted, staleness_scale
+from fl_bench.algorithms.base import AlgorithmConfig, ServerAlgorithm, ServerOptimized, StalenessScaled, Weighted
 from fl_bench.algorithms.server_optimizers import ServerOptimizerStep
 from fl_bench.contracts import Upload
 from fl_bench.engine.protocol import Compass
-from fl_bench.schema import require, schema
+from fl_bench.schema import build, require, schema
 
 
 class FedCompass(ServerAlgorithm):
     """FedCompass's aggregation (the release's ``fedcompass_aggregator.py`` ``aggregate``, 31-70, its gradient
     form, which every released config uses): one step on a group's uploads and the general buffer's,
 
-        w <- w - alpha sum_j p_j s(tau_j) Delta_j,      p_j = 1/N (``weighting=uniform``)
+        w <- w - alpha sum_j p_j s(tau_j) Delta_j,      p_j = 1/N (``algorithm/weighting=uniform``)
 
     a weighted *sum*, not a mean: a group of k fresh uploads moves w by alpha k/N times their mean, and a step on
     one upload (a client of unknown speed) by alpha s(tau)/N times it. alpha is the server optimizer's lr (SGD at
-    0.9, the release's; ``algorithm/server_optimizer=momentum`` is [L]'s FedCompass+M). ``weighting=examples``:
-    p_j = n_j / (N mean_i n_i), the mean over all clients, which is n_j / sum_i n_i when N is every client."""
+    0.9, the release's; ``algorithm/server_optimizer=momentum`` is [L]'s FedCompass+M). s is the config's staleness
+    function (``algorithm/staleness``). ``algorithm/weighting=examples``: p_j = n_j / (N mean_i n_i), the mean over
+    all clients, which is n_j / sum_i n_i when N is every client (a weighting that is not constant is taken in
+    examples' units: w_j / (N mean_i n_i))."""
 
     step_policy = Compass
 
     def __init__(self, cfg, params: torch.Tensor, num_clients: int, client_sizes=None):
         super().__init__(cfg, params, num_clients, client_sizes)
         self._optimizer = ServerOptimizerStep(cfg, params)
+        self._weighting, self._staleness = build(cfg.weighting), build(cfg.staleness)
         self._mean_size = float(np.mean(self.client_sizes))
         self._coefficients: list[float] = []  # p_j s(tau_j) of this step's uploads, in order
 
     def weight(self, upload: Upload) -> float:
         """p_j s(tau_j), the coefficient of the upload's Delta in the step."""
         p = 1.0 / self.cfg.concurrent_clients
-        if self.cfg.weighting == "examples":
-            p *= upload.num_examples / self._mean_size
-        return p * staleness_scale(upload.staleness, self.cfg.staleness_exponent)
+        if not self._weighting.constant:
+            p *= self._weighting.weight(upload) / self._mean_size
+        return p * self._staleness.checked_scale(upload.staleness)
 
     def add(self, upload: Upload) -> None:
         coefficient = self.weight(upload)

@@ -28,12 +28,12 @@ from fl_bench.algorithms.global_optimizer import FixedStatistics, GlobalOptimize
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
 from fl_bench.contracts import Broadcast, Upload
 from fl_bench.engine.protocol import Rounds
-from fl_bench.schema import choice, require, schema
+from fl_bench.schema import build, choice, require, schema
 
 
 class _GlobalStatistics(ServerAlgorithm):
     """Rounds whose clients download x_t and s_t; x_{t+1} = the (weighted) mean of the uploaded y_K,
-    i.e. x_t - mean Delta_i (Alg. 1: 1/|S_t| sum y_K, ``weighting=uniform``)."""
+    i.e. x_t - mean Delta_i (Alg. 1: 1/|S_t| sum y_K, ``algorithm/weighting=uniform``)."""
 
     step_policy = Rounds
     reads_client_rule = True
@@ -43,6 +43,7 @@ class _GlobalStatistics(ServerAlgorithm):
         self.optimizer = GlobalOptimizer.from_config(cfg)
         self.state = self.optimizer.initial_state(params)  # s_t, sent with every broadcast
         self._local = LocalTraining.from_config(cfg)
+        self._weighting = build(cfg.weighting)  # x_{t+1}: the uploads' plain mean (Alg. 1) under uniform
         self._delta = torch.zeros_like(params)  # sum_i w_i Delta_i
         self._extras = {key: torch.zeros_like(params) for key in self.upload_keys}  # sum_i w_i extra_i
         self._weight = 0.0
@@ -52,7 +53,7 @@ class _GlobalStatistics(ServerAlgorithm):
         return Broadcast(self.version, self.params, self.state)
 
     def add(self, upload: Upload) -> None:
-        weight = float(upload.num_examples) if self.cfg.weighting == "examples" else 1.0
+        weight = self._weighting.weight(upload)
         self._delta.add_(upload.vector, alpha=weight)
         for key, total in self._extras.items():
             total.add_(upload.extras[key], alpha=weight)
@@ -126,7 +127,6 @@ class GlobalStatisticsConfig(Weighted, SyncConfig):
     beta2: float = 0.99
     eps: float = 1e-3
     local_steps: Optional[int] = 10
-    weighting: str = "uniform"  # x_{t+1}: the uploads' plain mean (Alg. 1)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fl_bench.algorithms.base import SyncConfig
 from fl_bench.algorithms.buffered import FedBuff, FedBuffAggregation
+from fl_bench.algorithms.weightings import WeightingConfig, default_weighting
 from fl_bench.engine.protocol import Rounds
 from fl_bench.schema import require, schema
 
@@ -43,7 +44,7 @@ class FedMAX(FedAvg):
 class FedAvgFamilyConfig(FedBuffAggregation, SyncConfig):
     """Synchronous rounds stepped by FedBuff's aggregation over the round's uploads: examples-weighted by default."""
 
-    weighting: str = "examples"
+    weighting: WeightingConfig = field(default_factory=default_weighting("examples"))
 
 
 @schema("algorithm", "fedavg", FedAvg)

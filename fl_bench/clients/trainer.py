@@ -295,7 +295,7 @@ class ClientTrainer(Trainer):
         trips still training are a prefix ``[:active]`` and finished ones cost nothing; a short
         last batch is a masked row, so LR-norm's n/B and the per-trip mean loss stay exact. The
         longest trip's steps after all others finished run in the sequential loop."""
-        local, task, data, update = self.local, self.task, self.data, self.update
+        task, data, update = self.task, self.data, self.update
         plan, rows, weights, lrs = self._step_inputs(starts, clients, seeds, steps)
         order = np.argsort(-plan.steps, kind="stable")
         active_at = (plan.steps[order][None, :] > np.arange(int(plan.steps.max()))[:, None]).sum(1)

@@ -59,6 +59,12 @@ def one_line(error: BaseException) -> str:
         group, name = missing.groups()
         allowed = ", ".join(o.strip() for o in options.group(1).split()) if options else "see conf/" + group
         return f"unknown {group} {name!r}: choose one of {allowed}"
+    chosen = re.search(r"Error merging override ([\w.]+)=(\S+)\W+Invalid type assigned: str is not a subclass of",
+                       f"{text} {error.__cause__ or ''}")
+    if chosen:  # algorithm.weighting=examples: a component is chosen as its group, not set as a value
+        key, value = chosen.groups()
+        return (f"{key}={value} is not allowed: {key} is a component, chosen as its group: "
+                f"{key.replace('.', '/')}={value}")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(("To append", "full_key", "object_type", "reference_type"))]
     if error.__cause__ is not None and str(error.__cause__).strip():

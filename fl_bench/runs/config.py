@@ -2,9 +2,10 @@
 run's own knobs, and its registration in Hydra's ConfigStore.
 
 Each component's schema lives beside the component (``fl_bench.schema``): dataset and partition in
-``fl_bench.data``, model in ``fl_bench.models``, algorithm and server optimizer in
+``fl_bench.data``, model in ``fl_bench.models``, algorithm, server optimizer, weighting and staleness function in
 ``fl_bench.algorithms``, delay, speed, availability and selection in ``fl_bench.engine``, DP in
-``fl_bench.privacy``. Importing this module imports those, which registers every built-in option;
+``fl_bench.privacy``. Importing this module loads those (``BUILT_IN_MODULES``, through
+:func:`fl_bench.schema.load_modules`, the path a plugin's modules take), which registers every built-in option;
 :func:`register_configs` adds the plugins' and the root.
 """
 
@@ -18,12 +19,9 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-# The built-in options register themselves when their modules are imported.
-from fl_bench.algorithms import buffered, ca2fl, fadas, fedcompass, fedgbo, fedlaavg, fedstaleweight, hfl, synchronous  # noqa: F401,E402
 from fl_bench.algorithms.base import AlgorithmConfig
 from fl_bench.clients.hardware import ACCELERATORS, PRECISIONS, STRATEGIES, check_cpu_devices, process_count
 from fl_bench.clients.task import TaskConfig
-from fl_bench.data import datamodule, sources, synthetic, two_means  # noqa: F401,E402
 from fl_bench.data.downloads import check_mirror
 from fl_bench.data.federated import DatasetConfig
 from fl_bench.data.partition import PartitionConfig
@@ -35,8 +33,17 @@ from fl_bench.models import ModelConfig
 from fl_bench.numerics import MODES as NUMERICS_MODES
 from fl_bench.privacy.server import DPConfig
 from fl_bench.errors import ConfigError
-from fl_bench.schema import check_keys, choice, load_plugins, require
-from fl_bench.runs import pooled  # noqa: F401,E402 (the pooled-data reference: algorithm=centralized)
+from fl_bench.schema import check_keys, choice, load_modules, load_plugins, require
+
+# The modules of the built-in options that this module does not import for their base schemas: loaded as a plugin's
+# modules are (their @schema classes register themselves), before any plugin's
+BUILT_IN_MODULES = (
+    *(f"fl_bench.algorithms.{name}" for name in ("buffered", "ca2fl", "fadas", "fedcompass", "fedgbo", "fedlaavg",
+                                                 "fedstaleweight", "hfl", "synchronous")),
+    *(f"fl_bench.data.{name}" for name in ("datamodule", "sources", "synthetic", "two_means")),
+    "fl_bench.runs.pooled",  # the pooled-data reference (algorithm=centralized)
+)
+load_modules({module: "fl_bench's built-in options" for module in BUILT_IN_MODULES})
 
 LOGGERS = ("csv", "wandb")
 
@@ -245,7 +252,7 @@ def config_digest(config: dict[str, Any]) -> str:
 
 def register_configs() -> None:
     """Register the root schema (``config_schema``) and the plugins' components; the built-in
-    options registered themselves when this module imported them. Safe to call again; ConfigError
+    options registered themselves when this module loaded them (``BUILT_IN_MODULES``). Safe to call again; ConfigError
     (one line) for a plugin module that cannot be imported."""
     ConfigStore.instance().store(name="config_schema", node=Config)
     load_plugins()

@@ -8,18 +8,22 @@ import pytest
 import torch
 from hydra.utils import get_object
 
-from fl_bench.algorithms import staleness_scale
 from fl_bench.algorithms.server_optimizers import AdamServerOptimizerConfig, MomentumServerOptimizerConfig, SGDServerOptimizerConfig
 from fl_bench.algorithms.buffered import FedAsync, FedAsyncConfig, FedBuff, FedBuffConfig
 from fl_bench.algorithms.client_state import ClientDict, ClientTable
 from fl_bench.algorithms.synchronous import FedAvgM, FedAvgMConfig
+from fl_bench.algorithms.weightings import (ConstantStaleness, ExampleWeightingConfig, PolynomialStaleness,
+                                            PolynomialStalenessConfig)
 from fl_bench.contracts import Upload
 from fl_bench.errors import ConfigError
 from fl_bench.schema import SCHEMAS, build
 
 
-def fedbuff(w0, lr=1.0, **kw):
-    cfg = FedBuffConfig(**{"buffer_size": 2, "weighting": "uniform", "server_optimizer": SGDServerOptimizerConfig(lr=lr), **kw})
+def fedbuff(w0, lr=1.0, examples=False, alpha=0.5, **kw):
+    """FedBuff at K = 2 with uniform (or ``examples``) weights and s(tau) = (1 + tau)^-alpha, as its YAML's."""
+    cfg = FedBuffConfig(**{"buffer_size": 2, "server_optimizer": SGDServerOptimizerConfig(lr=lr), **kw,
+                           "staleness": PolynomialStalenessConfig(exponent=alpha),
+                           **({"weighting": ExampleWeightingConfig()} if examples else {})})
     return FedBuff(cfg, torch.tensor(w0), num_clients=4)
 
 
@@ -27,15 +31,18 @@ def upload(vector, num_examples=1, staleness=0, client=0, steps=0):
     return Upload(client, 0, staleness, num_examples, torch.tensor(vector), steps=steps)
 
 
-def test_staleness_scale():
-    assert staleness_scale(0, 0.5) == 1.0
-    assert staleness_scale(3, 0.5) == pytest.approx(0.5)  # 1 / sqrt(4)
-    assert staleness_scale(1, 10) == pytest.approx(2.0**-10)
+def test_staleness_functions():
+    polynomial = lambda a: PolynomialStaleness(PolynomialStalenessConfig(exponent=a))  # noqa: E731
+    assert polynomial(0.5).scale(0) == 1.0
+    assert polynomial(0.5).scale(3) == pytest.approx(0.5)  # 1 / sqrt(4)
+    assert polynomial(10).scale(1) == pytest.approx(2.0**-10)
+    assert polynomial(0).constant and not polynomial(0.5).constant
+    assert ConstantStaleness(None).scale(7) == 1.0 and ConstantStaleness(None).constant
 
 
 def test_fedbuff_k2_weighted_sum():
     # Dbar = (1/K) sum s(tau_i) D_i = (1/2)(1*[1,0] + (1/2)*[0,2]) = [0.5, 0.5]; w = [1,2] - 0.5*Dbar
-    server = fedbuff([1.0, 2.0], reduction="sum", lr=0.5, staleness_exponent=0.5)
+    server = fedbuff([1.0, 2.0], reduction="sum", lr=0.5, alpha=0.5)
     server.add(upload([1.0, 0.0], 7, 0))
     server.add(upload([0.0, 2.0], 9, 3))
     server.step()
@@ -45,7 +52,7 @@ def test_fedbuff_k2_weighted_sum():
 
 def test_fedbuff_k2_weighted_mean():
     # Dbar = (1*[1,0] + 0.5*[0,2]) / (1 + 0.5) = [2/3, 2/3]
-    server = fedbuff([0.0, 0.0], reduction="mean", lr=1.0, staleness_exponent=0.5)
+    server = fedbuff([0.0, 0.0], reduction="mean", lr=1.0, alpha=0.5)
     server.add(upload([1.0, 0.0], 1, 0))
     server.add(upload([0.0, 2.0], 1, 3))
     server.step()
@@ -54,7 +61,7 @@ def test_fedbuff_k2_weighted_mean():
 
 def test_fedbuff_example_weights():
     # weights n_i = 1 and 3, no staleness scaling: Dbar = (1*[1,0] + 3*[0,2]) / 4 = [0.25, 1.5]
-    server = fedbuff([0.0, 0.0], weighting="examples", reduction="mean", staleness_exponent=0.0)
+    server = fedbuff([0.0, 0.0], examples=True, reduction="mean", alpha=0.0)
     server.add(upload([1.0, 0.0], 1, 5))
     server.add(upload([0.0, 2.0], 3, 0))
     server.step()
@@ -65,13 +72,13 @@ def test_fedbuff_example_weights_are_normalised_to_mean_one():
     # weighted sum (App. B.2) with w_i = n_i / mean(n): n = [1, 3], mean 2 -> w = [0.5, 1.5];
     # Dbar = (1/2)(0.5 * 1 * [2, 0] + 1.5 * (1/2) * [0, 4]) = [0.5, 1.5] (s(tau=3) = 1/2), i.e.
     # sum_i s_i n_i D_i / sum_i n_i, which does not grow with the buffer's example count
-    server = fedbuff([0.0, 0.0], weighting="examples", reduction="sum", staleness_exponent=0.5)
+    server = fedbuff([0.0, 0.0], examples=True, reduction="sum", alpha=0.5)
     server.add(upload([2.0, 0.0], num_examples=1))
     server.add(upload([0.0, 4.0], num_examples=3, staleness=3))
     server.step()
     assert torch.allclose(server.params, torch.tensor([-0.5, -1.5]))
     # the same buffer with 100x the examples per client takes the same step
-    big = fedbuff([0.0, 0.0], weighting="examples", reduction="sum", staleness_exponent=0.5)
+    big = fedbuff([0.0, 0.0], examples=True, reduction="sum", alpha=0.5)
     big.add(upload([2.0, 0.0], num_examples=100))
     big.add(upload([0.0, 4.0], num_examples=300, staleness=3))
     big.step()
@@ -81,7 +88,7 @@ def test_fedbuff_example_weights_are_normalised_to_mean_one():
 def test_fednova_normalises_each_update_by_its_local_steps():
     # FedAvg's weights (examples, mean, s = 1), n = [1, 3], tau = [1, 4]: p = [1/4, 3/4],
     # tau_eff = 1/4 + 3 = 3.25, Dbar = tau_eff (p_1 D_1 / 1 + p_2 D_2 / 4) = 3.25 ([0.25, 0] + [0, 0.375])
-    server = fedbuff([0.0, 0.0], weighting="examples", reduction="mean", staleness_exponent=0.0,
+    server = fedbuff([0.0, 0.0], examples=True, reduction="mean", alpha=0.0,
                      step_normalisation="fednova")
     server.add(upload([1.0, 0.0], 1, steps=1))
     server.add(upload([0.0, 2.0], 3, steps=4))
@@ -89,7 +96,7 @@ def test_fednova_normalises_each_update_by_its_local_steps():
     torch.testing.assert_close(server.params, torch.tensor([-0.8125, -1.21875]))
     assert server.step_weights == pytest.approx([3.25 / 4, 3.25 * 3 / 16])
     # FedBuff's sum with staleness, uniform weights, tau = [2, 2]: equal steps give the plain step
-    plain, nova = (fedbuff([0.0, 0.0], reduction="sum", staleness_exponent=0.5, step_normalisation=n)
+    plain, nova = (fedbuff([0.0, 0.0], reduction="sum", alpha=0.5, step_normalisation=n)
                    for n in ("none", "fednova"))
     for server in (plain, nova):
         server.add(upload([1.0, 0.0], staleness=0, steps=2))
@@ -97,7 +104,7 @@ def test_fednova_normalises_each_update_by_its_local_steps():
         server.step()
     torch.testing.assert_close(nova.params, plain.params)
     # tau = [1, 3], s = [1, 1/2]: tau_eff = 2, Dbar = (1/2) 2 ([1, 0] / 1 + (1/2) [0, 2] / 3) = [1, 1/3]
-    server = fedbuff([0.0, 0.0], reduction="sum", staleness_exponent=0.5, step_normalisation="fednova")
+    server = fedbuff([0.0, 0.0], reduction="sum", alpha=0.5, step_normalisation="fednova")
     server.add(upload([1.0, 0.0], staleness=0, steps=1))
     server.add(upload([0.0, 2.0], staleness=3, steps=3))
     server.step()
@@ -116,7 +123,7 @@ def test_fednova_is_refused_where_it_cannot_act():
 
 
 def test_fedbuff_buffer_resets_after_step():
-    server = fedbuff([0.0], reduction="sum", staleness_exponent=0.0)
+    server = fedbuff([0.0], reduction="sum", alpha=0.0)
     for _ in range(2):
         server.add(upload([1.0], 1, 0))
     server.step()
@@ -150,7 +157,7 @@ def test_fedavg_example_weighted_mean_over_cohort():
 
 def test_fedasync_mixing():
     # a_t = a * (1 + tau)^-alpha = 0.5 * 4^-0.5 = 0.25 ; w = 0.75*[0,0] + 0.25*[1,2]
-    cfg = FedAsyncConfig(mixing=0.5, staleness_exponent=0.5)
+    cfg = FedAsyncConfig(mixing=0.5, staleness=PolynomialStalenessConfig(exponent=0.5))
     server = FedAsync(cfg, torch.zeros(2), num_clients=1)
     assert server.upload == "model"
     assert cfg.buffer_size == 1  # every upload is a server step
@@ -177,7 +184,7 @@ def test_fedbuff_server_adam_two_steps():
     # t=1: mhat = g1, vhat = g1^2: w1 = -0.1 * [1/1.001, -2/2.001]
     # t=2: m = 0.25 g1 + 0.5 g2 = [1.75, 0], mhat = m/0.75 = [7/3, 0];
     #      v = 0.09 g1^2 + 0.1 g2^2 = [0.99, 0.46], vhat = v/0.19 = [99/19, 46/19]
-    cfg = FedBuffConfig(buffer_size=1, weighting="uniform", staleness_exponent=0.0,
+    cfg = FedBuffConfig(buffer_size=1,
                         server_optimizer=AdamServerOptimizerConfig(lr=0.1, betas=[0.5, 0.9], eps=1e-3))
     server = FedBuff(cfg, torch.zeros(2, dtype=torch.float64), num_clients=1)
     w1 = [-0.1 * 1 / 1.001, 0.1 * 2 / 2.001]

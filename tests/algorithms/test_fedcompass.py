@@ -18,6 +18,7 @@ from fl_bench.engine.population import ClientPopulation
 from fl_bench.engine.protocol import Compass, build_protocol
 from fl_bench.engine.selection import UniformSelection
 from fl_bench.engine.simulator import Simulator
+from fl_bench.algorithms.weightings import PolynomialStalenessConfig
 from fl_bench.engine.work import CompassSchedule, CompassScheduleConfig
 from fl_bench.errors import ConfigError
 
@@ -58,6 +59,7 @@ def compass_run(per_step, *, q_min, q_max, latest, max_trips, slow=None, deltas=
     sizes = np.arange(1, n + 1)
     cfg = FedCompassConfig(concurrent_clients=n, work_schedule=CompassScheduleConfig(
         q_min=q_min, q_max=q_max, latest_time_factor=latest, first_trip_steps=first),
+        staleness=PolynomialStalenessConfig(exponent=0.5),  # s(tau) = (1 + tau)^-0.5, as its YAML chooses
         server_optimizer=SGDServerOptimizerConfig(lr=0.9) if momentum is None else
         MomentumServerOptimizerConfig(lr=0.9, momentum=momentum))
     server = FedCompass(cfg, torch.zeros(1), n, sizes)

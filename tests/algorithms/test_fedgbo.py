@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from fl_bench.algorithms.fedgbo import MFL, FedGBO, FedGBOConfig, MFLConfig, Mimelite, MimeliteConfig
+from fl_bench.algorithms.weightings import UniformWeightingConfig
 from fl_bench.algorithms.global_optimizer import FixedStatistics, GlobalOptimizer, MovingStatistics
 from fl_bench.clients.costs import example_flops, trip_flops
 from fl_bench.clients.local_update import LocalTraining, LocalUpdate
@@ -260,7 +261,7 @@ RUN = ("max_trips=300", "eval_every=100", "concurrency=10", "algorithm.local_ste
 def test_fedgbo_with_beta_zero_is_fedavg_exactly(run_config, tmp_path):
     """SGDm with beta = 0: U = eta g, T sets m = g~ that nobody reads: FedAvg with server lr 1."""
     _, gbo, gbo_trips = run_config(*RUN, "algorithm=fedgbo", "algorithm.beta=0.0", name="fedgbo")
-    _, avg, avg_trips = run_config(*RUN, "algorithm=fedavg", "algorithm.weighting=uniform", "algorithm.server_optimizer.lr=1.0",
+    _, avg, avg_trips = run_config(*RUN, "algorithm=fedavg", "algorithm/weighting=uniform", "algorithm.server_optimizer.lr=1.0",
                                    name="fedavg")
     assert gbo.val_accuracy.tolist() == avg.val_accuracy.tolist() and gbo.val_loss.tolist() == avg.val_loss.tolist()
     a, b = torch.load(tmp_path / "fedgbo" / "model.pt"), torch.load(tmp_path / "fedavg" / "model.pt")
@@ -274,7 +275,7 @@ def test_costs_per_trip_and_cumulative_follow_table_i_and_eq_22(run_config):
     summaries = {}
     for algorithm in ("fedavg", "fedgbo", "mimelite", "mfl"):
         summary, metrics, trips = run_config(*RUN, f"algorithm={algorithm}", "algorithm.optimizer=adam"
-                                             if algorithm != "fedavg" else "algorithm.weighting=uniform", name=algorithm)
+                                             if algorithm != "fedavg" else "algorithm/weighting=uniform", name=algorithm)
         used = trips[trips.used == 1]
         assert metrics.bytes_up.iloc[-1] == used.bytes_up.sum() == summary["bytes_up"]
         assert metrics.flops.iloc[-1] == pytest.approx(used.flops.sum()) and metrics.flops.is_monotonic_increasing
@@ -305,7 +306,7 @@ def test_server_rmsprop_step_by_hand():
     from fl_bench.algorithms.server_optimizers import RMSPropServerOptimizerConfig
     from fl_bench.algorithms.synchronous import AdaptiveFedOpt, AdaptiveFedOptConfig
 
-    cfg = AdaptiveFedOptConfig(server_optimizer=RMSPropServerOptimizerConfig(lr=0.1, beta=0.9, eps=1e-3), weighting="uniform")
+    cfg = AdaptiveFedOptConfig(server_optimizer=RMSPropServerOptimizerConfig(lr=0.1, beta=0.9, eps=1e-3), weighting=UniformWeightingConfig())
     server = AdaptiveFedOpt(cfg, torch.zeros(2), 2)
     server.add(upload(0, [1.0, 0.0]))
     server.add(upload(1, [3.0, 2.0]))

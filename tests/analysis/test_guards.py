@@ -24,7 +24,7 @@ hydra:
       algorithm.server_optimizer.momentum: choice(0.0, 0.5, 0.9, 0.99)
       algorithm.lr_decay: interval(0.9, 1.0)
       algorithm.prox_mu: choice(0.001, 0.01, 0.1, 1.0)
-      algorithm.weighting: choice(uniform, examples)
+      algorithm/weighting: choice(uniform, examples)
 """)
     return tmp_path
 
@@ -44,13 +44,13 @@ def test_an_edge_is_the_outer_5_percent_of_an_interval_in_its_own_scale():
 
 def test_a_tuned_setting_s_edges_are_found_in_its_search_space(spaces):
     assert set(search_space("toy", spaces)) == {"algorithm.client_lr", "algorithm.server_optimizer.momentum",
-                                                  "algorithm.lr_decay", "algorithm.prox_mu", "algorithm.weighting"}
+                                                  "algorithm.lr_decay", "algorithm.prox_mu", "algorithm/weighting"}
     tuned = {"study": "fedprox", "space": "toy", "best_params": {
         "algorithm.client_lr": 80.0,  # upper edge (log)
         "algorithm.server_optimizer.momentum": 0.0,  # momentum 0: the nested case, not an edge
         "algorithm.lr_decay": 0.999,  # 1: no decay, a natural limit
         "algorithm.prox_mu": 1.0,  # the largest of a log grid
-        "algorithm.weighting": "uniform",  # not numeric
+        "algorithm/weighting": "uniform",  # not numeric
     }}
     assert [str(e) for e in tuned_edges(tuned, spaces)] == [
         "fedprox: algorithm.client_lr=80 at the upper edge of [0.01, 100]",

@@ -60,7 +60,7 @@ def test_named_tables_run_from_the_sweep_file_logged_to_wandb_and_published(tmp_
         assert report["displayName"] == name and table.title in json.dumps(report)
     # every run was started with the sweep file's workload and the table's arm overrides
     logs = "\n".join(p.read_text() for p in runs.glob("*/reproduce.log"))
-    assert "experiment=fedbuff_smoke" in logs and f"data_root={tmp_path / 'data'}" in logs and "algorithm.buffer_size=1000 algorithm.staleness_exponent=10" in logs
+    assert "experiment=fedbuff_smoke" in logs and f"data_root={tmp_path / 'data'}" in logs and "algorithm.buffer_size=1000 algorithm.staleness.exponent=10" in logs
 
 
 def test_arms_that_run_the_same_share_a_directory_and_unknown_tables_fail():

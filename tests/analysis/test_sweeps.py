@@ -69,7 +69,7 @@ def test_a_failing_trial_is_recorded_and_the_study_goes_on(tmp_path, cli_in_proc
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     # FedAsync's mixing weight must be in (0, 1]: every trial fails at start-up, none ends the sweep, and a
     # study that ends with no trial completed is an error naming a trial's own
-    code, out = cli_in_process("-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness_exponent=-1",
+    code, out = cli_in_process("-m", "hparams_search=synthetic_lr_fedasync", "hydra.sweeper.n_trials=2", "algorithm.staleness.exponent=-1",
                       f"hydra.sweeper.storage={storage}", f"hydra.sweep.dir={tmp_path / 'sweep'}", "progress=false",
                       cwd=tmp_path)
     assert code == 1 and "no trial of study 'synthetic_lr_fedasync' completed (2 failed, 0 pruned)" in out, out

@@ -270,6 +270,3 @@ def test_lr_norm_is_a_client_setting_of_every_algorithm(compose_config, algorith
     assert LocalTraining.from_config(cfg).step_lr(1) == pytest.approx(0.2)
 
 
-def test_weighting_lrnorm_points_to_the_client_setting(compose_config):
-    with pytest.raises(ConfigError, match="algorithm.lr_norm=true"):
-        compose_config("algorithm=fedbuff", "algorithm.weighting=lrnorm")

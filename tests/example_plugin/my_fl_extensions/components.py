@@ -1,5 +1,6 @@
-"""Ten components (algorithm, server optimizer, work schedule, delay law, speed model, availability, selection, model,
-dataset, partition), each a class or function with its config dataclass below it."""
+"""Twelve components (algorithm, server optimizer, weighting, staleness function, work schedule, delay law, speed
+model, availability, selection, model, dataset, partition), each a class or function with its config dataclass
+below it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch import nn
 
 from fl_bench.algorithms.base import ServerAlgorithm, SyncConfig
 from fl_bench.algorithms.server_optimizers import ServerOptimizerConfig
+from fl_bench.algorithms.weightings import Staleness, StalenessConfig, Weighting, WeightingConfig
 from fl_bench.data.federated import DatasetConfig, Examples
 from fl_bench.data.partition import PartitionConfig, federate
 from fl_bench.engine.availability import Availability, AvailabilityConfig
@@ -94,6 +96,42 @@ class YogiServerOptimizerConfig(ServerOptimizerConfig):
                 self.betas, "need [beta1, beta2], each in [0, 1)")
         require(self.tau > 0, "algorithm.server_optimizer.tau", self.tau, "must be > 0")
         require(self.initial_v >= self.tau ** 2, "algorithm.server_optimizer.initial_v", self.initial_v, "must be >= tau^2")
+
+
+# ----------------------------------------------------------------------------- weighting
+class SqrtExamples(Weighting):
+    """w_i = sqrt(n_i): between uniform and example weights, so that large clients count more, but less than n_i."""
+
+    def weight(self, upload):
+        return math.sqrt(upload.num_examples)
+
+
+@schema("weighting", "sqrt_examples", SqrtExamples)
+class SqrtExamplesWeightingConfig(WeightingConfig):
+    pass
+
+
+# ----------------------------------------------------------------------------- staleness function
+class HingeStaleness(Staleness):
+    """Xie et al. 2019's hinge function: s(tau) = 1 for tau <= b, else 1 / (a (tau - b) + 1)."""
+
+    @property
+    def constant(self):
+        return self.cfg.a == 0
+
+    def scale(self, staleness):
+        return 1.0 if staleness <= self.cfg.b else 1.0 / (self.cfg.a * (staleness - self.cfg.b) + 1.0)
+
+
+@schema("staleness", "hinge", HingeStaleness)
+class HingeStalenessConfig(StalenessConfig):
+    a: float = 10.0
+    b: int = 4
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.a >= 0, "algorithm.staleness.a", self.a, "must be >= 0")
+        require(self.b >= 0, "algorithm.staleness.b", self.b, "must be >= 0")
 
 
 # ----------------------------------------------------------------------------- delay law
