@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -17,6 +18,20 @@ from tests.helpers.mirror import data_mirror  # noqa: F401 (a fixture: a loopbac
 # when logging is configured again (Hydra, in an in-process run) unless it is the interpreter's own: under
 # pytest's capture it closed the capture, and the session stopped with "lost sys.stderr".
 absl_logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found():
+    """Every test leaves the root logger's handlers as it found them. A Hydra run in this process (the refusal
+    table calls the command's main) adds a console handler bound to that test's captured stderr and a file handler
+    into its tmp_path; left behind, they wrote a later test's log records into a closed stream, and its stderr got a
+    '--- Logging error ---' traceback (a one-line check failed on it when xdist ran the two on one worker)."""
+    before, level = set(logging.root.handlers), logging.root.level
+    yield
+    for handler in [h for h in logging.root.handlers if h not in before and type(h).__module__ != "_pytest.logging"]:
+        logging.root.removeHandler(handler)
+        handler.close()
+    logging.root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)
