@@ -7,14 +7,13 @@ import sys
 from types import SimpleNamespace
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from fl_bench.engine.behaviour import UnreliableConfig, UnreliableDevices
 from fl_bench.engine.delays import TraceSpeedConfig, speed_trace
 from fl_bench.errors import ConfigError
 from fl_bench.traces.__main__ import availability_summary, main
-from fl_bench.traces.formats import Windows, read_failure_times, read_fedscale_behaviour, read_flgo_pings, read_windows
+from fl_bench.traces.formats import read_failure_times, read_fedscale_behaviour, read_flgo_pings, read_windows
 
 
 def write_pickle(path, value):
