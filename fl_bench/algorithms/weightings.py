@@ -101,25 +101,30 @@ class PolynomialStaleness(Staleness):
         return (1.0 + staleness) ** -self.cfg.exponent
 
 
-def _check_option(kind: str, cfg, base: type) -> None:
-    """The option's ``name`` and ``_target_`` are set by choosing it (``algorithm/<kind>=<name>``), not by hand: the
-    base schema may carry any registered option's pair (an algorithm config's default), a subclass only its own."""
-    option = SCHEMAS.get(kind, {}).get(cfg.name)
-    own = type(cfg) is base or type(cfg).name == cfg.name
-    require(option is not None and own and option._target_ == cfg._target_, f"algorithm.{kind}.name", cfg.name,
-            f"is set by the option: choose it with algorithm/{kind}=<name>")
+@dataclass
+class _ComponentConfig:
+    """The base schema of one kind (``kind``): an algorithm's config types its field as the kind's base, so that any
+    option composes over it (OmegaConf merges only subclasses of the node's type). An option's ``name`` and
+    ``_target_`` are set by choosing it (``algorithm/<kind>=<name>``), not by hand: the base may carry any registered
+    option's pair (an algorithm config's default), an option's subclass only its own."""
+
+    kind: ClassVar[str]
+
+    name: str = MISSING
+    _target_: str = MISSING  # the class that fl_bench.schema.build makes from this config
+
+    def __post_init__(self) -> None:
+        option = SCHEMAS.get(self.kind, {}).get(self.name)
+        own = type(self).name in (MISSING, self.name)  # (the base's class attribute is MISSING, an option's its name)
+        require(option is not None and own and option._target_ == self._target_, f"algorithm.{self.kind}.name",
+                self.name, f"is set by the option: choose it with algorithm/{self.kind}=<name>")
 
 
 @dataclass
-class WeightingConfig:
-    """The base schema of the weightings: an algorithm's config types its ``weighting`` as this, so that any option
-    composes over it (OmegaConf merges only subclasses of the node's type)."""
+class WeightingConfig(_ComponentConfig):
+    """The base schema of the weightings."""
 
-    name: str = MISSING
-    _target_: str = MISSING  # the Weighting class that fl_bench.schema.build makes from this config
-
-    def __post_init__(self) -> None:
-        _check_option("weighting", self, WeightingConfig)
+    kind = "weighting"
 
 
 @schema("weighting", "uniform", UniformWeighting)
@@ -139,15 +144,11 @@ def default_weighting(name: str):
 
 
 @dataclass
-class StalenessConfig:
-    """The base schema of the staleness functions (typed as this in an algorithm's config, as the weightings). Left as
-    it is (a config built in Python, not from its YAML), the constant function."""
+class StalenessConfig(_ComponentConfig):
+    """The base schema of the staleness functions. Left as it is (a config built in Python, not from its YAML), the
+    constant function."""
 
-    name: str = MISSING
-    _target_: str = MISSING  # the Staleness class that fl_bench.schema.build makes from this config
-
-    def __post_init__(self) -> None:
-        _check_option("staleness", self, StalenessConfig)
+    kind = "staleness"
 
 
 @schema("staleness", "constant", ConstantStaleness)
