@@ -86,11 +86,17 @@ CHECKPOINTS = "checkpoints"  # Lightning's checkpoints in the run directory (las
 EVAL_BATCH = 8192
 
 
+def _spelt(value) -> str:
+    """A value as a Hydra override spells it (null, true)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def check_centralized(cfg: Config) -> None:
     """What has nothing to act on with one model on the pooled data is refused in one line, every such
     setting at once (an experiment preset sets several for its federated arms: the line names them all and
-    what to add). Keys that only time a clock (delay, concurrency, a round's deadline) are left alone: the
-    run has no clock, records no simulated time, and the presets set them for every arm."""
+    what to add): among them a round's timing (``algorithm.deadline``, ``fixed_rounds``, ``late_uploads``), which
+    HFL's presets set for every arm and a run without a clock cannot honour. The run's own clock keys (delay,
+    concurrency), which every run has, are left alone: it records no simulated time (sim_time is empty)."""
     refused: list[tuple[str, str, str]] = []  # (the setting, why it cannot act, what to use)
     for group, allowed in (("availability", "always"), ("selection", "uniform"), ("speed", "none"), ("dp", "none"),
                            ("behaviour", "reliable")):
@@ -106,6 +112,12 @@ def check_centralized(cfg: Config) -> None:
                         "cuda_graphs=null"))
     if cfg.vmap_clients:
         refused.append(("vmap_clients=true", "there is one trip per round to batch", "vmap_clients=null"))
+    algorithm = cfg.algorithm
+    for key, value, default in (("deadline", algorithm.deadline, None), ("fixed_rounds", algorithm.fixed_rounds, False),
+                                ("late_uploads", algorithm.late_uploads, "drop")):
+        if value != default:
+            refused.append((f"algorithm.{key}={_spelt(value)}", "a round of the pooled reference is one trip with no "
+                            "clock to time it", f"algorithm.{key}={_spelt(default)}"))
     if len(refused) == 1:
         setting, why, use = refused[0]
         raise ConfigError(f"{setting} is not allowed with algorithm=centralized: {why}; use {use}")

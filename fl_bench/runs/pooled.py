@@ -26,8 +26,8 @@ class CentralizedConfig(SyncConfig):
         super().__post_init__()
         require(self.cohort == 1, "algorithm.cohort", self.cohort, "centralized training is one model: must be 1")
         require(self.over_selection == 0, "algorithm.over_selection", self.over_selection, "must be 0 (one model)")
-        # what acts on a client's anchor has nothing to act on (round timing, deadline and fixed_rounds, has no
-        # clock to act on either: sim_time is empty; the HFL presets set them for all arms)
+        # what acts on a client's anchor has nothing to act on; a round's timing (deadline, fixed_rounds,
+        # late_uploads) has no clock to act on either: check_centralized refuses it with whatever else a preset set
         require(self.prox_mu == 0, "algorithm.prox_mu", self.prox_mu, "must be 0 (no downloaded model to stay near)")
         require(self.work_schedule.name == "fixed", "algorithm/work_schedule", self.work_schedule.name,
                 "must be fixed: each round's one trip trains the local steps of algorithm.local_steps or local_epochs")

@@ -162,6 +162,9 @@ def test_a_users_lightning_module_is_fitted_by_the_trainer(tmp_path, monkeypatch
     (("vmap_clients=true",), "vmap_clients=true is not allowed with algorithm=centralized"),
     (("behaviour=unreliable",), "behaviour=unreliable is not allowed with algorithm=centralized"),
     (("cuda_graphs=true",), "cuda_graphs=true is not allowed with algorithm=centralized"),
+    (("algorithm.deadline=2.5",), "algorithm.deadline=2.5 is not allowed with algorithm=centralized: a round of the "
+                                   "pooled reference is one trip with no clock to time it; use algorithm.deadline=null"),
+    (("algorithm.late_uploads=deliver",), "algorithm.late_uploads=deliver is not allowed with algorithm=centralized"),
     (("task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.WrappedNetwork"),
      "WrappedNetwork has no validation_step"),
 ])
@@ -212,6 +215,16 @@ def test_a_presets_federated_settings_are_refused_together_in_one_line(tmp_path)
     summary = run_experiment(compose_run_config("experiment=fedlaavg_table2_smoke", "algorithm=centralized",
                                                 "availability=always", "vmap_clients=null", "max_trips=2"), tmp_path / "b")
     assert summary["status"] == "completed" and summary["client_trips"] == 2
+
+
+def test_hfls_round_timing_is_refused_with_the_presets_other_federated_settings(tmp_path):
+    # HFL's presets time every arm's rounds (algorithm.deadline=1, fixed_rounds): S-SGD has no clock to honour them,
+    # so they are named with the preset's groups and flags, not accepted and ignored
+    with pytest.raises(ConfigError, match=r"^speed=stragglers, vmap_clients=true, algorithm.deadline=1.0, "
+                       r"algorithm.fixed_rounds=true are not allowed .* add speed=none vmap_clients=null "
+                       r"algorithm.deadline=null algorithm.fixed_rounds=false$"):
+        run_experiment(compose_run_config("experiment=hfl_convex_smoke", "algorithm=centralized"), tmp_path / "a")
+    assert not (tmp_path / "a").exists()
 
 
 @pytest.mark.slow
