@@ -58,8 +58,8 @@ def test_each_table_takes_the_report_seeds_its_pilot_says_its_verdicts_need(tmp_
     page = (tmp_path / "out" / "toy.md").read_text()
     # its fidelity under its title, above its verdicts (issue 68), the block the scoreboard keeps as it is
     assert page.startswith(f"# toy\n\nt\n\n{page_fidelity('stand-in', 'a toy workload')}\n\n")
-    assert (f"Seeds by power (fl_bench/analysis/power.py, registered before the report runs): on pilot seeds 101, 102, "
-            f"103, the report seeds each verdict needs") in page
+    assert ("Seeds by power (fl_bench/analysis/power.py, registered before the report runs): on pilot seeds 101, 102, "
+            "103, the report seeds each verdict needs") in page
     over = ": more than the cap, 6" if need.seeds > 6 else ""  # (a verdict the cap cannot resolve says so)
     assert (f"fedavg {need.seeds} ({need.paper_seeds} at the paper's effect, {need.pilot_seeds} at the pilot's "
             f"{need.pilot_effect:+.2f}{over}); this table ran {expected} report seeds") in page

@@ -107,6 +107,7 @@ def test_a_round_in_one_training_step_is_bit_for_bit_lightnings_step_per_minibat
 def test_the_final_model_is_evaluated_off_the_grid_and_the_target_stops_the_run(tmp_path):
     summary = run_experiment(compose_run_config(*POOLED, "max_trips=5", "max_rounds=5"), tmp_path / "grid")
     assert pd.read_csv(tmp_path / "grid" / "metrics.csv")["trips"].tolist() == [0, 2, 4, 5]
+    assert summary["client_trips"] == summary["server_steps"] == 5
     stopped = run_experiment(compose_run_config(*POOLED, "target_accuracy=0.2", "stop_at_target=true"), tmp_path / "t")
     assert stopped["trips_to_target"] == stopped["client_trips"] == 2  # trained no further than the evaluation
 
