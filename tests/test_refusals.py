@@ -288,6 +288,10 @@ REFUSALS = [
     (FL_BENCH, ["dataset=datamodule", "dataset.datamodule=5"], {}, "Error merging override dataset.datamodule=5: Cannot assign int"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "algorithm=centralized", "task.buffers=local"], {}, "task.buffers=local is not allowed with algorithm=centralized"),
+    # the pooled reference has no clock: a round's timing is refused, not ignored (issue 72)
+    (FL_BENCH, ["algorithm=centralized", "algorithm.deadline=2.5"], {},
+     "algorithm.deadline=2.5 is not allowed with algorithm=centralized: a round of the pooled reference is one trip"),
+    (FL_BENCH, ["algorithm=centralized", "algorithm.fixed_rounds=maybe"], {}, "algorithm.fixed_rounds=maybe"),
     (FL_BENCH, ["dataset=datamodule"], {}, "dataset.datamodule._target_=None is not allowed: name your LightningDataModule"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.batch=tokens"], {}, "task.batch='tokens' is not allowed: choose one of pair, inputs, next_token"),
