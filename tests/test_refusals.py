@@ -291,7 +291,8 @@ REFUSALS = [
     # the pooled reference has no clock: a round's timing is refused, not ignored (issue 72)
     (FL_BENCH, ["algorithm=centralized", "algorithm.deadline=2.5"], {},
      "algorithm.deadline=2.5 is not allowed with algorithm=centralized: a round of the pooled reference is one trip"),
-    (FL_BENCH, ["algorithm=centralized", "algorithm.fixed_rounds=maybe"], {}, "algorithm.fixed_rounds=maybe"),
+    (FL_BENCH, ["algorithm=centralized", "algorithm.fixed_rounds=maybe"], {},
+     "Error merging override algorithm.fixed_rounds=maybe: Value 'maybe' is not a valid bool"),
     (FL_BENCH, ["dataset=datamodule"], {}, "dataset.datamodule._target_=None is not allowed: name your LightningDataModule"),
     (FL_BENCH, ["task=lightning", "task.module._target_=my_fl_extensions.lightning_modules.DocsClassifier",
                 "task.batch=tokens"], {}, "task.batch='tokens' is not allowed: choose one of pair, inputs, next_token"),
